@@ -1,0 +1,38 @@
+# Two commands (see README): `make run` installs everything and runs the default search,
+# `make test` installs the test extras and runs the whole suite.
+PY ?= python3.11
+VENV ?= .venv
+BIN := $(VENV)/bin
+# A portable llama.cpp build: runs on any x86-64, not only on the CPU that compiled it.
+export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
+STAMP := $(VENV)/.installed
+
+.PHONY: install install-test run test bench clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+# torch first: an unpinned torch pulled in by a dependency would be a multi-GB CUDA build.
+# mujoco, metaworld and gymnasium in one command, or pip leaves a broken mujoco 4 mix behind.
+$(STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/pip install -q "torch==2.13.0"
+	$(BIN)/pip install -q "mujoco==3.3.0" "metaworld==3.1.1" "gymnasium[mujoco]==1.4.0"
+	$(BIN)/pip install -q -e ".[test]"
+	$(BIN)/python -c "import mujoco, metaworld, torch, llama_cpp"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: install
+	$(BIN)/lares run
+
+test: install
+	$(BIN)/python -m pytest -q
+
+bench: install
+	$(BIN)/pip install -q -e ".[bench]"
+	for b in benchmarks/*.py; do $(BIN)/python $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV)

@@ -1,0 +1,1 @@
+"""cli layer of lares-agent (see DESIGN.md §2)."""

@@ -1,0 +1,1 @@
+"""engine layer of lares-agent (see DESIGN.md §2)."""

@@ -1,0 +1,1 @@
+"""graphs layer of lares-agent (see DESIGN.md §2)."""

@@ -1,0 +1,28 @@
+"""LLM layer: chat-model backends behind one LangChain interface, and the client graph nodes call.
+
+Backends: llama.cpp in process with a GGUF file (default; the model ships as part packages and is assembled
+once, `models.py`), any OpenAI-compatible endpoint (`openai_compat.py`) and record/replay (`replay.py`).
+"""
+
+from lares_agent.llm.client import LLMAnswer, LLMClient, LLMConfig, build_chat_model, make_client
+from lares_agent.llm.errors import BudgetExceeded, LLMError, LLMTimeout, ModelNotFound, ReplayMissing
+from lares_agent.llm.models import DEFAULT_MODEL, KNOWN_MODELS, resolve_model
+from lares_agent.llm.replay import RECORD_NAME, ReplayChatModel
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "KNOWN_MODELS",
+    "RECORD_NAME",
+    "BudgetExceeded",
+    "LLMAnswer",
+    "LLMClient",
+    "LLMConfig",
+    "LLMError",
+    "LLMTimeout",
+    "ModelNotFound",
+    "ReplayChatModel",
+    "ReplayMissing",
+    "build_chat_model",
+    "make_client",
+    "resolve_model",
+]

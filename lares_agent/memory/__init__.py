@@ -1,0 +1,1 @@
+"""memory layer of lares-agent (see DESIGN.md §2)."""

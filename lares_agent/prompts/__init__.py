@@ -1,0 +1,1 @@
+"""Prompt templates and personas, shipped as package data."""

@@ -1,0 +1,1 @@
+"""tools layer of lares-agent (see DESIGN.md §2)."""
