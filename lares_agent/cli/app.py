@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 from typing import Annotated
 
-import click
 import typer
+import typer.core
 from typer.core import TyperGroup
 
 
@@ -16,19 +16,27 @@ class _OneLineErrors(TyperGroup):
     Done in the group rather than in `main()` so that typer's CliRunner sees exactly what a user sees.
     """
 
-    def invoke(self, ctx: click.Context):  # type: ignore[override]
+    def invoke(self, ctx: typer.Context):  # type: ignore[override]
         try:
             return super().invoke(ctx)
-        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+        except _click_control_flow():
             raise
         except Exception as exc:  # noqa: BLE001 - the CLI boundary
             if ctx.meta.get("lares.debug") or "--debug" in sys.argv:
                 raise
             message = " ".join((str(exc).strip() or type(exc).__name__).split())
-            click.echo(f"error: {message}", err=True)
+            typer.echo(f"error: {message}", err=True)
             if not _is_user_error(exc):
-                click.echo("(run again with --debug for the traceback)", err=True)
+                typer.echo("(run again with --debug for the traceback)", err=True)
             ctx.exit(1)
+
+
+def _click_control_flow() -> tuple[type[BaseException], ...]:
+    """Exits, aborts and usage errors (typer's bundled click): typer reports those itself."""
+    bundled = getattr(typer.core, "_click", None)
+    names = ("Exit", "Abort", "ClickException")
+    found = [getattr(bundled.exceptions, n, None) for n in names] if bundled is not None else []
+    return (typer.Exit, typer.Abort, *(t for t in found if t is not None))
 
 
 def _is_user_error(exc: BaseException) -> bool:
@@ -55,6 +63,11 @@ def _root(
 
 
 # --- command registration (one import + one line per command) ---
+from lares_agent.cli.run_cmd import baseline_command, resume_command, run_command  # noqa: E402
+
+app.command("run")(run_command)
+app.command("resume")(resume_command)
+app.command("baseline")(baseline_command)
 from lares_agent.cli.models_cmd import models_app  # noqa: E402
 
 app.add_typer(models_app, name="models")
@@ -64,6 +77,12 @@ app.command("report")(report_command)
 from lares_agent.cli.personas_cmd import personas_app  # noqa: E402
 
 app.add_typer(personas_app, name="personas")
+from lares_agent.cli.reward_cmd import reward_app  # noqa: E402
+
+app.add_typer(reward_app, name="reward")
+from lares_agent.cli.tasks_cmd import tasks_command  # noqa: E402
+
+app.command("tasks")(tasks_command)
 
 
 def main() -> None:

@@ -17,6 +17,7 @@ from lares_agent.rewards.compile import CompiledReward, FeatureError, compile_re
 from lares_agent.rewards.complexity import ComplexityWeights, expression_complexity, total_complexity
 from lares_agent.rewards.limits import Limits, RewardRejected
 from lares_agent.rewards.parse import CONSTANT_NAMES, FUNCTION_NAMES, feature_symbol, parse_expression
+from lares_agent.rewards.sampling import synthetic_sample
 
 __all__ = [
     "CONSTANT_NAMES",
@@ -40,6 +41,7 @@ __all__ = [
     "load_reward",
     "parse_candidate",
     "parse_expression",
+    "synthetic_sample",
     "total_complexity",
     "validate",
 ]

@@ -1,0 +1,263 @@
+"""Learner throughput: K batched SAC learners vs K separate ones vs K Stable-Baselines3 SAC learners.
+
+Side by side in one run, with the reference's sizes (obs 39, act 4, 3x256 MLPs, batch 128):
+  * learner-updates/s of `Population` (K learners as one batched computation, ours),
+  * K separate `SACLearner`s of our own (the same maths, one learner at a time),
+  * K Stable-Baselines3 SAC learners with the same sizes (skipped when SB3 is not installed),
+  * the fraction of this CPU's measured matmul FLOP/s that each reaches (matmul FLOPs actually executed),
+  * env steps/s of a whole LaRes-style loop on MetaWorld reach-v3 (episode, add with K reward columns,
+    one update per env step per learner).
+Each timing is the best of several blocks, because the CPU may be shared. Usage:
+
+    python benchmarks/learners.py [--threads 2] [--k 5] [--block-seconds 2] [--blocks 3] [--loop-steps 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from lares_agent.engine.buffer import ReplayBuffer
+from lares_agent.engine.nets import layer_sizes
+from lares_agent.engine.population import Population
+from lares_agent.engine.sac import SACConfig, SACLearner
+
+OBS, ACT = 39, 4
+
+
+def best_time(fn: Callable[[], object], block_seconds: float, blocks: int) -> float:
+    """Seconds per call: best over `blocks` blocks of about `block_seconds` each (after a warm-up)."""
+    fn()
+    start, calls = time.perf_counter(), 0
+    while time.perf_counter() - start < 0.3 * block_seconds or calls < 2:
+        fn()
+        calls += 1
+    per_call = (time.perf_counter() - start) / calls
+    reps = max(1, int(block_seconds / per_call))
+    best = float("inf")
+    for _ in range(blocks):
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / reps)
+    return best
+
+
+def matmul_peak(block_seconds: float, blocks: int) -> float:
+    """FLOP/s of a large float32 matmul (sgemm) at the current thread count."""
+    n = 2048
+    gen = torch.Generator().manual_seed(0)
+    a, b = torch.randn(n, n, generator=gen), torch.randn(n, n, generator=gen)
+    out = torch.empty(n, n)
+    return 2 * n**3 / best_time(lambda: torch.mm(a, b, out=out), block_seconds, blocks)
+
+
+def update_flops(hidden: tuple[int, ...], batch: int) -> float:
+    """Matmul FLOPs one SAC learner update executes (what both our implementations compute).
+
+    forward 2*B*in*out per layer; backward adds the weight gradient (same) and the input gradient
+    (same; skipped for the first layer when its input is data). Critic target: actor + 2 target critics
+    forward. Critic step: 2 critics forward + full backward. Actor step: actor forward + full backward,
+    2 critics forward + input gradients only (their weights are not trained there).
+    """
+    actor = layer_sizes(OBS, hidden, 2 * ACT)
+    critic = layer_sizes(OBS + ACT, hidden, 1)
+
+    def fwd(layers: list[tuple[int, int]]) -> float:
+        return sum(2.0 * batch * i * o for i, o in layers)
+
+    def input_grads(layers: list[tuple[int, int]], first: bool) -> float:
+        return fwd(layers if first else layers[1:])
+
+    target = fwd(actor) + 2 * fwd(critic)
+    critic_step = 2 * (2 * fwd(critic) + input_grads(critic, first=False))
+    actor_step = 2 * fwd(actor) + input_grads(actor, first=False) + 2 * (fwd(critic) + input_grads(critic, True))
+    return target + critic_step + actor_step
+
+
+def random_buffer(k: int, rows: int, seed: int) -> ReplayBuffer:
+    """A buffer of random transitions with k labelled reward columns."""
+    rng = np.random.default_rng(seed)
+    buf = ReplayBuffer(rows, OBS, ACT, [f"f{j}" for j in range(k)], k)
+    buf.add(rng.normal(size=(rows, OBS)), rng.uniform(-1, 1, (rows, ACT)), rng.normal(size=(rows, OBS)),
+            np.zeros(rows, bool), np.zeros(rows, bool), {f"f{j}": rng.normal(size=rows) for j in range(k)})
+    for j in range(k):
+        buf.set_column(j, _FeatureReward(f"f{j}"), reference=None)
+    return buf
+
+
+class _FeatureReward:
+    """Reward = one named feature (enough to fill reward columns for timing)."""
+
+    def __init__(self, name: str) -> None:
+        self.id, self.complexity, self.name = name, 1.0, name
+
+    def __call__(self, features):  # type: ignore[no-untyped-def]
+        return np.asarray(features[self.name], np.float64)
+
+    def components(self, features):  # type: ignore[no-untyped-def]
+        return {self.name: self(features)}
+
+    def to_json(self) -> dict[str, object]:
+        return {"id": self.id}
+
+
+def sb3_update_time(k: int, cfg: SACConfig, block_seconds: float, blocks: int) -> float | None:
+    """Seconds for one update of each of k SB3 SAC learners (None when SB3 is not installed)."""
+    try:
+        import gymnasium
+        from stable_baselines3 import SAC
+        from stable_baselines3.common.logger import configure
+    except ImportError:
+        return None
+
+    class Dummy(gymnasium.Env):  # only the spaces matter: training reads the replay buffer
+        observation_space = gymnasium.spaces.Box(-np.inf, np.inf, (OBS,), np.float32)
+        action_space = gymnasium.spaces.Box(-1.0, 1.0, (ACT,), np.float32)
+
+    rng = np.random.default_rng(0)
+    models = []
+    for seed in range(k):
+        model = SAC("MlpPolicy", Dummy(), learning_rate=cfg.lr, buffer_size=10_000, learning_starts=0,
+                    batch_size=cfg.batch_size, tau=cfg.tau, gamma=cfg.gamma, device="cpu", seed=seed,
+                    policy_kwargs={"net_arch": list(cfg.hidden)})
+        model.set_logger(configure(None, []))
+        for _ in range(2000):
+            model.replay_buffer.add(rng.normal(size=(1, OBS)), rng.normal(size=(1, OBS)),
+                                    rng.uniform(-1, 1, (1, ACT)), rng.normal(size=1), np.zeros(1), [{}])
+        models.append(model)
+
+    def step() -> None:
+        for model in models:
+            model.train(gradient_steps=1, batch_size=cfg.batch_size)
+
+    return best_time(step, block_seconds, blocks)
+
+
+def loop_steps_per_second(k: int, cfg: SACConfig, steps: int, seed: int) -> dict[str, float] | None:
+    """Env steps/s of episodes on reach-v3 + buffer adds with k columns + one population update per step."""
+    try:
+        from lares_agent.engine.tasks import get_task
+        task = get_task("reach-v3")
+        env = task.make_env(seed)
+    except Exception as exc:  # MetaWorld missing or broken: report and skip this column
+        print(f"loop benchmark skipped: {exc}")
+        return None
+    names = [f.name for f in task.features]
+    pop = Population(k, OBS, ACT, cfg, seed)
+    buf = ReplayBuffer(max(10_000, 2 * steps), OBS, ACT, names, k)
+    rng, gen = np.random.default_rng(seed), torch.Generator().manual_seed(seed)
+    timers = dict.fromkeys(("env", "act", "add", "sample", "update"), 0.0)
+
+    def episode(member: int | None) -> int:
+        obs, info = env.reset(seed=int(rng.integers(1 << 30)))
+        rows: dict[str, list[np.ndarray]] = {key: [] for key in ("obs", "act", "next", "term", "trunc", "raw")}
+        for _ in range(task.horizon):
+            t0 = time.perf_counter()
+            if member is None:
+                action = rng.uniform(-1, 1, ACT).astype(np.float32)
+            else:
+                action = pop.act(obs[None], np.array([member]), False, gen)[0]
+            t1 = time.perf_counter()
+            next_obs, _, terminated, truncated, info = env.step(action)
+            rows["raw"].append(task.raw_state(env, next_obs, info))
+            timers["env"] += time.perf_counter() - t1
+            timers["act"] += t1 - t0
+            for key, value in [("obs", obs), ("act", action), ("next", next_obs), ("term", terminated),
+                               ("trunc", truncated)]:
+                rows[key].append(value)
+            obs = next_obs
+            if terminated or truncated:
+                break
+        t0 = time.perf_counter()
+        actions = np.asarray(rows["act"])
+        feats = task.features(np.asarray(rows["raw"]), actions)
+        buf.add(np.asarray(rows["obs"]), actions, np.asarray(rows["next"]), np.asarray(rows["term"]),
+                np.asarray(rows["trunc"]), feats)
+        timers["add"] += time.perf_counter() - t0
+        return len(actions)
+
+    episode(None)  # random warm-up episode, then label the columns
+    for j in range(k):
+        buf.set_column(j, _FeatureReward(names[j]), reference=None)
+    start, done, member = time.perf_counter(), 0, 0
+    while done < steps:
+        n = episode(member)
+        member, done = (member + 1) % k, done + n
+        for _ in range(int(round(cfg.utd_ratio * n))):
+            t0 = time.perf_counter()
+            batch = buf.sample(cfg.batch_size, range(k), rng)
+            t1 = time.perf_counter()
+            pop.update(batch)
+            timers["sample"] += t1 - t0
+            timers["update"] += time.perf_counter() - t1
+    total = time.perf_counter() - start
+    env.close()
+    return {"steps_per_s": done / total, **{key: value / total for key, value in timers.items()}}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--k", type=int, default=5)
+    parser.add_argument("--block-seconds", type=float, default=2.0)
+    parser.add_argument("--blocks", type=int, default=3)
+    parser.add_argument("--loop-steps", type=int, default=300, help="0 skips the whole-loop measurement")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    cfg, k = SACConfig(), args.k
+    timing = (args.block_seconds, args.blocks)
+
+    peak = matmul_peak(*timing)
+    buf = random_buffer(k, 20_000, seed=0)
+    rng = np.random.default_rng(1)
+    pop = Population(k, OBS, ACT, cfg, seed=0)
+    pop.inherit(list(range(1, k // 2 + 1)), 0, anchor_weight=1.0)  # as after a reward update: some anchored
+
+    def batched() -> None:
+        pop.update(buf.sample(cfg.batch_size, range(k), rng))
+
+    learners = [SACLearner(OBS, ACT, cfg, seed) for seed in range(k)]
+
+    def separate() -> None:
+        for j, learner in enumerate(learners):
+            learner.update(buf.sample(cfg.batch_size, [j], rng).column(0))
+
+    rows = {f"{k} batched learners (Population)": best_time(batched, *timing),
+            f"{k} separate SACLearners (ours)": best_time(separate, *timing)}
+    sb3 = sb3_update_time(k, cfg, *timing)
+    sb3_name = f"{k} Stable-Baselines3 SAC learners"
+    if sb3 is not None:
+        rows[sb3_name] = sb3
+    flops = k * update_flops(cfg.hidden, cfg.batch_size)
+
+    print(f"torch {torch.__version__}, {args.threads} threads; K={k}, obs {OBS}, act {ACT}, "
+          f"hidden {cfg.hidden}, batch {cfg.batch_size}")
+    print(f"matmul peak (2048^3 sgemm): {peak / 1e9:.1f} GFLOP/s; "
+          f"one update of all {k} learners = {flops / 1e9:.2f} GFLOP of matmuls\n")
+    print(f"{'':38} {'learner-upd/s':>14} {'ms per K upd':>13} {'GFLOP/s':>9} {'% of peak':>10}")
+    for name, seconds in rows.items():
+        print(f"{name:38} {k / seconds:14.1f} {1e3 * seconds:13.2f} {flops / seconds / 1e9:9.1f} "
+              f"{100 * flops / seconds / peak:9.1f}%")
+    if sb3 is None:
+        print(f"{sb3_name}: skipped (stable_baselines3 not installed; `pip install -e .[bench]`)")
+    names = list(rows)
+    print(f"\nbatched vs separate (ours): {rows[names[1]] / rows[names[0]]:.2f}x (issue target: beat 1.25x)")
+    if sb3 is not None:
+        print(f"batched vs Stable-Baselines3: {sb3 / rows[names[0]]:.2f}x (issue target: >= 2x)")
+    print(f"batched update reaches {100 * flops / rows[names[0]] / peak:.1f}% of the matmul peak "
+          "(issue target: >= 65%)")
+    if args.loop_steps > 0:
+        loop = loop_steps_per_second(k, cfg, args.loop_steps, seed=0)
+        if loop is not None:
+            shares = ", ".join(f"{key} {100 * v:.0f}%" for key, v in loop.items() if key != "steps_per_s")
+            print(f"whole loop on reach-v3 (UTD {cfg.utd_ratio}, {k} learners): "
+                  f"{loop['steps_per_s']:.1f} env steps/s; time shares: {shares}")
+
+
+if __name__ == "__main__":
+    main()

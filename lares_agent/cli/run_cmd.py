@@ -1,0 +1,147 @@
+"""`lares run`, `lares resume` and `lares baseline`: the main job and its companions."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Iterator, Optional
+
+import typer
+
+from lares_agent.search.config import preset_config
+
+RUNS_DIR = Path("runs")
+
+Task = Annotated[str, typer.Option("--task", "-t", help="Task name (see `lares tasks`).")]
+
+
+@contextmanager
+def _progress(budget: int) -> Iterator:
+    """A rich progress bar: env steps, best success so far, LLM calls in flight, ETA."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    columns = (
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed:,.0f}/{task.total:,.0f} env steps"),
+        TextColumn("round {task.fields[round]}"),
+        TextColumn("best success {task.fields[best]:.0%}"),
+        TextColumn("{task.fields[llm]}"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, transient=False) as bar:
+        tid = bar.add_task("training", total=budget, round=0, best=0.0, llm="")
+
+        def update(status) -> None:  # noqa: ANN001 - RunStatus
+            llm = "LLM: 1 call in flight" if status.llm_in_flight else "LLM: idle"
+            bar.update(tid, completed=status.env_steps, round=status.round, best=status.best_success, llm=llm)
+
+        yield update
+
+
+def _finish(outcome, report: bool) -> None:  # noqa: ANN001 - RunOutcome
+    state = "finished" if outcome.finished else "stopped (resume with `lares resume`)"
+    typer.echo(
+        f"run {state}: {outcome.env_steps:,} env steps in {outcome.wall_s / 60:.1f} min, "
+        f"best success {outcome.best_success:.0%}"
+    )
+    if report:
+        from lares_agent.report.html import write_report
+
+        index = write_report(outcome.run.root)
+        typer.echo(f"report: {index}")
+    typer.echo(f"results: {outcome.run.root}")
+    typer.echo(f"  trace: lares trace {outcome.run.root}    resume: lares resume {outcome.run.root}")
+
+
+def run_command(
+    task: Task = "reach-v3",
+    llm: Annotated[str, typer.Option(help="LLM backend: local (GGUF via llama.cpp), openai (any OpenAI-compatible server) or replay.")] = "local",
+    model: Annotated[Optional[str], typer.Option(help="Local: a known model name (`lares models list`) or a GGUF path; openai: the model name.")] = None,
+    base_url: Annotated[Optional[str], typer.Option(help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1 (key from OPENAI_API_KEY).")] = None,
+    replay_from: Annotated[Optional[Path], typer.Option(help="With --llm replay: the run whose recorded LLM calls answer this one.")] = None,
+    persona: Annotated[str, typer.Option(help="Prompt persona name (`lares personas list`) or a persona file.")] = "neutral",
+    population: Annotated[Optional[int], typer.Option(help="K reward candidates (one learner each).")] = None,
+    elites: Annotated[Optional[int], typer.Option(help="E candidates kept at each reward update.")] = None,
+    budget: Annotated[Optional[int], typer.Option(help="Env steps to train (warm-up excluded).")] = None,
+    reward_period: Annotated[Optional[int], typer.Option(help="Env steps between reward-population updates.")] = None,
+    learner: Annotated[str, typer.Option(help="Policy learner: sac or es.")] = "sac",
+    backend: Annotated[str, typer.Option(help="Execution backend: local or ray.")] = "local",
+    ray_address: Annotated[Optional[str], typer.Option(help="Ray cluster address (with --backend ray); default: local Ray.")] = None,
+    setting: Annotated[str, typer.Option(help="scratch (all rewards proposed) or init (the task's human reward seeds the population).")] = "scratch",
+    rewards: Annotated[Optional[Path], typer.Option(help="JSON file of starting reward candidates.")] = None,
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+    run_dir: Annotated[Path, typer.Option(help="Folder that receives the run folder.")] = RUNS_DIR,
+    preset: Annotated[str, typer.Option(help="demo (minutes on a laptop) or paper (the LaRes reference settings).")] = "demo",
+    no_retrieval: Annotated[bool, typer.Option("--no-retrieval", help="Do not retrieve past reward cases.")] = False,
+    max_llm_tokens: Annotated[Optional[int], typer.Option(help="Token budget for all LLM calls of the run.")] = None,
+    max_minutes: Annotated[Optional[float], typer.Option(help="Stop (resumably) after this many minutes.")] = None,
+    report: Annotated[bool, typer.Option(help="Write the HTML report at the end.")] = True,
+) -> None:
+    """Search reward functions with an LLM while a population of policies learns from them (LaRes).
+
+    With no options: reach-v3, the bundled local model, a small population, done in under 10 minutes on 2 cores.
+    """
+    from lares_agent.search.runner import start_run
+
+    cfg = preset_config(
+        preset,
+        task=task,
+        llm_backend=llm,
+        llm_model=model,
+        base_url=base_url,
+        replay_from=str(replay_from) if replay_from else None,
+        persona=persona,
+        population=population,
+        elites=elites,
+        budget=budget,
+        reward_period=reward_period,
+        learner=learner,
+        backend=backend,
+        ray_address=ray_address,
+        setting=setting,
+        rewards_file=str(rewards) if rewards else None,
+        seed=seed,
+        retrieval=not no_retrieval,
+        max_llm_tokens=max_llm_tokens,
+        max_minutes=max_minutes,
+    )
+    with _progress(cfg.budget) as update:
+        outcome = start_run(cfg, run_dir, progress=update)
+    _finish(outcome, report)
+
+
+def resume_command(
+    run: Annotated[Path, typer.Argument(help="The run folder to continue.")],
+    max_minutes: Annotated[Optional[float], typer.Option(help="Stop again (resumably) after this many minutes.")] = None,
+    report: Annotated[bool, typer.Option(help="Write the HTML report at the end.")] = True,
+) -> None:
+    """Continue a stopped or killed run from its newest checkpoint and graph state."""
+    import json
+
+    from lares_agent.search.rundir import RunDir
+    from lares_agent.search.runner import resume_run
+
+    budget = json.loads(RunDir.open(run).config.read_text(encoding="utf-8")).get("budget", 0)
+    with _progress(int(budget)) as update:
+        outcome = resume_run(run, progress=update, extra_minutes=max_minutes)
+    _finish(outcome, report)
+
+
+def baseline_command(
+    task: Task = "reach-v3",
+    budget: Annotated[Optional[int], typer.Option(help="Env steps to train.")] = None,
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+    run_dir: Annotated[Path, typer.Option(help="Folder that receives the run folder.")] = RUNS_DIR,
+    preset: Annotated[str, typer.Option(help="demo or paper (network sizes, warm-up, evaluation).")] = "demo",
+    report: Annotated[bool, typer.Option(help="Write the HTML report at the end.")] = True,
+) -> None:
+    """Plain SAC on the task's own (human) reward with the same engine: the comparison for `report --compare`."""
+    from lares_agent.search.runner import start_run
+
+    cfg = preset_config(preset, task=task, budget=budget, seed=seed, setting="baseline", population=1, elites=0)
+    with _progress(cfg.budget) as update:
+        outcome = start_run(cfg, run_dir, progress=update)
+    _finish(outcome, report)

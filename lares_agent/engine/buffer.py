@@ -1,0 +1,336 @@
+"""Shared replay buffer with the reward features of every step and one reward column per candidate.
+
+LaRes keeps one transition store for the whole policy population and gives every stored transition a
+reward under every reward candidate (lares-reference §4). The reference keeps Python tuples with info
+dicts and relabels in a per-transition loop (§12 items 19, 23, 24); here everything is a preallocated
+array, a reward column is relabelled with one vectorised call, and each column keeps one fixed affine
+map for its whole life, so old and new rows are scaled alike (no drift, §12 item 4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from lares_agent.engine.rewards_protocol import RewardFunction
+
+
+class RewardColumnError(ValueError):
+    """A reward column cannot be set or used; `reason` is one line, fit for an LLM critique."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class ConstantRewardError(RewardColumnError):
+    """The candidate gives (nearly) the same reward on every stored row: it cannot be scaled (§12 item 5)."""
+
+
+class NonFiniteRewardError(RewardColumnError):
+    """The candidate gives NaN or infinite rewards on stored rows (§12 item 5)."""
+
+
+@dataclass(frozen=True)
+class Affine:
+    """Map from a raw reward to the reward learners see: `raw * scale + shift`."""
+
+    shift: float = 0.0
+    scale: float = 1.0
+
+    def apply(self, raw: np.ndarray) -> np.ndarray:
+        """Apply the map to raw rewards."""
+        return raw * self.scale + self.shift
+
+
+class Batch(NamedTuple):
+    """Minibatches for C columns, stacked for the population update (float32 unless noted).
+
+    obs [C, B, obs_dim], action [C, B, act_dim], reward [C, B], next_obs [C, B, obs_dim],
+    terminated [C, B] (1.0 where the episode really ended; time-limit cuts are 0, §12 item 12),
+    indices [C, B] (int64 buffer rows, for diagnostics).
+    """
+
+    obs: np.ndarray
+    action: np.ndarray
+    reward: np.ndarray
+    next_obs: np.ndarray
+    terminated: np.ndarray
+    indices: np.ndarray
+
+    def column(self, i: int) -> Batch:
+        """The minibatch of the i-th sampled column, with the leading C axis dropped ([B, ...])."""
+        return Batch(*(x[i] for x in self))
+
+
+# A column whose standard deviation is below this fraction of its magnitude is treated as constant:
+# dividing by it would blow float noise up to reward scale.
+_CONSTANT_RTOL = 1e-6
+
+
+class ReplayBuffer:
+    """FIFO ring buffer of transitions, features and a [capacity x K] reward matrix.
+
+    Reward column j stores `fn_j(features) - center_j` as float32 (centring keeps float32 precision for
+    rewards with a large offset) and samples `raw * scale_j + shift_j` with the `Affine` fixed by
+    `set_column`. `add` evaluates every set column's function on the new rows, through the same map.
+    """
+
+    def __init__(
+        self,
+        capacity: int,
+        obs_dim: int,
+        act_dim: int,
+        feature_names: Sequence[str],
+        num_columns: int,
+    ) -> None:
+        if capacity < 1 or obs_dim < 1 or act_dim < 1 or num_columns < 1:
+            raise ValueError("capacity, obs_dim, act_dim and num_columns must all be positive")
+        if len(set(feature_names)) != len(feature_names):
+            raise ValueError(f"duplicate feature names in {list(feature_names)}")
+        self.capacity = capacity
+        self.obs_dim = obs_dim
+        self.act_dim = act_dim
+        self.feature_names: tuple[str, ...] = tuple(feature_names)
+        self.num_columns = num_columns
+        self.obs = np.zeros((capacity, obs_dim), np.float32)
+        self.action = np.zeros((capacity, act_dim), np.float32)
+        self.next_obs = np.zeros((capacity, obs_dim), np.float32)
+        self.terminated = np.zeros(capacity, bool)
+        self.truncated = np.zeros(capacity, bool)
+        self.features = np.zeros((capacity, len(self.feature_names)), np.float32)
+        self.raw_reward = np.zeros((capacity, num_columns), np.float32)
+        self._center = np.zeros(num_columns, np.float64)
+        self._affine: list[Affine | None] = [None] * num_columns
+        self._fns: list[RewardFunction | None] = [None] * num_columns
+        self.nonfinite_count = np.zeros(num_columns, np.int64)
+        """Rows added after `set_column` whose reward was NaN/inf and was stored as the column's mean."""
+        self.size = 0
+        self.ptr = 0
+
+    def __len__(self) -> int:
+        return self.size
+
+    # ------------------------------------------------------------------ writing rows
+    def add(
+        self,
+        obs: np.ndarray,
+        action: np.ndarray,
+        next_obs: np.ndarray,
+        terminated: np.ndarray,
+        truncated: np.ndarray,
+        features: Mapping[str, np.ndarray],
+    ) -> None:
+        """Append N transitions (oldest rows are overwritten when full) and reward them in every set column.
+
+        `features` must hold every name in `feature_names` as an [N] array; extra names are ignored.
+        """
+        obs = np.asarray(obs, np.float32).reshape(-1, self.obs_dim)
+        n = obs.shape[0]
+        missing = [name for name in self.feature_names if name not in features]
+        if missing:
+            raise KeyError(f"features missing from add(): {missing}")
+        columns = [np.asarray(features[name], np.float32).reshape(-1) for name in self.feature_names]
+        parts = (action, next_obs, terminated, truncated, *columns)
+        if any(np.shape(p)[0] != n for p in parts):
+            raise ValueError(f"add(): every argument must have {n} rows")
+        if n == 0:
+            return
+        if n > self.capacity:  # only the newest `capacity` rows survive a ring buffer anyway
+            keep = slice(n - self.capacity, n)
+            obs, action, next_obs = obs[keep], np.asarray(action)[keep], np.asarray(next_obs)[keep]
+            terminated, truncated = np.asarray(terminated)[keep], np.asarray(truncated)[keep]
+            columns = [c[keep] for c in columns]
+            n = self.capacity
+        rows = (self.ptr + np.arange(n)) % self.capacity
+        self.obs[rows] = obs
+        self.action[rows] = np.asarray(action, np.float32).reshape(n, self.act_dim)
+        self.next_obs[rows] = np.asarray(next_obs, np.float32).reshape(n, self.obs_dim)
+        self.terminated[rows] = np.asarray(terminated, bool)
+        self.truncated[rows] = np.asarray(truncated, bool)
+        if columns:
+            self.features[rows] = np.stack(columns, axis=1)
+        self.ptr = int((self.ptr + n) % self.capacity)
+        self.size = min(self.size + n, self.capacity)
+        # Reward the new rows from the *stored* (float32) features, exactly as set_column reads old rows,
+        # and through each column's fixed map: new and old data stay on one scale (§12 item 4).
+        stored = {name: self.features[rows, i] for i, name in enumerate(self.feature_names)}
+        for j, fn in enumerate(self._fns):
+            if fn is None:
+                continue
+            raw = self._evaluate(fn, stored, n)
+            bad = ~np.isfinite(raw)
+            if bad.any():
+                # A run must not die on one state where, say, log(0) occurs; the column's set-time mean is
+                # the neutral value (it maps to the reference mean). Counted so the loop can report it.
+                raw[bad] = self._center[j]
+                self.nonfinite_count[j] += int(bad.sum())
+            self.raw_reward[rows, j] = (raw - self._center[j]).astype(np.float32)
+
+    # ------------------------------------------------------------------ reward columns
+    def set_column(self, j: int, fn: RewardFunction, reference: int | None) -> Affine:
+        """Relabel column j over every stored row with `fn`, and fix its affine map for life.
+
+        With a `reference` column, the new column's mean/std over the buffer are matched to the reference
+        column's *scaled* mean/std (LaRes, lares-reference §6); without one the map is the identity.
+        Raises `NonFiniteRewardError` or `ConstantRewardError` (nothing is changed then).
+        """
+        self._check_column(j)
+        ref_mean = ref_std = 0.0
+        if reference is not None:
+            self._check_column(reference)
+            if self._affine[reference] is None:
+                raise RewardColumnError(f"reference column {reference} has no reward function yet")
+            if self.size < 2:
+                raise RewardColumnError("matching a reference scale needs at least 2 stored steps")
+            ref_values = self.rewards(reference).astype(np.float64)
+            ref_mean, ref_std = float(ref_values.mean()), float(ref_values.std())
+            if ref_std <= _CONSTANT_RTOL * max(1.0, abs(ref_mean)):
+                raise ConstantRewardError(f"reference column {reference} is constant on the buffer")
+        raw = self._evaluate(fn, self.feature_view(), self.size)
+        bad = ~np.isfinite(raw)
+        if bad.any():
+            raise NonFiniteRewardError(
+                f"reward {fn.id!r} is NaN or infinite on {int(bad.sum())} of {self.size} stored steps"
+            )
+        mean = float(raw.mean()) if self.size else 0.0
+        std = float(raw.std()) if self.size else 0.0
+        if self.size >= 2 and std <= _CONSTANT_RTOL * max(1.0, abs(mean)):
+            raise ConstantRewardError(
+                f"reward {fn.id!r} is constant ({mean:.6g}) on all {self.size} stored steps"
+            )
+        if reference is None:
+            affine = Affine(shift=0.0, scale=1.0)
+        else:  # (x - m_j) * sigma_E / sigma_j + mu_E, lares-reference §6
+            scale = ref_std / std
+            affine = Affine(shift=ref_mean - mean * scale, scale=scale)
+        self._center[j] = mean
+        self.raw_reward[: self.size, j] = (raw - mean).astype(np.float32)
+        self._affine[j] = affine
+        self._fns[j] = fn
+        self.nonfinite_count[j] = 0
+        return affine
+
+    def affine(self, j: int) -> Affine | None:
+        """The map of column j (None while the column is unset)."""
+        self._check_column(j)
+        return self._affine[j]
+
+    def reward_function(self, j: int) -> RewardFunction | None:
+        """The function that labels column j (None while the column is unset)."""
+        self._check_column(j)
+        return self._fns[j]
+
+    def rewards(self, j: int) -> np.ndarray:
+        """Scaled rewards of column j over the filled rows, float32 [size] (a new array)."""
+        scale, shift = self._stored_map(j)
+        return self.raw_reward[: self.size, j] * np.float32(scale) + np.float32(shift)
+
+    def feature_view(self, n: int | None = None) -> dict[str, np.ndarray]:
+        """The first n filled rows (default: all) of every feature, by name; views, not copies."""
+        n = self.size if n is None else min(n, self.size)
+        return {name: self.features[:n, i] for i, name in enumerate(self.feature_names)}
+
+    # ------------------------------------------------------------------ sampling
+    def sample(
+        self, batch_size: int, columns: Sequence[int], rng: np.random.Generator
+    ) -> Batch:
+        """Draw an independent minibatch (uniform, with replacement) for each listed column.
+
+        Independent indices per learner avoid the reference's identical minibatch streams (§12 item 13).
+        """
+        if self.size == 0:
+            raise RewardColumnError("cannot sample from an empty buffer")
+        cols = np.asarray(columns, np.int64)
+        maps = np.array([self._stored_map(int(c)) for c in cols], np.float32).reshape(-1, 2)
+        idx = rng.integers(0, self.size, size=(len(cols), batch_size))
+        reward = self.raw_reward[idx, cols[:, None]] * maps[:, :1] + maps[:, 1:]
+        return Batch(
+            obs=self.obs[idx],
+            action=self.action[idx],
+            reward=reward,
+            next_obs=self.next_obs[idx],
+            terminated=self.terminated[idx].astype(np.float32),
+            indices=idx,
+        )
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        """Arrays and scalars of the filled part; reward functions are saved by id only."""
+        n = self.size
+        return {
+            "capacity": self.capacity,
+            "obs_dim": self.obs_dim,
+            "act_dim": self.act_dim,
+            "feature_names": list(self.feature_names),
+            "num_columns": self.num_columns,
+            "size": n,
+            "ptr": self.ptr,
+            "obs": self.obs[:n].copy(),
+            "action": self.action[:n].copy(),
+            "next_obs": self.next_obs[:n].copy(),
+            "terminated": self.terminated[:n].copy(),
+            "truncated": self.truncated[:n].copy(),
+            "features": self.features[:n].copy(),
+            "raw_reward": self.raw_reward[:n].copy(),
+            "center": self._center.copy(),
+            "affine": np.array([(a.shift, a.scale) if a else (np.nan, np.nan) for a in self._affine]),
+            "column_ids": [fn.id if fn is not None else None for fn in self._fns],
+            "nonfinite_count": self.nonfinite_count.copy(),
+        }
+
+    def load_state_dict(
+        self, d: Mapping[str, Any], rewards: Sequence[RewardFunction | None] | None = None
+    ) -> None:
+        """Restore from `state_dict()`; `rewards[j]` re-attaches column j's function (ids must match).
+
+        Everything is checked before anything is changed. A set column given no function keeps its
+        stored rewards and map, but `add` then leaves it unlabelled on new rows, so pass them all.
+        """
+        shape = (d["capacity"], d["obs_dim"], d["act_dim"], tuple(d["feature_names"]), d["num_columns"])
+        mine = (self.capacity, self.obs_dim, self.act_dim, self.feature_names, self.num_columns)
+        if shape != mine:
+            raise ValueError(f"buffer state has shape {shape}, this buffer is {mine}")
+        ids = list(d["column_ids"])
+        fns = list(rewards) if rewards is not None else [None] * self.num_columns
+        if len(fns) != self.num_columns:
+            raise ValueError(f"expected {self.num_columns} reward functions, got {len(fns)}")
+        for j, (saved, fn) in enumerate(zip(ids, fns, strict=True)):
+            if fn is not None and fn.id != saved:
+                raise ValueError(f"column {j} was labelled by {saved!r}, not {fn.id!r}")
+        n = int(d["size"])
+        for name in ("obs", "action", "next_obs", "terminated", "truncated", "features", "raw_reward"):
+            getattr(self, name)[:n] = d[name]
+        self.size, self.ptr = n, int(d["ptr"])
+        self._center[:] = d["center"]
+        self._affine = [
+            None if saved is None else Affine(float(s), float(c))
+            for saved, (s, c) in zip(ids, np.asarray(d["affine"]), strict=True)
+        ]
+        self._fns = [fn if saved is not None else None for saved, fn in zip(ids, fns, strict=True)]
+        self.nonfinite_count[:] = d["nonfinite_count"]
+
+    # ------------------------------------------------------------------ helpers
+    def _check_column(self, j: int) -> None:
+        if not 0 <= j < self.num_columns:
+            raise IndexError(f"reward column {j} out of range 0..{self.num_columns - 1}")
+
+    def _stored_map(self, j: int) -> tuple[float, float]:
+        """(scale, shift) applied to the stored, centred values of column j."""
+        self._check_column(j)
+        a = self._affine[j]
+        if a is None:
+            raise RewardColumnError(f"reward column {j} has no reward function yet")
+        return a.scale, a.shift + self._center[j] * a.scale
+
+    @staticmethod
+    def _evaluate(fn: RewardFunction, features: Mapping[str, np.ndarray], n: int) -> np.ndarray:
+        """Call fn once over n rows, as float64 [n] (scalars broadcast; any other shape is an error)."""
+        with np.errstate(all="ignore"):  # NaN/inf are detected and reported by the callers
+            out = np.asarray(fn(features), np.float64)
+        if out.shape not in ((n,), ()):
+            raise RewardColumnError(f"reward {fn.id!r} returned shape {out.shape}, expected ({n},)")
+        return np.array(np.broadcast_to(out, (n,)), np.float64)

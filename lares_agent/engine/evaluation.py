@@ -1,0 +1,168 @@
+"""Deterministic evaluation of population members (LaRes fitness, lares-reference §3 and §9).
+
+Every evaluated member plays the same ``episodes`` deterministic episodes (common reset seeds, so members
+are compared on identical initial conditions). Per member it reports:
+
+* success rate, where an episode succeeds if the task's success flag is set at ANY step (the reference's
+  elite rule; TS uses the same rule so the two agree, lares-reference §12 item 15);
+* task return = sum of ``human_reward`` (NaN for tasks without one);
+* own return = sum of the member's *raw* reward (its function's output before the buffer's affine map);
+* mean and final value of the task's progress feature (the from-scratch tie-break, §12 item 14);
+* per-component statistics {mean, std, share of total |r|} of its reward over all evaluation steps;
+* the per-step feature arrays of the first few episodes, for the LLM's trajectory encoder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from lares_agent.engine.rewards_protocol import HUMAN_REWARD_FEATURE, RewardFunction
+from lares_agent.engine.rollout import EnvPool, batch_features, run_episodes
+
+__all__ = ["ComponentStats", "MemberEvaluation", "component_stats", "evaluate_members"]
+
+SUCCESS_FEATURE = "success"
+
+
+@dataclass(frozen=True)
+class ComponentStats:
+    """Statistics of one reward component over evaluation steps; ``share`` = its part of the total |r|."""
+
+    mean: float
+    std: float
+    share: float
+
+    def to_json(self) -> dict[str, float]:
+        return {"mean": self.mean, "std": self.std, "share": self.share}
+
+
+@dataclass(frozen=True)
+class MemberEvaluation:
+    """Outcome of one member's deterministic evaluation episodes (means over episodes)."""
+
+    member: int
+    episodes: int
+    success_rate: float
+    task_return: float
+    own_return: float
+    mean_progress: float
+    final_progress: float
+    episode_length: float
+    component_stats: Mapping[str, ComponentStats] = field(default_factory=dict)
+    rollouts: tuple[Mapping[str, np.ndarray], ...] = ()
+    nonfinite: bool = False
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-ready scalars (no rollouts), for metrics.jsonl."""
+        return {
+            "member": self.member,
+            "success": self.success_rate,
+            "task_return": self.task_return,
+            "own_return": self.own_return,
+            "final_progress": self.final_progress,
+            "episode_length": self.episode_length,
+            "nonfinite": self.nonfinite,
+        }
+
+
+def component_stats(components: Mapping[str, np.ndarray]) -> dict[str, ComponentStats]:
+    """Mean, std and share of total |r| of each component (shares sum to 1 unless every value is 0)."""
+    arrays = {k: np.asarray(v, np.float64).reshape(-1) for k, v in components.items()}
+    abs_sums = {k: float(np.abs(v[np.isfinite(v)]).sum()) for k, v in arrays.items()}
+    total = sum(abs_sums.values())
+    out: dict[str, ComponentStats] = {}
+    for k, v in arrays.items():
+        fin = v[np.isfinite(v)]
+        mean = float(fin.mean()) if fin.size else float("nan")
+        std = float(fin.std()) if fin.size else float("nan")
+        out[k] = ComponentStats(mean=mean, std=std, share=abs_sums[k] / total if total > 0 else 0.0)
+    return out
+
+
+def evaluate_members(
+    pool: EnvPool,
+    act: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    raw_state: Callable[..., np.ndarray],
+    features: Callable[[np.ndarray, np.ndarray], dict[str, np.ndarray]],
+    members: Sequence[int],
+    rewards: Sequence[RewardFunction | None],
+    episodes: int,
+    horizon: int,
+    reset_seeds: Sequence[int],
+    progress_feature: str,
+    keep_rollouts: int = 0,
+    drop_features: frozenset[str] = frozenset(),
+) -> list[MemberEvaluation]:
+    """Evaluate ``members`` (one env each, lock step) for ``episodes`` deterministic episodes.
+
+    ``act(obs [M, obs_dim], members [M]) -> [M, act_dim]`` must be deterministic (tanh of the mean);
+    ``rewards[i]`` is member ``members[i]``'s raw reward function (None: own return and components are NaN).
+    ``reset_seeds[e]`` seeds episode e for every member. ``drop_features`` are removed from the kept rollouts
+    (the human reward is never shown to the LLM in the from-scratch setting).
+    """
+    if len(rewards) != len(members):
+        raise ValueError(f"evaluate_members: {len(members)} members but {len(rewards)} reward functions")
+    if len(reset_seeds) < episodes:
+        raise ValueError(f"evaluate_members: {episodes} episodes but {len(reset_seeds)} reset seeds")
+    m = len(members)
+    if m == 0 or episodes < 1:
+        return []
+    member_arr = np.asarray(members, np.int64)
+    envs = pool.get(m)
+    succ = np.zeros((m, episodes))
+    task_ret = np.zeros((m, episodes))
+    own_ret = np.zeros((m, episodes))
+    mean_prog = np.zeros((m, episodes))
+    final_prog = np.zeros((m, episodes))
+    length = np.zeros((m, episodes))
+    nonfinite = np.zeros(m, bool)
+    comps: list[dict[str, list[np.ndarray]]] = [{} for _ in range(m)]
+    kept: list[list[dict[str, np.ndarray]]] = [[] for _ in range(m)]
+    for e in range(episodes):
+        batch = run_episodes(
+            envs, lambda obs: act(obs, member_arr), raw_state, horizon, [reset_seeds[e]] * m
+        )
+        nonfinite |= batch.nonfinite
+        feats, offsets = batch_features(features, batch)
+        for i in range(m):
+            rows = slice(int(offsets[i]), int(offsets[i + 1]))
+            f = {k: v[rows] for k, v in feats.items()}
+            succ[i, e] = float(np.any(f[SUCCESS_FEATURE] > 0.5))
+            human = f.get(HUMAN_REWARD_FEATURE)
+            task_ret[i, e] = float(np.sum(human)) if human is not None else float("nan")
+            prog = np.asarray(f[progress_feature], np.float64)
+            mean_prog[i, e], final_prog[i, e] = float(prog.mean()), float(prog[-1])
+            length[i, e] = float(batch.lengths[i])
+            fn = rewards[i]
+            if fn is None:
+                own_ret[i, e] = float("nan")
+            else:
+                own_ret[i, e] = float(np.sum(np.asarray(fn(f), np.float64)))
+                nonfinite[i] |= not np.isfinite(own_ret[i, e])
+                for name, vals in fn.components(f).items():
+                    comps[i].setdefault(name, []).append(np.asarray(vals, np.float64).reshape(-1))
+            if e < keep_rollouts:
+                kept[i].append({k: v.copy() for k, v in f.items() if k not in drop_features})
+    out: list[MemberEvaluation] = []
+    for i, member in enumerate(members):
+        bad = bool(nonfinite[i])
+        out.append(
+            MemberEvaluation(
+                member=int(member),
+                episodes=episodes,
+                success_rate=0.0 if bad else float(succ[i].mean()),
+                task_return=float(task_ret[i].mean()),
+                own_return=float(own_ret[i].mean()),
+                mean_progress=float(mean_prog[i].mean()),
+                final_progress=float(final_prog[i].mean()),
+                episode_length=float(length[i].mean()),
+                component_stats=component_stats({k: np.concatenate(v) for k, v in comps[i].items()}),
+                rollouts=tuple(kept[i]),
+                nonfinite=bad,
+            )
+        )
+    return out

@@ -1,0 +1,122 @@
+"""Configuration of the LaRes engine (defaults: the reference's run.sh values, lares-reference §10)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from lares_agent.engine.sac import SACConfig
+
+__all__ = ["SETTINGS", "EngineConfig", "EngineError"]
+
+SETTINGS = ("scratch", "init", "baseline")
+
+
+class EngineError(RuntimeError):
+    """The engine cannot continue or was configured inconsistently; ``reason`` is one line."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineConfig:
+    """Everything the LaRes loop needs besides the task and the reward candidates.
+
+    Step counts are *counted* env steps of training episodes. Warm-up steps and evaluation episodes are not
+    counted toward ``total_steps``, as in the reference (its 1e6 budget excludes the 1e4 warm-up steps).
+    """
+
+    setting: str = "scratch"
+    """'scratch': every candidate is proposed; 'init': the human reward seeds slot 0 and an extra learner
+    trains on it throughout (acting once per iteration outside TS, never replaced); 'baseline': plain SAC on
+    the human reward with the same code (one slot, no reward updates)."""
+    population_size: int = 5
+    """K reward candidates / learners (ignored by 'baseline', which has one)."""
+    elites: int = 3
+    """E candidates kept at each reward update; the other K - E slots are refilled."""
+    total_steps: int = 1_000_000
+    """Counted env-step budget."""
+    warmup_steps: int = 10_000
+    """Uniform-random steps stored before learning (not counted; whole episodes, so possibly a few more)."""
+    reward_period: int = 200_000
+    """Env steps between reward-population updates (checked at iteration boundaries)."""
+    max_rounds: int | None = None
+    """Stop proposing after this many reward updates (None: as many as the budget allows)."""
+    eval_every: int = 10_000
+    """Env steps between evaluations logged to metrics.jsonl (0: only at reward updates)."""
+    eval_episodes: int = 20
+    """Deterministic episodes per learner at each periodic evaluation (run.sh: 20)."""
+    update_eval_episodes: int = 20
+    """Deterministic episodes per learner at a reward update (fitness)."""
+    ts_window: int = 200
+    """Thompson sampling window W: outcomes remembered per learner (run.sh: 20-500 per task)."""
+    anchor_weight: float = 1.0
+    """Weight of the L2 pull of a replaced learner toward the inherited parameters (reference 1.0; 0 = off)."""
+    scale_to_best: bool = True
+    """Match a new column's mean/std to the best elite's column (LaRes reward scaling; off for ablations)."""
+    complexity_lambda: float = 0.0
+    """Fitness = success rate - complexity_lambda * complexity."""
+    buffer_capacity: int = 1_000_000
+    horizon: int | None = None
+    """Episode length override (None: the task's horizon); shorter horizons keep tests fast."""
+    sac: SACConfig = field(default_factory=SACConfig)
+    seed: int = 0
+    checkpoint_every: int = 0
+    """Env steps between periodic checkpoints (0: only at reward updates); needs a run directory."""
+    rollout_slots: int = 2
+    """How many of the best slots' evaluation rollouts go to the proposal hook."""
+    rollouts_kept: int = 2
+    """Episodes kept per such slot (feature arrays per step, for the trajectory encoder)."""
+    feature_sample: int = 4096
+    """Buffer rows sampled for the hook's numeric validation of new candidates."""
+
+    def __post_init__(self) -> None:
+        if self.setting not in SETTINGS:
+            raise EngineError(f"unknown setting {self.setting!r}; choose one of {', '.join(SETTINGS)}")
+        if self.setting != "baseline":
+            if self.population_size < 1:
+                raise EngineError(f"population_size must be >= 1, got {self.population_size}")
+            if not 1 <= self.elites <= self.population_size:
+                raise EngineError(f"elites must be in 1..{self.population_size}, got {self.elites}")
+            if self.setting == "init" and self.population_size < 2:
+                raise EngineError("setting 'init' needs population_size >= 2 (slot 0 is the human reward)")
+        for name in ("total_steps", "warmup_steps", "reward_period", "eval_every", "checkpoint_every",
+                     "feature_sample", "rollout_slots", "rollouts_kept"):
+            if getattr(self, name) < 0:
+                raise EngineError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.warmup_steps < 2:
+            raise EngineError("warmup_steps must be >= 2 (reward scaling needs stored steps)")
+        for name in ("eval_episodes", "update_eval_episodes", "ts_window", "buffer_capacity"):
+            if getattr(self, name) < 1:
+                raise EngineError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.horizon is not None and self.horizon < 1:
+            raise EngineError(f"horizon must be >= 1, got {self.horizon}")
+        if self.anchor_weight < 0 or self.complexity_lambda < 0:
+            raise EngineError("anchor_weight and complexity_lambda must be >= 0")
+
+    @property
+    def num_slots(self) -> int:
+        """Replaceable reward slots (K; 1 in the baseline)."""
+        return 1 if self.setting == "baseline" else self.population_size
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON (config.json, checkpoints)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> EngineConfig:
+        """Inverse of :meth:`to_json` (lists back to tuples where the dataclasses use tuples)."""
+        d = dict(data)
+        sac = dict(d.pop("sac", {}))
+        for key in ("hidden", "log_std_bounds"):
+            if key in sac:
+                sac[key] = tuple(sac[key])
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise EngineError(f"unknown engine config keys: {sorted(unknown)}")
+        return cls(**d, sac=SACConfig(**sac))

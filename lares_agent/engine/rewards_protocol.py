@@ -1,0 +1,64 @@
+"""What the engine needs from a reward function, and the task's own reward as one.
+
+The engine never imports `lares_agent.rewards` (layers point down): it relabels buffer columns with any
+object that satisfies `RewardFunction`. Reward functions are vectorised over rows (one call per buffer
+column, lares-reference §12 items 19 and 23) and serialise themselves for checkpoints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+HUMAN_REWARD_FEATURE = "human_reward"
+"""Feature name under which tasks expose the environment's own reward (NaN where none exists)."""
+
+
+@runtime_checkable
+class RewardFunction(Protocol):
+    """A vectorised reward: named feature arrays of N rows in, N rewards out."""
+
+    id: str
+    complexity: float
+
+    def __call__(self, features: Mapping[str, np.ndarray]) -> np.ndarray:
+        """Total reward per row, shape [N]."""
+        ...
+
+    def components(self, features: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Each named component per row (they sum to `__call__`), for reports and feedback."""
+        ...
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-serialisable description from which the owner can rebuild the function."""
+        ...
+
+
+class HumanReward:
+    """The task's own (human-designed) reward, read from the `human_reward` feature.
+
+    Used for the "with human reward" setting and as a baseline; it is never shown to the LLM in the
+    from-scratch setting (ARCHITECTURE.md, engine/tasks).
+    """
+
+    id: str = "human"
+    complexity: float = 0.0
+
+    def __call__(self, features: Mapping[str, np.ndarray]) -> np.ndarray:
+        """Return `features["human_reward"]` as float64 (a copy, so callers cannot alias buffer memory)."""
+        if HUMAN_REWARD_FEATURE not in features:
+            raise KeyError(f"feature {HUMAN_REWARD_FEATURE!r} is missing: the task exposes no human reward")
+        return np.array(features[HUMAN_REWARD_FEATURE], dtype=np.float64)
+
+    def components(self, features: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """One component, the reward itself."""
+        return {HUMAN_REWARD_FEATURE: self(features)}
+
+    def to_json(self) -> dict[str, Any]:
+        """Serialise as a tag; `load_reward` implementations recognise `{"id": "human"}`."""
+        return {"id": self.id, "kind": "human", "complexity": self.complexity}
+
+    def __repr__(self) -> str:
+        return "HumanReward()"

@@ -1,0 +1,196 @@
+"""Selecting elite reward candidates, and measuring how diverse the reward population still is.
+
+Truncation (LaRes: the top E of K by fitness) is the default. Tournament selection is the seed text's remedy
+for stalled progress ("策略收敛停滞 / 进化种群多样性不足 / 引入锦标赛选择机制"): weaker candidates keep a chance
+to survive, so the population does not collapse onto one reward family. Diversity is logged every reward
+update; when it falls below a threshold the proposer is asked to explore (new structure) instead of refining
+the elites (DESIGN §4: exploring proposals may also use a higher temperature).
+
+All randomness comes from an explicit ``np.random.Generator``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+__all__ = [
+    "Diversity",
+    "DiversityConfig",
+    "SelectionConfig",
+    "behaviour_distance",
+    "canonical_key",
+    "distinct_fraction",
+    "measure_diversity",
+    "select_elites",
+    "should_explore",
+    "tournament_select",
+    "truncation_select",
+]
+
+
+@dataclass(frozen=True)
+class SelectionConfig:
+    """How elites are chosen among the K reward slots."""
+
+    method: Literal["truncation", "tournament"] = "truncation"
+    tournament_size: int = 2
+    keep_best: bool = True
+    """Tournament only: the single best candidate always survives (elitism), so selection never loses it."""
+
+    def __post_init__(self) -> None:
+        if self.method not in ("truncation", "tournament"):
+            raise ValueError(f"selection method must be 'truncation' or 'tournament', got {self.method!r}")
+        if self.tournament_size < 1:
+            raise ValueError(f"tournament_size must be >= 1, got {self.tournament_size}")
+
+
+def _order(fitness: np.ndarray) -> np.ndarray:
+    # best first; NaN ranks last; ties keep the lower slot index first (stable, reproducible)
+    f = np.where(np.isnan(fitness), -np.inf, fitness)
+    return np.argsort(-f, kind="stable")
+
+
+def truncation_select(fitness: Sequence[float] | np.ndarray, n_elites: int) -> np.ndarray:
+    """Indices of the ``n_elites`` fittest candidates, best first."""
+    f = np.asarray(fitness, dtype=np.float64)
+    _check_n(f, n_elites)
+    return _order(f)[:n_elites]
+
+
+def tournament_select(
+    fitness: Sequence[float] | np.ndarray, n_elites: int, tournament_size: int, rng: np.random.Generator,
+    keep_best: bool = True,
+) -> np.ndarray:
+    """``n_elites`` distinct survivors, each the winner of a tournament among the not-yet-chosen.
+
+    Every tournament draws ``min(tournament_size, remaining)`` candidates without replacement and keeps the
+    fittest (ties: lower index). Size 1 is uniform random selection; a size of at least K reproduces
+    truncation. With ``keep_best`` the overall best is chosen first. Returned best first.
+    """
+    f = np.asarray(fitness, dtype=np.float64)
+    _check_n(f, n_elites)
+    if tournament_size < 1:
+        raise ValueError(f"tournament_size must be >= 1, got {tournament_size}")
+    key = np.where(np.isnan(f), -np.inf, f)
+    pool = list(range(f.size))
+    chosen: list[int] = []
+    if keep_best and n_elites > 0:
+        chosen.append(int(_order(f)[0]))
+        pool.remove(chosen[0])
+    while len(chosen) < n_elites:
+        entrants = rng.choice(np.asarray(pool), size=min(tournament_size, len(pool)), replace=False)
+        entrants = np.sort(entrants)
+        winner = int(entrants[np.argmax(key[entrants])])
+        chosen.append(winner)
+        pool.remove(winner)
+    out = np.asarray(chosen, dtype=np.int64)
+    return out[_order(f[out])]
+
+
+def select_elites(
+    fitness: Sequence[float] | np.ndarray, n_elites: int, config: SelectionConfig, rng: np.random.Generator
+) -> np.ndarray:
+    """Dispatch on ``config.method``; indices best first."""
+    if config.method == "tournament":
+        return tournament_select(fitness, n_elites, config.tournament_size, rng, keep_best=config.keep_best)
+    return truncation_select(fitness, n_elites)
+
+
+def _check_n(f: np.ndarray, n: int) -> None:
+    if f.ndim != 1 or f.size == 0:
+        raise ValueError("fitness must be a non-empty 1-D array")
+    if not 0 <= n <= f.size:
+        raise ValueError(f"cannot select {n} elites from {f.size} candidates")
+
+
+# ---------------------------------------------------------------------------------------------- diversity
+def canonical_key(reward: Any) -> str:
+    """A text key equal for rewards with the same canonical expression, whatever their component names.
+
+    Uses ``reward.parsed.canonical`` (sympy's stable text, set by ``rewards.compile_reward``) when present,
+    else the ``components`` of ``to_json()``, else the id; components are sorted so order does not matter.
+    """
+    parsed = getattr(reward, "parsed", None)
+    canon = getattr(parsed, "canonical", None)
+    if isinstance(canon, Mapping):
+        return " + ".join(sorted(str(v) for v in canon.values()))
+    to_json = getattr(reward, "to_json", None)
+    if callable(to_json):
+        d = to_json()
+        comps = d.get("components") if isinstance(d, Mapping) else None
+        if isinstance(comps, Mapping):
+            return " + ".join(sorted(" ".join(str(v).split()) for v in comps.values()))
+    return str(getattr(reward, "id", repr(reward)))
+
+
+def distinct_fraction(keys: Sequence[str]) -> float:
+    """Distinct keys / number of keys (1.0: all different; 1/K: all the same)."""
+    return len(set(keys)) / len(keys) if keys else 0.0
+
+
+def behaviour_distance(per_slot_features: Sequence[Mapping[str, np.ndarray]], names: Sequence[str]) -> float:
+    """Mean pairwise distance between policies' mean feature values, in units of each feature's step spread.
+
+    Each policy is described by the mean over its evaluated steps of every named feature. A feature's scale
+    is its standard deviation over all steps of all policies, so metres, speeds and booleans compare on one
+    scale, and the value means "how far apart the policies' typical states are, relative to how much states
+    vary within episodes": near 0, every policy behaves alike whatever its reward text says. A feature that
+    never varies adds 0. Divided by sqrt(F) so it does not grow with the number of features.
+    """
+    k = len(per_slot_features)
+    if k < 2 or not names:
+        return 0.0
+    means = np.zeros((k, len(names)))
+    scale = np.zeros(len(names))
+    for j, n in enumerate(names):
+        cols = [np.asarray(f[n], dtype=np.float64).reshape(-1) for f in per_slot_features]
+        allv = np.concatenate(cols)
+        allv = allv[np.isfinite(allv)]
+        scale[j] = allv.std() if allv.size else 0.0
+        means[:, j] = [float(np.nanmean(c)) if np.isfinite(c).any() else 0.0 for c in cols]
+    z = np.where(scale > 1e-12, means / np.where(scale > 1e-12, scale, 1.0), 0.0)
+    diff = np.linalg.norm(z[:, None, :] - z[None, :, :], axis=-1) / np.sqrt(len(names))
+    return float(diff[np.triu_indices(k, 1)].mean())
+
+
+@dataclass(frozen=True)
+class DiversityConfig:
+    """Thresholds below which the proposer is told to explore."""
+
+    min_distinct_fraction: float = 0.6
+    min_behaviour_distance: float = 0.05
+
+
+@dataclass(frozen=True)
+class Diversity:
+    """One diversity measurement of the reward population (logged every reward update)."""
+
+    distinct: int
+    distinct_fraction: float
+    behaviour_distance: float
+    explore: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"distinct": self.distinct, "distinct_fraction": self.distinct_fraction,
+                "behaviour_distance": self.behaviour_distance, "explore": self.explore}
+
+
+def should_explore(distinct_frac: float, behaviour_dist: float, config: DiversityConfig) -> bool:
+    """Explore when either the reward texts or the policies' behaviours have become too alike."""
+    return distinct_frac < config.min_distinct_fraction or behaviour_dist < config.min_behaviour_distance
+
+
+def measure_diversity(
+    rewards: Sequence[Any], per_slot_features: Sequence[Mapping[str, np.ndarray]], names: Sequence[str],
+    config: DiversityConfig,
+) -> Diversity:
+    """Distinct canonical rewards and behaviour distance of their policies, with the explore decision."""
+    keys = [canonical_key(r) for r in rewards]
+    frac = distinct_fraction(keys)
+    dist = behaviour_distance(per_slot_features, names)
+    return Diversity(distinct=len(set(keys)), distinct_fraction=frac, behaviour_distance=dist,
+                     explore=should_explore(frac, dist, config))

@@ -1,0 +1,190 @@
+"""Prompt assembly for the nodes and the one strict extractor of candidates from an LLM answer.
+
+Message layout for llama.cpp's prefix cache (feasibility §4.4, 5x faster): the system message is the long
+fixed part (task, features, language, sign conventions, few-shot examples, persona) and is byte-identical
+for every call of a run; the user message carries what varies (elites, critique, reasons). The previous
+best answer is never replayed as a `system` turn (the reference's role bug, lares-reference §12 item 9).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+
+from lares_agent.graphs.state import CandidateRecord, EliteInfo
+from lares_agent.prompts.loader import Persona, render
+
+__all__ = [
+    "AnswerError",
+    "FUNCTION_TABLE",
+    "system_text",
+    "messages",
+    "render_elites",
+    "render_stats",
+    "render_reasons",
+    "proposal_schema",
+    "extract_candidates",
+    "clip",
+]
+
+# The reward language's functions as the LLM should write them (lares_agent.rewards accepts these names).
+FUNCTION_TABLE = "\n".join(
+    [
+        "- exp(x), log(x), sqrt(x), tanh(x), sigmoid(x), Abs(x)",
+        "- Min(a, b, ...), Max(a, b, ...), clip(x, low, high)",
+        "- where(condition, a, b): a where the condition holds, else b",
+        "- tolerance(x, lower, upper, margin, value_at_margin): 1 inside [lower, upper], falls smoothly to "
+        "value_at_margin at margin outside (numbers only after x)",
+        "- hamacher(a, b): soft AND of two terms in [0, 1]",
+    ]
+)
+
+
+class AnswerError(ValueError):
+    """An LLM answer that holds no usable candidate; `reason` is one line for the retry prompt."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def clip(text: str, max_chars: int) -> str:
+    """Trim a section to `max_chars` (LLM text goes back into prompts; the context is 4096 tokens)."""
+    text = text.strip()
+    return text if len(text) <= max_chars else text[: max_chars - 3].rstrip() + "..."
+
+
+def feature_table(task: Any, names: Sequence[str]) -> str:
+    """One line per allowed feature: name [unit]: meaning."""
+    info = {f.name: f for f in task.features}
+    lines = []
+    for name in names:
+        f = info.get(name)
+        lines.append(f"- {name} [{f.unit}]: {f.meaning}" if f is not None else f"- {name}")
+    return "\n".join(lines)
+
+
+def system_text(task: Any, feature_names: Sequence[str], persona: Persona, max_components: int) -> str:
+    """The fixed system message of a run (identical across nodes and calls, so llama.cpp caches it)."""
+    return render(
+        "system",
+        task_name=task.name,
+        task_description=" ".join(str(task.description).split()),
+        horizon=task.horizon,
+        progress_feature=task.progress_feature,
+        feature_table=feature_table(task, feature_names),
+        max_components=max_components,
+        function_table=FUNCTION_TABLE,
+        persona=persona.text,
+    )
+
+
+def messages(system: str, user: str) -> list[BaseMessage]:
+    """[system, user] as LangChain messages."""
+    return [SystemMessage(content=system), HumanMessage(content=user)]
+
+
+def _num(x: Any) -> str:
+    return "?" if x is None else f"{float(x):.3g}"
+
+
+def render_elites(elites: Sequence[EliteInfo], max_chars: int) -> str:
+    """One line per elite: id, fitness, success, complexity, then its components."""
+    if not elites:
+        return "none yet (initial round)"
+    lines = []
+    for e in elites:
+        body = "; ".join(f"{n} = {x}" for n, x in (e.get("components") or {}).items()) or "(the task's own reward)"
+        lines.append(
+            f"- {e.get('id', '?')} (fitness {_num(e.get('fitness'))}, success {_num(e.get('success'))}, "
+            f"complexity {_num(e.get('complexity'))}): {body}"
+        )
+    return clip("\n".join(lines), max_chars)
+
+
+def render_stats(elites: Sequence[EliteInfo], max_chars: int) -> str:
+    """Per elite and component: the statistics the search layer measured on the buffer."""
+    lines = []
+    for e in elites:
+        for comp, stats in sorted((e.get("stats") or {}).items()):
+            values = ", ".join(f"{k} {_num(v)}" for k, v in sorted(stats.items()))
+            lines.append(f"- {e.get('id', '?')}.{comp}: {values}")
+    return clip("\n".join(lines), max_chars) if lines else "none measured"
+
+
+def render_reasons(reasons: Iterable[str], max_chars: int, limit: int = 6) -> str:
+    """Distinct reasons, most recent first, as bullet lines."""
+    unique: list[str] = []
+    for reason in reversed(list(reasons)):
+        if reason and reason not in unique:
+            unique.append(reason)
+    return clip("\n".join(f"- {r}" for r in unique[:limit]), max_chars) if unique else "none"
+
+
+def render_taken(records: Sequence[CandidateRecord], max_chars: int) -> str:
+    """Expressions already proposed this round (accepted or not), so the next call differs."""
+    lines = ["- " + "; ".join(f"{n} = {x}" for n, x in r["components"].items()) for r in records if r.get("components")]
+    return clip("\n".join(lines), max_chars) if lines else "none"
+
+
+def proposal_schema(n: int, max_components: int) -> dict[str, Any]:
+    """JSON schema of a propose answer; llama.cpp turns it into a grammar, so the shape is guaranteed.
+
+    The rationale is capped: an uncapped one costs ~100 tokens and 5 s per call and got the 0.5B model
+    truncated mid-JSON (feasibility §4.3).
+    """
+    candidate = {
+        "type": "object",
+        "properties": {
+            "components": {
+                "type": "object",
+                "additionalProperties": {"type": "string", "maxLength": 200},
+                "minProperties": 1,
+                "maxProperties": max_components,
+            },
+            "rationale": {"type": "string", "maxLength": 160},
+        },
+        "required": ["components", "rationale"],
+    }
+    return {
+        "type": "object",
+        "properties": {"candidates": {"type": "array", "items": candidate, "minItems": n, "maxItems": n}},
+        "required": ["candidates"],
+    }
+
+
+def _json_start(text: str) -> int:
+    starts = [i for i in (text.find("{"), text.find("[")) if i >= 0]
+    return min(starts) if starts else -1
+
+
+def extract_candidates(text: str) -> list[dict[str, Any]]:
+    """Candidates from an answer: `{"candidates": [...]}`, a bare candidate, or a list of them.
+
+    One strict extractor (the reference chained five regex fallbacks, §2.4): optional prose or a code
+    fence before the first JSON value is skipped, the value itself must be valid JSON. Raises AnswerError.
+    """
+    body = (text or "").strip()
+    if not body:
+        raise AnswerError("empty answer: reply with the JSON object only")
+    start = _json_start(body)
+    if start < 0:
+        raise AnswerError("answer holds no JSON: reply with the JSON object only, no prose")
+    try:
+        value, _ = json.JSONDecoder().raw_decode(body[start:])
+    except json.JSONDecodeError as exc:
+        raise AnswerError(f"answer is not valid JSON ({exc.msg} at char {exc.pos}); it may have been cut off") from None
+    if isinstance(value, Mapping) and "candidates" in value:
+        value = value["candidates"]
+    items = value if isinstance(value, list) else [value]
+    if not items:
+        raise AnswerError("answer has an empty candidates list")
+    out = []
+    for i, item in enumerate(items):
+        if not isinstance(item, Mapping) or not isinstance(item.get("components"), Mapping):
+            raise AnswerError(f"candidate {i + 1} has no 'components' object mapping names to expressions")
+        out.append(dict(item))
+    return out

@@ -1,0 +1,31 @@
+"""Routers: pure functions of the state that name the next node (the edges are in their return types)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from langgraph.graph import END
+
+from lares_agent.graphs.state import RoundState
+
+__all__ = ["route_start", "route_after_validate"]
+
+
+def route_start(state: RoundState) -> Literal["analyse", "critique", "propose", "__end__"]:
+    """Rollouts to read -> analyse; elites but no rollouts -> critique; initial round -> propose."""
+    if int(state.get("n_wanted", 0)) <= 0:
+        return END
+    if state.get("rollout_ids"):
+        return "analyse"
+    if state.get("elites"):
+        return "critique"
+    return "propose"
+
+
+def route_after_validate(state: RoundState, max_attempts: int) -> Literal["propose", "__end__"]:
+    """Back to propose (with the rejection reasons in state) while candidates are missing and budget is left."""
+    if len(state.get("accepted") or []) >= int(state.get("n_wanted", 0)):
+        return END
+    if int(state.get("attempts", 0)) >= max_attempts:
+        return END
+    return "propose"

@@ -1,0 +1,83 @@
+"""Graph state: small, serialisable records (ids, expressions, verdicts, summaries), never tensors.
+
+One graph thread is one reward-update round. Lists that several node runs extend (accepted, rejected, the
+step log) use an `operator.add` reducer, so each node returns only what it adds (LangGraph partial
+updates); `pending` is replaced by each `propose` and emptied by `validate`.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Any, TypedDict
+
+__all__ = ["EliteInfo", "CandidateRecord", "StepRecord", "RoundInput", "RoundState", "step"]
+
+
+class EliteInfo(TypedDict, total=False):
+    """An elite candidate as the search layer reports it."""
+
+    id: str
+    components: dict[str, str]
+    fitness: float
+    success: float
+    complexity: float
+    stats: dict[str, dict[str, float]]  # component -> {"mean": .., "std": .., "share": ..} on the buffer
+
+
+class CandidateRecord(TypedDict, total=False):
+    """One proposal and its verdict. Accepted: canonical components; rejected: as written (may be empty)."""
+
+    id: str
+    round: int
+    attempt: int
+    components: dict[str, str]
+    rationale: str
+    complexity: float | None
+    parent_id: str | None
+    critique_id: str | None
+    accepted: bool
+    reason: str
+    key: str | None  # duplicate key (canonical text of the total reward), set by validate
+    raw: str  # the candidate JSON as the LLM wrote it (pending only; validate parses it)
+    error: str  # set by propose when the answer itself was unusable (validate forwards it as the reason)
+
+
+class StepRecord(TypedDict):
+    """One node execution, for `lares trace`."""
+
+    node: str
+    attempt: int
+    summary: str
+
+
+class RoundInput(TypedDict, total=False):
+    """What the search layer passes in for one round."""
+
+    round: int
+    elites: list[EliteInfo]
+    rollout_ids: list[str]
+    n_wanted: int
+    explore: bool
+    rejections: list[str]  # failure reasons from earlier rounds, for the critique
+
+
+class RoundState(RoundInput, total=False):
+    """The whole state of one round's thread."""
+
+    analysis: str
+    critique: str
+    critique_id: str | None
+    cases: str
+    pending: list[CandidateRecord]
+    accepted: Annotated[list[CandidateRecord], operator.add]
+    rejected: Annotated[list[CandidateRecord], operator.add]
+    attempts: Annotated[int, operator.add]
+    steps: Annotated[list[StepRecord], operator.add]
+    node: str
+    summary: str
+
+
+def step(node: str, attempt: int, summary: str, **update: Any) -> dict[str, Any]:
+    """A partial update that also logs the node and a one-line summary (the readable trace)."""
+    summary = " ".join(summary.split())[:300]
+    return {**update, "node": node, "summary": summary, "steps": [StepRecord(node=node, attempt=attempt, summary=summary)]}

@@ -1,0 +1,340 @@
+"""`LLMClient`: the one thing graph nodes call. Retries, time-outs, budgets, usage and the call record.
+
+Graph nodes hand over LangChain messages and, optionally, a JSON schema; the client translates the schema for
+the backend (llama.cpp grammar, OpenAI `json_schema` with a fall-back, nothing for replay), retries transient
+failures with bounded exponential back-off, refuses calls once the run's token or wall budget is spent, and
+appends every call to the run's `llm_calls.jsonl`, which is also what a replay answers from.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import BaseMessage
+
+from lares_agent.llm.errors import BudgetExceeded, LLMError, LLMTimeout
+from lares_agent.llm.local import LlamaCppChatModel, to_openai_messages
+from lares_agent.llm.replay import RECORD_NAME, ReplayChatModel, append_record, call_key, record_path
+from lares_agent.llm.usage import UsageLedger
+
+_BACKOFF_BASE_S = 0.5
+_BACKOFF_CAP_S = 8.0
+# OpenAI-compatible servers differ in what they accept; on a 400 the client steps down this ladder once.
+_FORMAT_LADDER = ("json_schema", "json_object", "none")
+
+
+@dataclass(frozen=True)
+class LLMConfig:
+    """How a run talks to its LLM. Budgets are per run (per client); None means unlimited."""
+
+    backend: str = "local"  # "local" | "openai" | "replay"
+    model: str | None = None  # local: known name or GGUF path (None = default 1.5B); openai: model name
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    temperature: float = 0.4  # the seed recommends 0.3-0.5 (DESIGN §4)
+    max_tokens: int = 384
+    n_ctx: int = 4096
+    n_threads: int | None = None  # None: every core this process may use
+    seed: int = 0
+    timeout_s: float = 120.0
+    max_retries: int = 2
+    max_total_tokens: int | None = None
+    max_wall_s: float | None = None  # seconds spent inside LLM calls, retries and back-off included
+
+
+@dataclass(frozen=True)
+class LLMAnswer:
+    """One answered call: the text, its token usage, seconds of all attempts, and which attempt answered (1-based)."""
+
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    seconds: float
+    attempt: int
+
+
+def _kind(model: BaseChatModel) -> str:
+    """Which schema translation a chat model gets, without importing langchain_openai (slow import)."""
+    if isinstance(model, LlamaCppChatModel):
+        return "local"
+    if isinstance(model, ReplayChatModel):
+        return "replay"
+    if type(model).__module__.startswith("langchain_openai"):
+        return "openai"
+    return "generic"
+
+
+def _text(message: Any) -> str:
+    content = getattr(message, "content", message)
+    if isinstance(content, str):
+        return content
+    parts = [p.get("text", "") if isinstance(p, Mapping) else str(p) for p in content or []]
+    return "".join(parts)
+
+
+def _status(exc: BaseException) -> int | None:
+    """HTTP status of an SDK error, also when LangChain re-raised it as another type (`raise ... from e`)."""
+    seen: BaseException | None = exc
+    for _ in range(3):
+        if seen is None:
+            break
+        status = getattr(seen, "status_code", None)
+        if isinstance(status, int):
+            return status
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def _retryable(exc: BaseException) -> bool:
+    """Transient failures (time-outs, connection errors, 5xx, 408/409/429) are retried; the rest are not."""
+    if isinstance(exc, LLMTimeout):
+        return True
+    if isinstance(exc, LLMError):
+        return False
+    status = _status(exc)
+    return not (status is not None and 400 <= status < 500 and status not in (408, 409, 429))
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else 'no message'}"
+
+
+class LLMClient:
+    """Calls a LangChain chat model with retries, budgets, usage accounting and recording.
+
+    `sleep` and `clock` are injectable so tests check the back-off schedule without sleeping.
+    """
+
+    def __init__(
+        self,
+        chat_model: BaseChatModel,
+        config: LLMConfig,
+        record_path: Path | None = None,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.chat_model = chat_model
+        self.config = config
+        self.record_path = record_path
+        self.kind = _kind(chat_model)
+        self._sleep = sleep
+        self._clock = clock
+        self._ledger = UsageLedger()
+        self._format_level = 0
+        self._count = 0
+        self._lock = threading.Lock()
+
+    @property
+    def usage(self) -> dict[str, Any]:
+        """Totals and per tag: calls, prompt_tokens, completion_tokens, seconds, failures (a copy)."""
+        return self._ledger.snapshot()
+
+    def _check_budget(self, tag: str) -> None:
+        cfg = self.config
+        if cfg.max_total_tokens is not None and self._ledger.tokens >= cfg.max_total_tokens:
+            raise BudgetExceeded(
+                f"LLM token budget spent ({self._ledger.tokens} of {cfg.max_total_tokens} tokens); call {tag!r} refused"
+            )
+        if cfg.max_wall_s is not None and self._ledger.seconds >= cfg.max_wall_s:
+            raise BudgetExceeded(
+                f"LLM time budget spent ({self._ledger.seconds:.1f} of {cfg.max_wall_s:g} s); call {tag!r} refused"
+            )
+
+    def _kwargs(self, json_schema: Mapping | None, temperature: float, max_tokens: int, seed: int) -> dict[str, Any]:
+        """Backend-specific call options: the schema translation lives here and nowhere else."""
+        if self.kind == "replay":
+            return {"json_schema": dict(json_schema) if json_schema is not None else None}
+        if self.kind == "generic":
+            return {}
+        kw: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed}
+        if self.kind == "local":
+            remaining = None if self.config.max_wall_s is None else self.config.max_wall_s - self._ledger.seconds
+            kw["timeout"] = self.config.timeout_s if remaining is None else max(0.01, min(self.config.timeout_s, remaining))
+            if json_schema is not None:
+                kw["response_format"] = {"type": "json_object", "schema": dict(json_schema)}
+        elif json_schema is not None:  # openai-compatible
+            level = _FORMAT_LADDER[self._format_level]
+            if level == "json_schema":
+                kw["response_format"] = {"type": "json_schema", "json_schema": {"name": "answer", "schema": dict(json_schema)}}
+            elif level == "json_object":
+                kw["response_format"] = {"type": "json_object"}
+        return kw
+
+    def complete(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        json_schema: dict | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        tag: str = "",
+        meta: Mapping | None = None,
+    ) -> LLMAnswer:
+        """Ask the model once (retrying transient failures) and return its answer with usage.
+
+        Raises BudgetExceeded before calling when the run's budget is spent, LLMError when every attempt
+        failed or the failure is not transient (the message says which and why, on one line).
+        """
+        cfg = self.config
+        with self._lock:
+            self._check_budget(tag)
+            index = self._count
+            self._count += 1
+        temp = cfg.temperature if temperature is None else temperature
+        limit = cfg.max_tokens if max_tokens is None else max_tokens
+        if cfg.max_total_tokens is not None:  # never ask for more than the budget has left
+            limit = max(1, min(limit, cfg.max_total_tokens - self._ledger.tokens))
+        seed = cfg.seed + index  # distinct samples for repeated prompts, reproducible per run
+        attempts = cfg.max_retries + 1
+        spent = 0.0
+        attempt = 0
+        last: BaseException | None = None
+        while attempt < attempts:
+            attempt += 1
+            if attempt > 1:
+                self._check_budget(tag)
+            kwargs = self._kwargs(json_schema, temp, limit, seed)
+            start = self._clock()
+            try:
+                message = self.chat_model.invoke(list(messages), **kwargs)
+            except Exception as exc:  # noqa: BLE001 - every backend error is classified below
+                took = self._clock() - start
+                spent += took
+                self._ledger.failure(tag, took)
+                self._record(index, tag, meta, messages, json_schema, None, 0, 0, took, attempt, exc)
+                if self._step_down_format(exc, json_schema):
+                    attempt -= 1  # a rejected response_format is the server's limit, not a failed attempt
+                    continue
+                last = exc
+                if not _retryable(exc):
+                    if isinstance(exc, LLMError):
+                        raise
+                    raise LLMError(f"LLM call {tag!r}{self._where()} failed: {_one_line(exc)}") from exc
+                if attempt < attempts:
+                    wait = min(_BACKOFF_CAP_S, _BACKOFF_BASE_S * 2 ** (attempt - 1))
+                    self._sleep(wait)
+                    self._ledger.wait(tag, wait)
+                    spent += wait
+                continue
+            took = self._clock() - start
+            spent += took
+            text = _text(message)
+            usage = getattr(message, "usage_metadata", None) or {}
+            estimated = not usage
+            prompt_tokens = int(usage.get("input_tokens", 0)) if usage else self._estimate(messages)
+            completion_tokens = int(usage.get("output_tokens", 0)) if usage else max(1, len(text) // 4)
+            self._ledger.success(tag, prompt_tokens, completion_tokens, took, estimated)
+            self._record(index, tag, meta, messages, json_schema, text, prompt_tokens, completion_tokens, took, attempt)
+            return LLMAnswer(text, prompt_tokens, completion_tokens, spent, attempt)
+        assert last is not None
+        raise LLMError(f"LLM call {tag!r}{self._where()} failed after {attempts} attempts: {_one_line(last)}") from last
+
+    def _where(self) -> str:
+        """' to <endpoint>' / ' on <model file>' for error messages, so the user sees what was unreachable."""
+        base = getattr(self.chat_model, "openai_api_base", None)
+        if base:
+            return f" to {base}"
+        path = getattr(self.chat_model, "model_path", None)
+        return f" on {path}" if path else ""
+
+    @staticmethod
+    def _estimate(messages: Sequence[BaseMessage]) -> int:
+        """About 4 characters per token; used only when a server reports no usage (no tokenizer download)."""
+        return max(1, sum(len(_text(m)) for m in messages) // 4)
+
+    def _step_down_format(self, exc: BaseException, json_schema: Mapping | None) -> bool:
+        """On a 400 from an OpenAI-compatible server, try a weaker response_format (json_schema ->
+        json_object -> none) and remember it for the rest of the run."""
+        if self.kind != "openai" or json_schema is None or _status(exc) != 400:
+            return False
+        if not any(word in str(exc).lower() for word in ("response_format", "json", "schema")):
+            return False  # a 400 about something else (e.g. context length) keeps the format
+        with self._lock:
+            if self._format_level + 1 >= len(_FORMAT_LADDER):
+                return False
+            self._format_level += 1
+        return True
+
+    def _record(
+        self,
+        index: int,
+        tag: str,
+        meta: Mapping | None,
+        messages: Sequence[BaseMessage],
+        json_schema: Mapping | None,
+        answer: str | None,
+        prompt_tokens: int,
+        completion_tokens: int,
+        seconds: float,
+        attempt: int,
+        error: BaseException | None = None,
+    ) -> None:
+        if self.record_path is None:
+            return
+        plain = to_openai_messages(messages)
+        row = {
+            "call": index,
+            "tag": tag,
+            "round": (meta or {}).get("round"),
+            "meta": dict(meta or {}),
+            "key": call_key(plain, json_schema),
+            "messages": plain,
+            "schema": json_schema,
+            "answer": answer,
+            "ok": error is None,
+            "error": None if error is None else _one_line(error),
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "seconds": round(seconds, 4),
+            "attempt": attempt,
+            "backend": self.kind,
+            "time": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        }
+        with self._lock:
+            append_record(self.record_path, row)
+
+
+def build_chat_model(config: LLMConfig, replay_from: Path | None = None) -> BaseChatModel:
+    """The chat model a config names; raises ModelNotFound / LLMError with one line on bad settings."""
+    if replay_from is not None or config.backend == "replay":
+        if replay_from is None:
+            raise LLMError("backend 'replay' needs a record to answer from; fix: pass the recorded run directory")
+        return ReplayChatModel.from_record(replay_from)
+    if config.backend == "local":
+        from lares_agent.llm.models import resolve_model
+
+        path = resolve_model(config.model)
+        return LlamaCppChatModel(
+            model_path=str(path), n_ctx=config.n_ctx, n_threads=config.n_threads, seed=config.seed,
+            temperature=config.temperature, max_tokens=config.max_tokens, timeout=config.timeout_s,
+        )
+    if config.backend == "openai":
+        from lares_agent.llm.openai_compat import make_openai_chat_model
+
+        return make_openai_chat_model(config)
+    raise LLMError(f"unknown LLM backend {config.backend!r}; choose one of: local, openai, replay")
+
+
+def make_client(config: LLMConfig, run_dir: Path | None, replay_from: Path | None = None) -> LLMClient:
+    """A client for `config` recording to `run_dir/llm_calls.jsonl` (no record when run_dir is None).
+
+    With `replay_from` (a run directory or its record file) the answers come from that record instead of a
+    model. Replaying into the very record being read is not recorded again (it would duplicate every call).
+    """
+    chat_model = build_chat_model(config, replay_from)
+    path: Path | None = None
+    if run_dir is not None:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        path = run_dir / RECORD_NAME
+        if replay_from is not None and record_path(replay_from).resolve() == path.resolve():
+            path = None
+    return LLMClient(chat_model, config, path)

@@ -1,0 +1,171 @@
+"""Numeric checks of a compiled reward on sample states, and `validate`: text -> verdict + compiled reward.
+
+The reference validates by running LLM code over every stored info dict in a subprocess with no timeout
+(lares-reference §12 item 20); here a candidate is checked vectorised on a bounded sample of states
+before any policy trains on it, and each failure names the component to fix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from lares_agent.rewards.candidate import RewardCandidate, parse_candidate
+from lares_agent.rewards.compile import CompiledReward, compile_reward
+from lares_agent.rewards.complexity import ComplexityWeights
+from lares_agent.rewards.limits import Limits, RewardRejected
+
+__all__ = ["NumericThresholds", "Verdict", "ComponentStats", "check_numeric", "validate", "feature_names_of"]
+
+
+@dataclass(frozen=True)
+class NumericThresholds:
+    """What a usable reward looks like on a sample of states.
+
+    max_abs is loose on purpose: a LaRes rescale to the best elite's mean/std follows acceptance, so only
+    values that signal a bug (1/distance blowing up, exp of a large number) are refused.
+    """
+
+    min_std: float = 1e-8  # the total must vary over the sample
+    max_abs: float = 1e4
+    max_nonfinite_share: float = 0.0  # any nan/inf state rejects: it would poison the critic
+
+
+@dataclass(frozen=True)
+class ComponentStats:
+    mean: float
+    std: float
+    min: float
+    max: float
+    nonfinite_share: float
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The outcome of validation; `reason` is one line (the first failure), fit for an LLM critique."""
+
+    accepted: bool
+    reason: str
+    complexity: float | None = None
+    canonical: Mapping[str, str] | None = None
+    stats: Mapping[str, ComponentStats] = field(default_factory=dict)  # per component, and "total"
+    warnings: tuple[str, ...] = ()  # e.g. a component constant on this sample (a sparse bonus may be)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "accepted": self.accepted,
+            "reason": self.reason,
+            "complexity": self.complexity,
+            "canonical": dict(self.canonical) if self.canonical is not None else None,
+            "stats": {name: {k: _json_number(v) for k, v in vars(s).items()} for name, s in self.stats.items()},
+            "warnings": list(self.warnings),
+        }
+
+
+def _json_number(value: float) -> float | None:
+    """JSON has no nan/inf: they become null."""
+    return value if np.isfinite(value) else None
+
+
+def _stats(values: np.ndarray) -> ComponentStats:
+    finite = np.isfinite(values)
+    share = float(1.0 - finite.mean()) if values.size else 0.0
+    good = values[finite]
+    if good.size == 0:
+        return ComponentStats(float("nan"), float("nan"), float("nan"), float("nan"), share)
+    return ComponentStats(float(good.mean()), float(good.std()), float(good.min()), float(good.max()), share)
+
+
+def check_numeric(
+    reward: CompiledReward,
+    sample: Mapping[str, np.ndarray],
+    thresholds: NumericThresholds = NumericThresholds(),
+) -> Verdict:
+    """Finite, not constant, bounded: evaluated once on the sample, the first failure is the reason.
+
+    A component that is constant on the sample is only a warning (a success bonus never fires on random
+    states), but the total must vary: a constant reward teaches nothing.
+    """
+    canonical = dict(reward.parsed.canonical)
+
+    def reject(reason: str, stats: Mapping[str, ComponentStats] | None = None) -> Verdict:
+        return Verdict(False, reason, reward.complexity, canonical, dict(stats or {}))
+
+    missing = [name for name in reward.feature_names if name not in sample]
+    if missing:
+        return reject(f"sample lacks feature(s) {', '.join(missing)}")
+    try:
+        total, parts = reward.evaluate(sample)
+    except (KeyError, ValueError) as err:
+        return reject(f"cannot evaluate on the sample: {err}")
+    if total.size == 0:
+        return reject("the sample is empty")
+    stats = {name: _stats(values) for name, values in parts.items()}
+    stats["total"] = _stats(total)
+    for name, s in stats.items():
+        if name != "total" and s.nonfinite_share > thresholds.max_nonfinite_share:
+            return reject(
+                f"component '{name}' is nan/inf on {100 * s.nonfinite_share:.3g}% of sample states "
+                "(log/sqrt of a negative, division by zero?)",
+                stats,
+            )
+    for name, s in stats.items():
+        if name != "total" and max(abs(s.min), abs(s.max)) > thresholds.max_abs:
+            return reject(
+                f"component '{name}' reaches {max(abs(s.min), abs(s.max)):.3g} in magnitude, "
+                f"limit {thresholds.max_abs:g} (a near-zero denominator or a large exp?)",
+                stats,
+            )
+    if stats["total"].nonfinite_share > thresholds.max_nonfinite_share:  # finite parts can overflow the sum
+        return reject("the total reward is nan/inf on some sample states", stats)
+    if max(abs(stats["total"].min), abs(stats["total"].max)) > thresholds.max_abs:
+        return reject(f"the total reward exceeds {thresholds.max_abs:g} in magnitude", stats)
+    constant = [name for name, s in stats.items() if name != "total" and not s.std > thresholds.min_std]
+    if not stats["total"].std > thresholds.min_std:
+        names = ", ".join(f"'{n}'" for n in constant)
+        return reject(
+            f"the reward is constant ({stats['total'].mean:.6g}) on the sample; constant components: {names}",
+            stats,
+        )
+    warnings = tuple(f"component '{n}' is constant ({stats[n].mean:.6g}) on the sample" for n in constant)
+    return Verdict(True, "accepted", reward.complexity, canonical, stats, warnings)
+
+
+class _HasFeatures(Protocol):
+    @property
+    def features(self) -> Any: ...
+
+
+def feature_names_of(task: _HasFeatures | Collection[str]) -> tuple[str, ...]:
+    """Feature names of an engine TaskSpec (its `features` are `Feature(name, ...)`) or a plain name list."""
+    features = getattr(task, "features", task)
+    names = tuple(f if isinstance(f, str) else f.name for f in features)
+    if not names:
+        raise ValueError("the task declares no reward features")
+    return names
+
+
+def validate(
+    data: str | Mapping[str, Any] | RewardCandidate,
+    task: _HasFeatures | Collection[str],
+    sample: Mapping[str, np.ndarray],
+    *,
+    id: str | None = None,
+    limits: Limits = Limits(),
+    weights: ComplexityWeights = ComplexityWeights(),
+    thresholds: NumericThresholds = NumericThresholds(),
+) -> tuple[Verdict, CompiledReward | None]:
+    """Parse, compile and check a candidate; the compiled reward is returned only when accepted.
+
+    Rejections are data (a Verdict), never exceptions: the graph's critique node reads the reason.
+    """
+    try:
+        parsed = parse_candidate(data, feature_names_of(task), limits, weights)
+        compiled = compile_reward(parsed, id)
+    except RewardRejected as err:
+        return Verdict(False, err.reason), None
+    verdict = check_numeric(compiled, sample, thresholds)
+    return verdict, (compiled if verdict.accepted else None)

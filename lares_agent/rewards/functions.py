@@ -1,0 +1,231 @@
+"""The reward language's non-sympy functions: sigmoid, tolerance, hamacher, and the sugar forms.
+
+Every function here is an opaque sympy function that folds only numeric arguments, rather than an
+expansion into exp/Piecewise or sympy's own Min/Max/Piecewise: hamacher repeats each argument three times,
+so nested expansions would grow exponentially (a bounded text could print as gigabytes), and sympy's
+Min/Max/Piecewise run symbolic comparisons and set solvers while being built (seconds on adversarial
+input). Opaque, the tree stays linear in the text and the canonical form reads like what the LLM wrote.
+Comparisons in arithmetic become `where(cond, 1, 0)`, `clip` becomes Min(Max(...)), and Piecewise nested
+`where`s.
+
+The numpy implementations here are the single numeric definition: constant folding uses them, and the
+compiled numpy backend calls them; the torch backend mirrors them op for op.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import sympy
+from sympy.logic.boolalg import Boolean
+
+__all__ = [
+    "sigmoid",
+    "tolerance",
+    "hamacher",
+    "np_sigmoid",
+    "np_tolerance",
+    "np_hamacher",
+    "Min",
+    "Max",
+    "where",
+    "indicator",
+    "as_condition",
+    "is_condition",
+    "piecewise",
+    "clip",
+    "DEFAULT_VALUE_AT_MARGIN",
+]
+
+# dm_control rewards.tolerance default with sigmoid="gaussian"; the reference's reward_utils uses the same.
+DEFAULT_VALUE_AT_MARGIN = 0.1
+
+
+def np_sigmoid(x: np.ndarray | float) -> np.ndarray:
+    """Logistic function without overflow: exp(-log(1 + exp(-x))) keeps tiny values' relative accuracy."""
+    return np.exp(-np.logaddexp(0.0, -np.asarray(x, dtype=np.float64)))
+
+
+def np_tolerance(
+    x: np.ndarray | float, lower: float, upper: float, margin: float, value_at_margin: float
+) -> np.ndarray:
+    """dm_control `rewards.tolerance(x, bounds=(lower, upper), margin, sigmoid="gaussian", value_at_margin)`.
+
+    1 inside the bounds; outside, a gaussian of the distance to the nearest bound in units of `margin`
+    that equals `value_at_margin` at one margin away. margin == 0 gives the plain bounds indicator.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    if margin == 0:
+        return np.where((lower <= x) & (x <= upper), 1.0, 0.0)
+    # distance outside the bounds (0 inside, so exp(0) = 1 exactly there); nan stays nan through maximum
+    d = np.asarray(np.maximum(np.subtract(lower, x), np.subtract(x, upper)))  # 0-d stays an array
+    np.maximum(d, 0.0, out=d)
+    np.multiply(d, d, out=d)
+    d *= tolerance_coefficient(margin, value_at_margin)
+    return np.exp(d, out=d)
+
+
+def tolerance_coefficient(margin: float, value_at_margin: float) -> float:
+    """c in exp(c * d**2): the gaussian that equals value_at_margin at d = margin."""
+    return math.log(value_at_margin) / (margin * margin)
+
+
+def np_hamacher(a: np.ndarray | float, b: np.ndarray | float) -> np.ndarray:
+    """Hamacher product a*b / (a + b - a*b), defined as 0 where the denominator is 0 (a = b = 0 on [0, 1])."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    den = a + b - a * b
+    zero = den == 0
+    # Double where: the unselected branch never divides by zero, so no nan leaks into gradients (torch twin).
+    return np.where(zero, 0.0, a * b / np.where(zero, 1.0, den))
+
+
+def _as_float(value: sympy.Expr) -> float:
+    return float(value)  # only called on sympy Numbers
+
+
+class sigmoid(sympy.Function):  # noqa: N801 - the name is what the LLM writes and what prints
+    """1 / (1 + exp(-x)), opaque so that it prints as written and is evaluated stably."""
+
+    nargs = 1
+
+    @classmethod
+    def eval(cls, x: sympy.Expr) -> sympy.Expr | None:
+        if x.is_Number:
+            return sympy.Float(float(np_sigmoid(_as_float(x))))
+        return None
+
+    def _eval_is_extended_real(self) -> bool | None:
+        return self.args[0].is_extended_real
+
+
+class tolerance(sympy.Function):  # noqa: N801
+    """tolerance(x, lower, upper, margin, value_at_margin); the last four are numbers (checked by the parser)."""
+
+    nargs = 5
+
+    @classmethod
+    def eval(
+        cls, x: sympy.Expr, lower: sympy.Expr, upper: sympy.Expr, margin: sympy.Expr, vam: sympy.Expr
+    ) -> sympy.Expr | None:
+        if all(a.is_Number for a in (x, lower, upper, margin, vam)):
+            value = np_tolerance(_as_float(x), *(_as_float(a) for a in (lower, upper, margin, vam)))
+            return sympy.Float(float(value))
+        return None
+
+    def _eval_is_extended_real(self) -> bool | None:
+        return self.args[0].is_extended_real
+
+
+class hamacher(sympy.Function):  # noqa: N801
+    """Hamacher product (t-norm) of two rewards in [0, 1]: a soft AND, as in MetaWorld's v2 rewards."""
+
+    nargs = 2
+
+    @classmethod
+    def eval(cls, a: sympy.Expr, b: sympy.Expr) -> sympy.Expr | None:
+        if a.is_Number and b.is_Number:
+            return sympy.Float(float(np_hamacher(_as_float(a), _as_float(b))))
+        if a.is_zero or b.is_zero:
+            return sympy.S.Zero
+        return None
+
+    def _eval_is_extended_real(self) -> bool | None:
+        if self.args[0].is_extended_real and self.args[1].is_extended_real:
+            return True
+        return None
+
+
+def is_condition(value: sympy.Basic) -> bool:
+    """True for comparisons and logic. sympy's Symbol is also a Boolean subclass, so test for Expr too."""
+    return isinstance(value, Boolean) and not isinstance(value, sympy.Expr)
+
+
+class _MinMax(sympy.Function):
+    """Opaque n-ary min/max. sympy's own Min/Max compare every pair of arguments symbolically (and solve
+    inequalities when they hold Piecewise), which took seconds on 160-node inputs; these only fold numbers."""
+
+    _pick = staticmethod(min)
+
+    @classmethod
+    def eval(cls, *args: sympy.Expr) -> sympy.Expr | None:
+        # canonical form without symbolic comparisons: flatten, dedupe, fold the numbers, sort
+        flat: list[sympy.Expr] = []
+        for arg in args:
+            flat.extend(arg.args if isinstance(arg, cls) else (arg,))
+        numbers = [a for a in flat if a.is_Number]
+        others = {a for a in flat if not a.is_Number}
+        kept = sorted(others, key=sympy.default_sort_key)
+        if numbers:
+            kept.insert(0, cls._pick(numbers, key=float))
+        if len(kept) == 1:
+            return kept[0]
+        if tuple(kept) != args:
+            return cls(*kept)
+        return None
+
+    def _eval_is_extended_real(self) -> bool | None:
+        return True if all(a.is_extended_real for a in self.args) else None
+
+
+class Min(_MinMax):
+    """Min(a, b, ...)."""
+
+    _pick = staticmethod(min)
+
+
+class Max(_MinMax):
+    """Max(a, b, ...)."""
+
+    _pick = staticmethod(max)
+
+
+class where(sympy.Function):  # noqa: N801
+    """where(cond, a, b): a where cond holds, else b. Opaque for the same reason as Min/Max: sympy's Piecewise
+    rewrites conditions that contain a Piecewise through set solvers (seconds, unbounded)."""
+
+    nargs = 3
+
+    @classmethod
+    def eval(cls, cond: sympy.Basic, a: sympy.Expr, b: sympy.Expr) -> sympy.Expr | None:
+        if cond is sympy.true:
+            return a
+        if cond is sympy.false:
+            return b
+        if a == b:
+            return a
+        return None
+
+    def _eval_is_extended_real(self) -> bool | None:
+        return True if self.args[1].is_extended_real and self.args[2].is_extended_real else None
+
+
+def is_condition(value: sympy.Basic) -> bool:
+    """True for comparisons and logic. sympy's Symbol is also a Boolean subclass, so test for Expr too."""
+    return isinstance(value, Boolean) and not isinstance(value, sympy.Expr)
+
+
+def indicator(cond: Boolean) -> sympy.Expr:
+    """A comparison used in arithmetic means 1.0 where it holds and 0.0 elsewhere."""
+    return where(cond, sympy.S.One, sympy.S.Zero)
+
+
+def as_condition(value: sympy.Basic) -> Boolean:
+    """A number used as a condition means `value != 0` (Python truthiness, e.g. a 0/1 `grasp` feature)."""
+    if is_condition(value):
+        return value
+    return sympy.Ne(value, 0)
+
+
+def piecewise(pairs: list[tuple[sympy.Expr, Boolean]]) -> sympy.Expr:
+    """Piecewise((a, c1), (b, c2), ..., (z, True)) as nested where: the first true condition wins."""
+    result = pairs[-1][0]
+    for value, cond in reversed(pairs[:-1]):
+        result = where(cond, value, result)
+    return result
+
+
+def clip(x: sympy.Expr, low: sympy.Expr, high: sympy.Expr) -> sympy.Expr:
+    """numpy-style clip(x, low, high)."""
+    return Min(Max(x, low), high)

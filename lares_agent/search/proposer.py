@@ -1,0 +1,201 @@
+"""The engine's reward-update hook: the agent graph proposes, the rewards layer compiles, the run logs it all.
+
+One `GraphProposer` per run. `initial(n)` fills the first population (round 0: no policy has acted yet, so
+the graph goes straight to `propose`); `__call__(ctx)` is what `LaResEngine` calls at each reward update.
+Each round is one LangGraph thread (`round-<n>`) in `trace.sqlite`, so a run killed mid-round resumes
+inside that round without asking the LLM again for what it already accepted.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from lares_agent.engine.fitness import UpdateContext
+from lares_agent.engine.rewards_protocol import RewardFunction
+from lares_agent.engine.selection import distinct_fraction
+from lares_agent.graphs.build import RoundResult, compile_accepted, run_round
+from lares_agent.graphs.deps import GraphDeps
+from lares_agent.graphs.state import EliteInfo
+from lares_agent.memory.cases import Case
+from lares_agent.rewards import CompiledReward, compile_reward, parse_candidate
+from lares_agent.search.rundir import RunDir, append_jsonl, read_jsonl
+from lares_agent.tools.checks import allowed_features
+from lares_agent.tools.trajectory import Rollout
+
+# Below this share of distinct reward structures among the elites, the proposer is told to explore (issue 5).
+EXPLORE_BELOW = 0.5
+
+
+def fallback_reward(task: Any, feature_names: Sequence[str], rid: str) -> CompiledReward:
+    """The reward a slot gets when the LLM delivers no valid candidate at all: progress plus a success bonus.
+
+    Never silent: every use is logged as a `fallback` event, and its id says so.
+    """
+    components = {"progress": f"-{task.progress_feature}"}
+    if "success" in feature_names:
+        components["success_bonus"] = "5*success"
+    parsed = parse_candidate({"components": components, "rationale": "fallback: no valid LLM candidate"}, feature_names)
+    return compile_reward(parsed, rid)
+
+
+class GraphProposer:
+    """Connects `LaResEngine`'s hook to the round graph; logs candidates and feeds the case store."""
+
+    def __init__(self, graph: Any, deps: GraphDeps, run: RunDir, task_name: str) -> None:
+        self.graph, self.deps, self.run, self.task_name = graph, deps, run, task_name
+        self.feature_names = allowed_features(deps.task)
+        self.in_flight = False
+        self.fallbacks = 0
+
+    # ------------------------------------------------------------------ engine hook
+    def initial(self, n: int, sample: Mapping[str, np.ndarray], given: Sequence[RewardFunction] = ()) -> list[RewardFunction]:
+        """Round 0: `n` candidates, the `given` ones (from --rewards) first, the rest from the graph."""
+        rewards = list(given)[:n]
+        need = n - len(rewards)
+        if need > 0:
+            self.deps.sample = dict(sample)
+            result = self._round({"round": 0, "n_wanted": need, "elites": [], "rollout_ids": []})
+            rewards += self._accepted(result, slots=list(range(len(rewards), n)))
+        while len(rewards) < n:
+            rewards.append(self._fallback(round_=0, slot=len(rewards)))
+        return rewards
+
+    def __call__(self, ctx: UpdateContext) -> list[RewardFunction]:
+        self._remember_fitness(ctx)
+        if not ctx.refill:
+            return []
+        self.deps.sample = dict(ctx.feature_sample)
+        self.deps.rollouts = self._rollouts(ctx)
+        elites = [self._elite(ctx, s) for s in ctx.elites if s < len(ctx.rewards)]
+        keys = [str(e.get("components")) for e in elites]
+        explore = len(keys) > 1 and distinct_fraction(keys) < EXPLORE_BELOW
+        round_input = {
+            "round": ctx.round,
+            "n_wanted": len(ctx.refill),
+            "elites": elites,
+            "rollout_ids": list(self.deps.rollouts),
+            "explore": explore,
+            "rejections": self._recent_rejections(),
+        }
+        result = self._round(round_input)
+        return self._accepted(result, slots=list(ctx.refill), parent=ctx.rewards[ctx.best].id)
+
+    # ------------------------------------------------------------------ helpers
+    def _round(self, round_input: dict[str, Any]) -> RoundResult:
+        self.in_flight = True
+        try:
+            result = run_round(self.graph, round_input, thread_id=f"round-{round_input['round']}")
+        finally:
+            self.in_flight = False
+        for rec in result.rejected:
+            self._log_candidate(rec, result.round, verdict="rejected", slot=None)
+        return result
+
+    def _accepted(self, result: RoundResult, slots: list[int], parent: str | None = None) -> list[RewardFunction]:
+        compiled = compile_accepted(self.deps, result)
+        out: list[RewardFunction] = []
+        for rec, slot in zip(result.accepted, slots, strict=False):
+            reward = compiled[rec["id"]]
+            self._log_candidate(rec, result.round, verdict="accepted", slot=slot, parent=parent)
+            if self.deps.cases is not None:
+                self.deps.cases.add(
+                    Case(
+                        task=self.task_name,
+                        description=self.deps.task.description,
+                        components=dict(rec.get("components") or {}),
+                        complexity=float(reward.complexity),
+                        run_id=self.deps.run_id,
+                        candidate_id=rec["id"],
+                        rationale=str(rec.get("rationale") or ""),
+                        persona=self.deps.persona.name,
+                        round=result.round,
+                    )
+                )
+            out.append(reward)
+        return out
+
+    def _fallback(self, round_: int, slot: int) -> RewardFunction:
+        self.fallbacks += 1
+        rid = f"fallback-r{round_}-s{slot}"
+        self.run.event("fallback", round=round_, slot=slot, reward_id=rid, reason="the LLM gave no valid candidate")
+        reward = fallback_reward(self.deps.task, self.feature_names, rid)
+        append_jsonl(
+            self.run.candidates,
+            {"id": rid, "round": round_, "slot": slot, "components": reward.parsed.canonical, "verdict": "accepted",
+             "reason": "fallback", "complexity": reward.complexity, "rationale": reward.parsed.rationale},
+        )
+        return reward
+
+    def _log_candidate(
+        self, rec: Mapping[str, Any], round_: int, verdict: str, slot: int | None, parent: str | None = None
+    ) -> None:
+        append_jsonl(
+            self.run.candidates,
+            {
+                "id": rec.get("id"),
+                "round": round_,
+                "slot": slot,
+                "components": rec.get("components") or {},
+                "rationale": rec.get("rationale") or "",
+                "verdict": verdict,
+                "reason": rec.get("reason") or "",
+                "complexity": rec.get("complexity"),
+                "parent_id": rec.get("parent_id") or parent,
+                "critique_id": rec.get("critique_id"),
+                "attempt": rec.get("attempt"),
+            },
+        )
+
+    def _remember_fitness(self, ctx: UpdateContext) -> None:
+        """Every slot's fitness goes to the case store and candidates.jsonl (the report's lineage reads it)."""
+        for ev in ctx.slots:
+            reward = ctx.rewards[ev.slot] if ev.slot < len(ctx.rewards) else None
+            if reward is None:
+                continue
+            append_jsonl(
+                self.run.candidates,
+                {"id": reward.id, "round": ctx.round, "slot": ev.slot, "verdict": "evaluated",
+                 "fitness": _finite(ev.fitness), "success": _finite(ev.success_rate),
+                 "complexity": ev.complexity, "component_stats": ev.to_json()["components"]},
+            )
+            if self.deps.cases is not None:
+                self.deps.cases.update_fitness(self.deps.run_id, reward.id, _finite(ev.fitness), _finite(ev.success_rate))
+
+    def _elite(self, ctx: UpdateContext, slot: int) -> EliteInfo:
+        reward = ctx.rewards[slot]
+        ev = ctx.slot(slot)
+        parsed = getattr(reward, "parsed", None)
+        components = dict(parsed.canonical) if parsed is not None else {"reward": reward.id}
+        return EliteInfo(
+            id=reward.id,
+            components=components,
+            fitness=_finite(ev.fitness),
+            success=_finite(ev.success_rate),
+            complexity=float(reward.complexity),
+            stats=ev.to_json()["components"],
+        )
+
+    def _rollouts(self, ctx: UpdateContext) -> dict[str, Rollout]:
+        out: dict[str, Rollout] = {}
+        for slot, episodes in ctx.rollouts.items():
+            reward = ctx.rewards[slot]
+            for i, feats in enumerate(episodes):
+                try:
+                    comps = reward.components(feats)
+                except Exception:  # noqa: BLE001 - a broken reward must not stop the round; the encoder goes without
+                    comps = {}
+                rid = f"r{ctx.round}-s{slot}-e{i}"
+                out[rid] = Rollout(features=feats, components=comps, policy_id=f"slot-{slot}", reward_id=reward.id)
+        return out
+
+    def _recent_rejections(self, k: int = 6) -> list[str]:
+        reasons = [r.get("reason", "") for r in read_jsonl(self.run.candidates) if r.get("verdict") == "rejected"]
+        return [r for r in reasons if r][-k:]
+
+
+def _finite(x: float) -> float:
+    return float(x) if x is not None and math.isfinite(float(x)) else 0.0

@@ -1,0 +1,271 @@
+"""Start, resume and finish a reward-search run: the outer loop of DESIGN §1 over the engine and the graph.
+
+`start_run` writes `config.json` first, so that whatever happens next the folder is a run that `resume_run`
+can continue: a run killed before its first engine checkpoint starts the engine again (the graph's round 0
+is stored in `trace.sqlite`, so accepted candidates are not asked for twice); a later kill restores the
+newest atomic checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lares_agent.engine.lares import IterationInfo, LaResEngine
+from lares_agent.engine.lares_config import EngineConfig
+from lares_agent.engine.rewards_protocol import RewardFunction
+from lares_agent.engine.rollout import EnvPool, batch_features, run_episodes
+from lares_agent.engine.sac import SACConfig
+from lares_agent.engine.tasks import TaskSpec, get_task
+from lares_agent.errors import LaresError
+from lares_agent.search.config import SearchConfig
+from lares_agent.search.rundir import RunDir
+
+ProgressFn = Callable[["RunStatus"], None]
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    """What a progress display needs after each iteration."""
+
+    env_steps: int
+    budget: int
+    round: int
+    best_success: float
+    llm_in_flight: bool
+    elapsed_s: float
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    run: RunDir
+    env_steps: int
+    finished: bool
+    best_success: float
+    wall_s: float
+
+
+def engine_config(cfg: SearchConfig) -> EngineConfig:
+    """The engine's view of a search config."""
+    return EngineConfig(
+        setting=cfg.setting,
+        population_size=cfg.population,
+        elites=max(1, cfg.elites) if cfg.setting != "baseline" else 1,
+        total_steps=cfg.budget,
+        warmup_steps=cfg.warmup_steps,
+        reward_period=cfg.reward_period,
+        eval_every=cfg.eval_every,
+        eval_episodes=cfg.eval_episodes,
+        update_eval_episodes=cfg.eval_episodes,
+        ts_window=cfg.ts_window,
+        anchor_weight=cfg.anchor_weight,
+        complexity_lambda=cfg.complexity_lambda,
+        horizon=cfg.horizon,
+        checkpoint_every=cfg.checkpoint_every,
+        buffer_capacity=max(cfg.budget + cfg.warmup_steps + 1_000, 10_000) if cfg.budget < 1_000_000 else 1_000_000,
+        sac=SACConfig(hidden=tuple(cfg.hidden), batch_size=cfg.batch_size, utd_ratio=cfg.utd),
+        seed=cfg.seed,
+    )
+
+
+def random_feature_sample(task: TaskSpec, steps: int, seed: int, horizon: int | None = None) -> dict[str, np.ndarray]:
+    """Features of uniform-random steps: what round 0 validates candidates on, before any buffer exists."""
+    pool = EnvPool(task.make_env, seed + 7_919)
+    env = pool.get(1)[0]
+    act_dim = int(np.prod(env.action_space.shape))
+    rng = np.random.default_rng(seed)
+    horizon = horizon or task.horizon
+    parts: list[dict[str, np.ndarray]] = []
+    total, episode = 0, 0
+    try:
+        while total < steps:
+            batch = run_episodes(
+                [env], lambda obs: rng.uniform(-1, 1, (len(obs), act_dim)), task.raw_state, horizon, [seed + episode]
+            )
+            feats, _ = batch_features(task.features, batch)
+            parts.append(feats)
+            total += int(batch.lengths.sum())
+            episode += 1
+    finally:
+        pool.close()
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+class Search:
+    """One run's live objects: task, engine, graph, LLM. Built by `start_run` / `resume_run`."""
+
+    def __init__(self, cfg: SearchConfig, run: RunDir) -> None:
+        self.cfg, self.run = cfg, run
+        self.task = get_task(cfg.task)
+        self.proposer: Any = None
+        self._trace: Any = None
+        self._cases: Any = None
+        self.llm: Any = None
+        if cfg.setting != "baseline":
+            self._build_graph()
+
+    def _build_graph(self) -> None:
+        # Imported here so that `lares baseline` never loads the LLM stack.
+        from lares_agent.graphs.build import build_graph, open_trace
+        from lares_agent.graphs.deps import GraphDeps
+        from lares_agent.llm import LLMConfig, make_client
+        from lares_agent.memory.cases import CaseStore
+        from lares_agent.search.personas import resolve_persona
+        from lares_agent.search.proposer import GraphProposer
+
+        cfg = self.cfg
+        llm_cfg = LLMConfig(
+            backend=cfg.llm_backend,
+            model=cfg.llm_model,
+            base_url=cfg.base_url,
+            temperature=cfg.temperature,
+            max_total_tokens=cfg.max_llm_tokens,
+            seed=cfg.seed,
+        )
+        replay = Path(cfg.replay_from) if cfg.replay_from else None
+        if cfg.llm_backend == "replay" and replay is None:
+            raise LaresError("--llm replay needs --replay-from RUN (the run whose llm_calls.jsonl to replay)")
+        self.llm = make_client(llm_cfg, self.run.root, replay_from=replay)
+        self._cases = CaseStore() if cfg.retrieval else None
+        deps = GraphDeps(
+            llm=self.llm,
+            task=self.task,
+            sample={},
+            persona=resolve_persona(cfg.persona),
+            cases=self._cases,
+            run_id=self.run.root.name,
+            id_prefix=f"{self.run.root.name[-6:]}-",
+        )
+        self._trace = open_trace(self.run.root)
+        self.proposer = GraphProposer(build_graph(deps, self._trace), deps, self.run, self.task.name)
+
+    # ------------------------------------------------------------------ engine
+    def new_engine(self) -> LaResEngine:
+        ecfg = engine_config(self.cfg)
+        initial: list[RewardFunction] = []
+        if self.cfg.setting != "baseline":
+            n = ecfg.num_slots - (1 if self.cfg.setting == "init" else 0)
+            given = load_rewards_file(Path(self.cfg.rewards_file), self.task) if self.cfg.rewards_file else []
+            sample = random_feature_sample(self.task, max(self.cfg.warmup_steps, 500), self.cfg.seed, self.cfg.horizon)
+            initial = self.proposer.initial(n, sample, given)
+        return LaResEngine(self.task, ecfg, initial, self.proposer, self.run.root)
+
+    def restored_engine(self, checkpoint: Path) -> LaResEngine:
+        from lares_agent.rewards import load_reward
+        from lares_agent.tools.checks import allowed_features
+
+        names = allowed_features(self.task)
+        return LaResEngine.restore(
+            checkpoint, self.task, lambda d: load_reward(d, names), self.proposer, self.run.root
+        )
+
+    def drive(self, engine: LaResEngine, progress: ProgressFn | None = None) -> RunOutcome:
+        """Run the engine to its budget (or `--max-minutes`), checkpoint, and say how it ended."""
+        start = time.monotonic()
+        deadline = start + 60 * self.cfg.max_minutes if self.cfg.max_minutes else None
+        best = [0.0]
+
+        def on_iteration(info: IterationInfo) -> None:
+            best[0] = max(best[0], _best_success(engine))
+            if progress is not None:
+                progress(
+                    RunStatus(info.env_steps, self.cfg.budget, info.round, best[0],
+                              bool(self.proposer and self.proposer.in_flight), time.monotonic() - start)
+                )
+
+        stop = (lambda: time.monotonic() > deadline) if deadline else None
+        self.run.event("run_start", env_steps=engine.env_steps, round=engine.round)
+        steps = engine.run(progress=on_iteration, should_stop=stop)
+        engine.save_checkpoint()
+        finished = engine.done
+        wall = time.monotonic() - start
+        best[0] = max(best[0], _best_success(engine))
+        usage = self.llm.usage if self.llm is not None else {}
+        self.run.event("run_end", env_steps=steps, finished=finished, wall_s=wall, best_success=best[0], llm=usage)
+        return RunOutcome(self.run, steps, finished, best[0], wall)
+
+    def close(self) -> None:
+        if self._trace is not None:
+            self._trace.conn.close()
+        if self._cases is not None:
+            self._cases.close()
+
+
+def _best_success(engine: LaResEngine) -> float:
+    """Success rate of the best policy at the newest evaluation (0 before the first)."""
+    last = getattr(engine, "last_metrics", None) or {}
+    value = last.get("success_max")
+    return float(value) if value is not None else 0.0
+
+
+def load_rewards_file(path: Path, task: TaskSpec) -> list[RewardFunction]:
+    """Candidates given by the user (`--rewards FILE`): a JSON list of `{"components": ..., "rationale": ...}`
+    (or of bare expression strings); each is parsed and checked like an LLM's, and a bad one stops the run."""
+    from lares_agent.rewards import RewardRejected, compile_reward, parse_candidate
+    from lares_agent.tools.checks import allowed_features
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise LaresError(f"--rewards file {path} does not exist") from None
+    except json.JSONDecodeError as exc:
+        raise LaresError(f"--rewards file {path} is not valid JSON: {exc}") from None
+    if isinstance(data, dict):
+        data = data.get("candidates", [data])
+    if not isinstance(data, list) or not data:
+        raise LaresError(f"--rewards file {path} must hold a JSON list of candidates")
+    names = allowed_features(task)
+    out: list[RewardFunction] = []
+    for i, item in enumerate(data):
+        try:
+            out.append(compile_reward(parse_candidate(item, names), f"given-{i}"))
+        except RewardRejected as exc:
+            raise LaresError(f"--rewards candidate {i} rejected: {exc}") from None
+    return out
+
+
+def start_run(cfg: SearchConfig, runs_base: Path, run_id: str | None = None,
+              progress: ProgressFn | None = None) -> RunOutcome:
+    """A new run: folder, config, initial population, training to the budget."""
+    get_task(cfg.task)  # fail on bad input before creating anything
+    if cfg.setting != "baseline":
+        from lares_agent.search.personas import resolve_persona
+
+        resolve_persona(cfg.persona)
+    run = RunDir.create(runs_base, cfg.task, run_id)
+    cfg.save(run.config)
+    search = Search(cfg, run)
+    try:
+        engine = search.new_engine()
+        try:
+            return search.drive(engine, progress)
+        finally:
+            engine.close()
+    finally:
+        search.close()
+
+
+def resume_run(path: Path, progress: ProgressFn | None = None, extra_minutes: float | None = None) -> RunOutcome:
+    """Continue a stopped or killed run from its newest checkpoint (or from the start if it has none)."""
+    from lares_agent.engine.checkpoint import latest_checkpoint
+
+    run = RunDir.open(path)
+    cfg = SearchConfig.from_json(json.loads(run.config.read_text(encoding="utf-8")))
+    if extra_minutes is not None:
+        cfg = SearchConfig.from_json({**cfg.to_json(), "max_minutes": extra_minutes})
+    search = Search(cfg, run)
+    try:
+        checkpoint = latest_checkpoint(run.checkpoints) if run.checkpoints.exists() else None
+        engine = search.restored_engine(checkpoint) if checkpoint else search.new_engine()
+        try:
+            return search.drive(engine, progress)
+        finally:
+            engine.close()
+    finally:
+        search.close()

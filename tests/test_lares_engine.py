@@ -1,0 +1,368 @@
+"""The LaRes loop: TS interaction, reward updates (relabel, scaling, inheritance), settings, NaN guards.
+
+Most tests use a tiny point-mass task (no MuJoCo, milliseconds per episode) so the loop logic is tested
+quickly; the end-to-end tests at the bottom run the registered `reach-v3` and `Reacher-v5` tasks.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+import numpy as np
+import pytest
+import torch
+
+from lares_agent.engine.evaluation import MemberEvaluation
+from lares_agent.engine.fitness import UpdateContext, rank_slots, slot_evaluation
+from lares_agent.engine.lares import EngineConfig, EngineError, LaResEngine
+from lares_agent.engine.metrics import read_jsonl
+from lares_agent.engine.rewards_protocol import HumanReward
+from lares_agent.engine.sac import SACConfig
+from lares_agent.engine.tasks import Feature, TaskSpec
+
+torch.set_num_threads(1)
+
+
+# ---------------------------------------------------------------------------------------------- tiny task
+class PointMass(gymnasium.Env):
+    """2-D point that moves by 0.1 * action toward a random goal; success within 0.1 of the goal."""
+
+    def __init__(self) -> None:
+        self.observation_space = gymnasium.spaces.Box(-2.0, 2.0, (4,), np.float32)
+        self.action_space = gymnasium.spaces.Box(-1.0, 1.0, (2,), np.float32)
+        self.pos = np.zeros(2)
+        self.goal = np.zeros(2)
+
+    def _obs(self) -> np.ndarray:
+        return np.concatenate([self.pos, self.goal]).astype(np.float32)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        self.pos = self.np_random.uniform(-0.5, 0.5, 2)
+        self.goal = self.np_random.uniform(-0.5, 0.5, 2)
+        return self._obs(), {}
+
+    def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict]:
+        self.pos = np.clip(self.pos + 0.1 * np.asarray(action, np.float64), -1.0, 1.0)
+        dist = float(np.linalg.norm(self.pos - self.goal))
+        return self._obs(), -dist, False, False, {"success": float(dist < 0.1)}
+
+
+def _point_features(raw: np.ndarray, action: np.ndarray) -> dict[str, np.ndarray]:
+    dist = np.linalg.norm(raw[:, :2] - raw[:, 2:4], axis=1)
+    return {
+        "dist": dist,
+        "action_norm": np.linalg.norm(action, axis=1),
+        "success": (dist < 0.1).astype(np.float64),
+        "human_reward": -dist,
+    }
+
+
+def tiny_task(has_human_reward: bool = True, horizon: int = 15) -> TaskSpec:
+    """A custom TaskSpec around PointMass: milliseconds per episode, so the loop logic is tested fast."""
+    return TaskSpec(
+        name="point-mass",
+        family="custom",
+        description="move the point to the goal",
+        horizon=horizon,
+        feature_defs=(Feature("dist", "distance from point to goal", "m"),
+                      Feature("action_norm", "norm of the action", "1")),
+        progress_feature="dist",
+        has_human_reward=has_human_reward,
+        success_test="dist < 0.1",
+        obs_dim=4,
+        act_dim=2,
+        state_dim=4,
+        dt=0.1,
+        env_fn=lambda seed: PointMass(),
+        raw_state_fn=lambda env, obs, info: np.asarray(obs, np.float64),
+        feature_fn=_point_features,
+    )
+
+
+# ---------------------------------------------------------------------------------------------- rewards
+class FeatureReward:
+    """reward = -scale * feature + offset (one component), serialisable for checkpoints."""
+
+    def __init__(self, feature: str, scale: float = 1.0, offset: float = 0.0, id: str | None = None,
+                 complexity: float = 1.0) -> None:
+        self.feature, self.scale, self.offset = feature, scale, offset
+        self.id = id or f"neg-{feature}-{scale:g}-{offset:g}"
+        self.complexity = complexity
+
+    def __call__(self, features: Mapping[str, np.ndarray]) -> np.ndarray:
+        return -self.scale * np.asarray(features[self.feature], np.float64) + self.offset
+
+    def components(self, features: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return {"main": -self.scale * np.asarray(features[self.feature], np.float64),
+                "offset": np.full(len(features[self.feature]), self.offset)}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "feature": self.feature, "scale": self.scale, "offset": self.offset,
+                "complexity": self.complexity}
+
+
+class ConstantReward(FeatureReward):
+    def __call__(self, features: Mapping[str, np.ndarray]) -> np.ndarray:
+        return np.zeros(len(features[self.feature]))
+
+
+class ArmedNanReward(FeatureReward):
+    """-feature, but NaN where the feature exceeds 0.2 once armed (a reward that breaks on new states)."""
+
+    armed = False
+
+    def __call__(self, features: Mapping[str, np.ndarray]) -> np.ndarray:
+        x = np.asarray(features[self.feature], np.float64)
+        return np.where(self.armed & (x > 0.2), np.nan, -x)
+
+
+def load_reward(d: Mapping[str, Any]) -> FeatureReward:
+    return FeatureReward(d["feature"], d["scale"], d["offset"], d["id"], d["complexity"])
+
+
+def tiny_config(**overrides: Any) -> EngineConfig:
+    base: dict[str, Any] = dict(
+        population_size=3, elites=1, total_steps=300, warmup_steps=60, reward_period=120, eval_every=150,
+        eval_episodes=2, update_eval_episodes=2, ts_window=10, buffer_capacity=5000, seed=1,
+        sac=SACConfig(hidden=(32, 32), batch_size=32, utd_ratio=0.25), feature_sample=100,
+    )
+    base.update(overrides)
+    return EngineConfig(**base)
+
+
+def scratch_rewards() -> list[FeatureReward]:
+    return [FeatureReward("dist", 1.0), FeatureReward("dist", 3.0, 1.0), FeatureReward("action_norm", 0.1)]
+
+
+class Proposer:
+    """A fixed-candidate hook (no LLM) that records the contexts it saw."""
+
+    def __init__(self, make: Any = None) -> None:
+        self.contexts: list[UpdateContext] = []
+        self._make = make or (lambda ctx, slot: FeatureReward("dist", 2.0 + ctx.round, slot, id=f"r{ctx.round}s{slot}"))
+
+    def __call__(self, ctx: UpdateContext) -> Sequence[Any]:
+        self.contexts.append(ctx)
+        return [self._make(ctx, slot) for slot in ctx.refill]
+
+
+# ---------------------------------------------------------------------------------------------- tests
+def test_scratch_run_updates_rewards_and_logs(tmp_path: Path) -> None:
+    hook = Proposer()
+    engine = LaResEngine(tiny_task(), tiny_config(), scratch_rewards(), hook, run_dir=tmp_path)
+    infos = []
+    engine.run(progress=infos.append)
+    assert engine.env_steps >= 300 and engine.round == 2
+    assert len(hook.contexts) == 2
+    ctx = hook.contexts[0]
+    assert len(ctx.elites) == 1 and len(ctx.refill) == 2 and set(ctx.elites).isdisjoint(ctx.refill)
+    assert ctx.best == ctx.ranking[0] == ctx.elites[0]
+    assert "human_reward" not in ctx.feature_sample and len(ctx.feature_sample["dist"]) == 100
+    assert ctx.rollouts and all("human_reward" not in r for rs in ctx.rollouts.values() for r in rs)
+    assert all(len(r["dist"]) == 15 for rs in ctx.rollouts.values() for r in rs)
+    # Every acting set is distinct and TS never picks more than K learners.
+    assert all(len(set(i.acted)) == len(i.acted) <= 3 for i in infos)
+    ids = [fn.id for fn in engine.rewards]
+    assert sum(i.startswith("r2s") for i in ids) == 2  # the second round refilled two slots
+    events = list(read_jsonl(tmp_path / "events.jsonl"))
+    updates = [e for e in events if e["event"] == "reward_update"]
+    assert [u["round"] for u in updates] == [1, 2]
+    assert set(updates[0]["replaced"]) == {str(s) for s in ctx.refill}
+    metrics = list(read_jsonl(tmp_path / "metrics.jsonl"))
+    assert {m["kind"] for m in metrics} == {"eval", "update"}
+    m = metrics[-1]
+    assert len(m["slots"]) == 3 and len(m["alpha"]) == 3 and "q_loss" in m["losses"]
+    assert all(0.0 <= s["success"] <= 1.0 for s in m["slots"])
+    assert (tmp_path / "checkpoints" / "round-0002" / "meta.json").is_file()
+
+
+def test_update_relabels_rescales_and_inherits(tmp_path: Path) -> None:
+    hook = Proposer(lambda ctx, slot: FeatureReward("dist", 50.0, 7.0, id=f"new{slot}"))
+    cfg = tiny_config(total_steps=120, max_rounds=1)
+    engine = LaResEngine(tiny_task(), cfg, scratch_rewards(), hook)
+    engine.run(until_steps=120)  # reach the period; the update runs at the next iteration boundary
+    old_alpha = engine.population.log_alpha.detach().clone()
+    ctx = engine.reward_update()
+    best, refill = ctx.best, ctx.refill
+    buf, pop = engine.buffer, engine.population
+    ref = buf.rewards(best).astype(np.float64)
+    for slot in refill:
+        assert engine.rewards[slot].id == f"new{slot}"
+        col = buf.rewards(slot).astype(np.float64)
+        # Relabelled over the whole buffer with the new function, then matched to the best's mean/std.
+        expected = FeatureReward("dist", 50.0, 7.0)(buf.feature_view())
+        assert np.corrcoef(col, expected)[0, 1] == pytest.approx(1.0, abs=1e-5)
+        assert col.mean() == pytest.approx(ref.mean(), abs=1e-4 * max(1.0, abs(ref.mean())))
+        assert col.std() == pytest.approx(ref.std(), rel=1e-3)
+        # Inheritance: actor, critics, targets, temperature of the best; anchored with weight 1.0.
+        for p in pop.actor:
+            assert torch.equal(p[slot], p[best])
+        for p in [*pop.critic, *pop.critic_target]:  # rows k and k + K: both critics of learner k
+            assert torch.equal(p[slot], p[best]) and torch.equal(p[slot + pop.k], p[best + pop.k])
+        assert pop.log_alpha[slot].item() == old_alpha[best].item()
+        assert all(torch.equal(m[slot], m[best]) for m in pop.actor_optimizer.exp_avg_sq)  # Adam state copied
+        assert pop.anchor_weight[slot].item() == 1.0
+    for e in ctx.elites:
+        assert pop.anchor_weight[e].item() == 0.0
+    a, b = engine.ts.posterior()
+    assert np.all(a == 1) and np.all(b == 1)  # TS reset at every reward update
+    # New rows of a rescaled column use the same fixed map as old rows (no drift, §12 item 4).
+    n0 = len(buf)
+    engine.step_iteration()
+    fn = engine.rewards[refill[0]]
+    new_rows = buf.rewards(refill[0])[n0:].astype(np.float64)
+    raw_new = fn({k: v[n0:] for k, v in buf.feature_view().items()})
+    aff = buf.affine(refill[0])
+    assert np.allclose(new_rows, aff.apply(raw_new), atol=1e-3 * max(1.0, abs(aff.shift)))
+
+
+def test_rejected_and_missing_proposals_keep_the_slot() -> None:
+    hook = Proposer(lambda ctx, slot: ConstantReward("dist", id=f"const{slot}"))
+    engine = LaResEngine(tiny_task(), tiny_config(total_steps=120, max_rounds=1), scratch_rewards(), hook)
+    engine.run(until_steps=120)
+    before = [fn.id for fn in engine.rewards]
+    actor_before = [p.detach().clone() for p in engine.population.actor]
+    ctx = engine.reward_update()
+    assert [fn.id for fn in engine.rewards] == before
+    rejected = [e for e in engine.events if e["event"] == "candidate_rejected"]
+    assert {e["slot"] for e in rejected} == set(ctx.refill) and all("constant" in e["reason"] for e in rejected)
+    assert all(torch.equal(a, b) for a, b in zip(actor_before, engine.population.actor))  # nothing inherited
+    # Too many proposals is a programming error of the hook.
+    engine.propose = lambda c: [FeatureReward("dist")] * (len(c.refill) + 1)
+    with pytest.raises(EngineError):
+        engine.reward_update()
+
+
+def test_nonfinite_reward_and_policy_are_quarantined_then_refilled() -> None:
+    rewards = scratch_rewards()
+    rewards[2] = ArmedNanReward("dist", id="breaks-later")
+    engine = LaResEngine(tiny_task(), tiny_config(total_steps=120, max_rounds=1), rewards, Proposer())
+    engine.warmup()
+    assert engine.quarantined == set()
+    rewards[2].armed = True
+    while 2 not in engine.quarantined and engine.env_steps < 120:
+        engine.step_iteration()
+    assert 2 in engine.quarantined and 2 in engine.ts.blocked
+    assert any(e["event"] == "quarantine" and e["learner"] == 2 and "NaN" in e["reason"] for e in engine.events)
+    assert np.isfinite(engine.buffer.rewards(2)).all()  # NaN rows were neutralised by the buffer
+    # A learner whose weights went NaN acts non-finitely in evaluation and is quarantined too.
+    with torch.no_grad():
+        engine.population.actor[0][1] = float("nan")
+    engine.evaluate([0, 1, 2], 1)
+    assert 1 in engine.quarantined
+    ctx = engine.reward_update()
+    assert ctx.slot(1).fitness == -math.inf and ctx.slot(2).fitness == -math.inf
+    assert ctx.best == 0 and set(ctx.refill) == {1, 2}
+    assert engine.rewards[2].id == "r1s2" and engine.quarantined == set()
+    assert all(torch.isfinite(p[1]).all() for p in engine.population.actor)  # reset from the best learner
+
+
+def test_diverged_learner_stops_training() -> None:
+    engine = LaResEngine(tiny_task(), tiny_config(total_steps=60), scratch_rewards(), Proposer())
+    engine.warmup()
+    with torch.no_grad():
+        engine.population.critic[0][1] = float("nan")  # first critic layer of learner 1
+    engine.step_iteration()
+    assert 1 in engine.quarantined
+    assert any(e["event"] == "quarantine" and e["reason"] == "non-finite SAC loss" for e in engine.events)
+    calls: list[list[int]] = []
+    update = engine.population.update
+    engine.population.update = lambda batch, members: calls.append(list(members)) or update(batch, members)
+    engine.step_iteration()
+    assert calls and all(1 not in members and 0 in members for members in calls)
+    assert 1 not in engine.ts.select(3, np.random.default_rng(0))
+
+
+def test_init_setting_extra_learner_always_acts() -> None:
+    hook = Proposer()
+    cfg = tiny_config(setting="init", total_steps=150)
+    engine = LaResEngine(tiny_task(), cfg, scratch_rewards()[:2], hook)
+    infos = []
+    engine.run(progress=infos.append)
+    assert engine.num_learners == 4 and engine.extra == 3
+    assert all(i.acted[-1] == 3 and 3 not in i.acted[:-1] for i in infos)
+    assert isinstance(engine.rewards[3], HumanReward)  # the env-reward learner keeps the human reward
+    ctx = hook.contexts[0]
+    assert 3 not in ctx.refill and 3 not in ctx.elites and len(ctx.slots) == 3
+    assert "human_reward" in ctx.feature_sample  # the init setting may show the human reward
+    with pytest.raises(EngineError):
+        LaResEngine(tiny_task(), cfg, scratch_rewards(), hook)  # init takes K - 1 candidates
+
+
+def test_baseline_is_plain_sac_on_human_reward() -> None:
+    hook = Proposer()
+    engine = LaResEngine(tiny_task(), tiny_config(setting="baseline", total_steps=150), (), hook)
+    engine.run()
+    assert engine.num_learners == 1 and isinstance(engine.rewards[0], HumanReward)
+    assert hook.contexts == [] and engine.round == 0
+    assert np.allclose(engine.buffer.rewards(0), engine.buffer.feature_view()["human_reward"])
+
+
+def test_fitness_ranking_tie_breaks() -> None:
+    def ev(member: int, succ: float, ret: float, final: float) -> MemberEvaluation:
+        return MemberEvaluation(member, 2, succ, ret, 0.0, final, final, 10.0)
+
+    r = [FeatureReward("dist", complexity=c) for c in (5.0, 1.0, 1.0, 1.0)]
+    evals = [ev(0, 0.5, -10, 0.3), ev(1, 0.5, -5, 0.4), ev(2, 0.5, -5, 0.2), ev(3, 0.9, -50, 0.9)]
+    with_return = [slot_evaluation(e, r[e.member], 0.0, True, False) for e in evals]
+    assert rank_slots(with_return) == [3, 1, 2, 0]  # success, then task return, then complexity, then index
+    scratch = [slot_evaluation(e, r[e.member], 0.0, False, False) for e in evals]
+    assert rank_slots(scratch) == [3, 2, 0, 1]  # from scratch: -final progress, never the human return
+    penalised = [slot_evaluation(e, r[e.member], 0.1, True, e.member == 3) for e in evals]
+    assert rank_slots(penalised) == [1, 2, 0, 3]  # lambda * complexity; quarantined last
+    assert penalised[0].fitness == pytest.approx(0.5 - 0.1 * 5.0)
+
+
+def test_config_validation() -> None:
+    with pytest.raises(EngineError):
+        EngineConfig(setting="nope")
+    with pytest.raises(EngineError):
+        EngineConfig(population_size=3, elites=4)
+    with pytest.raises(EngineError):
+        EngineConfig(setting="init", population_size=1, elites=1)
+    cfg = tiny_config()
+    assert EngineConfig.from_json(json.loads(json.dumps(cfg.to_json()))) == cfg
+    with pytest.raises(EngineError):
+        LaResEngine(tiny_task(), cfg, scratch_rewards()[:2])
+    with pytest.raises(EngineError):
+        LaResEngine(tiny_task(has_human_reward=False), tiny_config(setting="baseline"))
+
+
+# ---------------------------------------------------------------------------------------------- real tasks
+@pytest.mark.parametrize("task_name", ["reach-v3", "Reacher-v5"])
+def test_end_to_end_on_registered_tasks(task_name: str, tmp_path: Path) -> None:
+    from lares_agent.engine.tasks import get_task
+
+    task = get_task(task_name)
+    progress = task.progress_feature
+    rewards = [FeatureReward(progress, 1.0), FeatureReward("action_norm", 0.5)]
+    hook = Proposer(lambda ctx, slot: FeatureReward(progress, 10.0, -3.0, id=f"{task_name}-r{ctx.round}s{slot}"))
+    cfg = tiny_config(population_size=2, total_steps=160, warmup_steps=40, reward_period=80, eval_every=0,
+                      eval_episodes=1, update_eval_episodes=1, horizon=20, max_rounds=1)
+    engine = LaResEngine(task, cfg, rewards, hook, run_dir=tmp_path)
+    engine.run()
+    engine.close()
+    assert engine.env_steps >= 160 and engine.round == 1
+    ctx = hook.contexts[0]
+    best = ctx.best
+    # Relabel + scaling + inheritance on the real task.
+    ref = engine.buffer.rewards(best).astype(np.float64)
+    for slot in ctx.refill:
+        assert engine.rewards[slot].id == f"{task_name}-r1s{slot}"
+        col = engine.buffer.rewards(slot).astype(np.float64)
+        assert np.isfinite(col).all() and col.std() > 0
+        assert engine.population.anchor_weight[slot].item() == 1.0
+    accepted = [e for e in engine.events if e["event"] == "candidate_accepted"]
+    assert {e["slot"] for e in accepted} == set(ctx.refill)
+    assert all(e["scale"] > 0 for e in accepted)
+    assert ref.std() > 0
+    assert set(ctx.rollouts) == set(ctx.ranking[:2]) and progress in ctx.rollouts[best][0]
+    metrics = list(read_jsonl(tmp_path / "metrics.jsonl"))
+    assert [m["kind"] for m in metrics] == ["update"]
+    assert (tmp_path / "checkpoints" / "LATEST").is_file()

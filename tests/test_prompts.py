@@ -1,0 +1,86 @@
+"""Every shipped prompt renders with exactly its variables; personas load; `lares personas` works."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from typer.testing import CliRunner
+
+from lares_agent.prompts.loader import (
+    DEFAULT_PERSONA,
+    PromptError,
+    PromptTemplate,
+    UnknownPersonaError,
+    list_personas,
+    list_templates,
+    load_persona,
+    load_template,
+)
+
+REQUIRED_PERSONAS = {"neutral", "strict-coach", "safety-reviewer", "reward-hacking-auditor"}
+
+
+def test_every_template_renders_with_its_variables_and_no_placeholder_survives() -> None:
+    templates = list_templates()
+    assert {t.name for t in templates} >= {"system", "analyse", "critique", "propose"}
+    for template in templates:
+        values = {name: f"<{name.upper()}>" for name in template.variables}
+        text = template.render(values)
+        for name in template.variables:
+            assert f"<{name.upper()}>" in text, (template.ref, name)
+        assert not re.search(r"\$[A-Za-z_{]", text), template.ref
+
+
+def test_render_rejects_missing_and_unused_variables() -> None:
+    template = load_template("propose")
+    values = {name: "x" for name in template.variables}
+    dropped = sorted(values)[0]
+    with pytest.raises(PromptError, match=f"missing value.*{dropped}"):
+        template.render({k: v for k, v in values.items() if k != dropped})
+    with pytest.raises(PromptError, match="unused value.*bogus"):
+        template.render({**values, "bogus": 1})
+
+
+def test_values_containing_dollars_and_braces_are_inserted_verbatim() -> None:
+    template = PromptTemplate("t", 1, "a $x b")
+    assert template.render({"x": '{"c": "$y"}'}) == 'a {"c": "$y"} b'
+
+
+def test_load_template_picks_the_highest_version_and_unknown_names_fail() -> None:
+    assert load_template("system").version == max(t.version for t in list_templates() if t.name == "system")
+    with pytest.raises(PromptError, match="no prompt template"):
+        load_template("nope")
+
+
+def test_system_prompt_is_the_only_place_with_few_shot_examples_and_sign_conventions() -> None:
+    text = load_template("system").text
+    assert "Sign conventions" in text and text.count('{"components"') >= 3
+    assert "$persona" in text and text.index("$persona") > text.index("Examples")
+
+
+def test_personas_required_set_and_default() -> None:
+    personas = {p.name: p for p in list_personas()}
+    assert REQUIRED_PERSONAS <= set(personas)
+    assert DEFAULT_PERSONA in personas
+    for persona in personas.values():
+        assert persona.title and persona.summary and len(persona.text) > len(persona.summary)
+
+
+def test_unknown_persona_suggests_close_names() -> None:
+    with pytest.raises(UnknownPersonaError, match="strict-coach"):
+        load_persona("strict-coch")
+
+
+def test_personas_cli_list_and_show() -> None:
+    from lares_agent.cli.app import app
+
+    runner = CliRunner()
+    listed = runner.invoke(app, ["personas", "list"])
+    assert listed.exit_code == 0, listed.output
+    for name in REQUIRED_PERSONAS:
+        assert name in listed.output
+    shown = runner.invoke(app, ["personas", "show", "safety-reviewer"])
+    assert shown.exit_code == 0 and load_persona("safety-reviewer").summary in shown.output
+    missing = runner.invoke(app, ["personas", "show", "nobody"])
+    assert missing.exit_code == 1

@@ -1,0 +1,100 @@
+"""`lares reward check`: verdict, complexity and canonical form; exit 0 when accepted, 1 with the reason."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+from typer.testing import CliRunner
+
+from lares_agent.cli import reward_cmd
+from lares_agent.cli.app import app
+
+TOY = SimpleNamespace(
+    name="toy-v0",
+    features=(
+        SimpleNamespace(name="hand_to_goal", meaning="distance", unit="m"),
+        SimpleNamespace(name="speed", meaning="speed", unit="m/s"),
+        SimpleNamespace(name="touching", meaning="contact", unit="bool"),
+    ),
+)
+
+
+@pytest.fixture
+def toy_task(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    asked: list[str] = []
+
+    def load(name: str) -> SimpleNamespace:
+        asked.append(name)
+        return TOY
+
+    monkeypatch.setattr(reward_cmd, "_load_task", load)
+    return asked
+
+
+def _run(*args: str):
+    return CliRunner().invoke(app, ["reward", "check", *args])
+
+
+def test_accepted_prints_verdict_complexity_and_canonical(toy_task: list[str]) -> None:
+    result = _run("tolerance(hand_to_goal, 0, 0.05, 0.1) + 0.5*touching", "--task", "toy-v0")
+    assert result.exit_code == 0, result.output
+    assert toy_task == ["toy-v0"]
+    assert "accepted" in result.output and "complexity" in result.output
+    assert "0.5*touching + tolerance(hand_to_goal, 0.0, 0.05, 0.1, 0.1)" in result.output
+
+
+def test_rejected_prints_the_reason_and_exits_1(toy_task: list[str]) -> None:
+    result = _run("hand_to_gaol + 1", "--task", "toy-v0")
+    assert result.exit_code == 1
+    assert "rejected: component 'reward': unknown name 'hand_to_gaol'" in result.output
+    assert "did you mean 'hand_to_goal'" in result.output
+
+
+def test_numeric_rejection_names_the_component(toy_task: list[str]) -> None:
+    candidate = json.dumps({"components": {"ok": "-hand_to_goal", "bad": "log(speed - 1)"}})
+    result = _run(candidate, "--task", "toy-v0")
+    assert result.exit_code == 1
+    assert "component 'bad' is nan/inf" in result.output
+
+
+def test_json_output_for_machines(toy_task: list[str]) -> None:
+    good = _run("--json", "--states", "256", "--seed", "3", "--task", "toy-v0", "--", "-speed + touching")
+    assert good.exit_code == 0, good.output
+    payload = json.loads(good.output)
+    assert payload["accepted"] is True and payload["task"] == "toy-v0" and payload["states"] == 256
+    assert payload["canonical"] == {"reward": "-speed + touching"} and payload["complexity"] > 0
+    assert set(payload["stats"]) == {"reward", "total"}
+    bad = _run("--json", "--task", "toy-v0", "speed ** speed")
+    assert bad.exit_code == 1
+    assert json.loads(bad.output)["reason"].startswith("component 'reward': exponent")
+
+
+def test_same_seed_same_verdict(toy_task: list[str]) -> None:
+    args = ("--json", "--task", "toy-v0", "--seed", "7", "exp(-hand_to_goal) * speed")
+    first, second = _run(*args), _run(*args)
+    assert first.output == second.output
+    other = _run("--json", "--task", "toy-v0", "--seed", "8", "exp(-hand_to_goal) * speed")
+    assert json.loads(other.output)["stats"] != json.loads(first.output)["stats"]
+
+
+def test_real_task_features() -> None:
+    """Against the engine's task registry (reach-v3's declared features), synthetic sample."""
+    tasks = pytest.importorskip("lares_agent.engine.tasks")
+    feature = tasks.get_task("reach-v3").features[0].name
+    result = _run("--json", "--task", "reach-v3", f"exp(-{feature} / 0.1)")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["canonical"] == {"reward": f"exp(-10.0*{feature})"}
+    unknown = _run("--task", "reach-v3", "not_a_feature_name")
+    assert unknown.exit_code == 1 and "unknown name" in unknown.output
+
+
+def test_rollout_sample_uses_real_states() -> None:
+    """Random-action states from the real env: distances are non-negative and vary."""
+    pytest.importorskip("lares_agent.engine.tasks")
+    pytest.importorskip("metaworld")
+    result = _run("--json", "--task", "reach-v3", "--sample", "rollout", "--states", "200", "--", "-tcp_to_target")
+    assert result.exit_code == 0, result.output
+    stats = json.loads(result.output)["stats"]["reward"]
+    assert stats["max"] <= 0 and stats["std"] > 0

@@ -1,0 +1,137 @@
+"""Truncation and tournament selection properties; reward-population diversity and the explore decision."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pytest
+
+from lares_agent.engine.selection import (
+    DiversityConfig,
+    SelectionConfig,
+    behaviour_distance,
+    canonical_key,
+    distinct_fraction,
+    measure_diversity,
+    select_elites,
+    should_explore,
+    tournament_select,
+    truncation_select,
+)
+
+
+def test_truncation_picks_the_best_in_order_with_stable_ties() -> None:
+    f = np.array([0.2, 0.9, 0.5, 0.9, np.nan])
+    assert truncation_select(f, 3).tolist() == [1, 3, 2]
+    assert truncation_select(f, 5).tolist()[-1] == 4  # NaN ranks last
+    with pytest.raises(ValueError):
+        truncation_select(f, 6)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_tournament_returns_distinct_valid_indices_best_first(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    f = rng.normal(size=7)
+    out = tournament_select(f, 4, 3, rng)
+    assert len(out) == 4 and len(set(out.tolist())) == 4
+    assert all(0 <= i < 7 for i in out)
+    assert np.all(np.diff(f[out]) <= 0)  # returned best first
+    assert int(np.argmax(f)) in out  # keep_best
+
+
+def test_tournament_of_full_size_equals_truncation() -> None:
+    rng = np.random.default_rng(0)
+    for _ in range(10):
+        f = rng.normal(size=6)
+        assert tournament_select(f, 3, 6, rng).tolist() == truncation_select(f, 3).tolist()
+
+
+def test_larger_tournaments_select_fitter_candidates() -> None:
+    f = np.arange(10.0)  # fitness = index
+
+    def mean_selected(size: int) -> float:
+        rng = np.random.default_rng(123)
+        return float(np.mean([f[tournament_select(f, 3, size, rng, keep_best=False)].mean() for _ in range(300)]))
+
+    m1, m2, m4 = mean_selected(1), mean_selected(2), mean_selected(4)
+    assert m1 < m2 < m4
+    assert abs(m1 - f.mean()) < 0.5  # size 1 is uniform random selection
+
+
+def test_tournament_without_elitism_can_drop_the_best() -> None:
+    f = np.arange(8.0)
+    rng = np.random.default_rng(0)
+    picks = [tournament_select(f, 2, 1, rng, keep_best=False) for _ in range(50)]
+    assert any(7 not in p for p in picks)
+
+
+def test_select_elites_dispatches_and_is_reproducible() -> None:
+    f = np.array([0.1, 0.4, 0.3, 0.8, 0.2])
+    trunc = select_elites(f, 2, SelectionConfig(), np.random.default_rng(0))
+    assert trunc.tolist() == [3, 1]
+    cfg = SelectionConfig(method="tournament", tournament_size=2)
+    a = select_elites(f, 3, cfg, np.random.default_rng(5))
+    b = select_elites(f, 3, cfg, np.random.default_rng(5))
+    assert a.tolist() == b.tolist() and a[0] == 3
+    with pytest.raises(ValueError):
+        SelectionConfig(method="roulette")  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------------------------------- diversity
+class _Parsed:
+    def __init__(self, canonical: Mapping[str, str]) -> None:
+        self.canonical = canonical
+
+
+class _Reward:
+    def __init__(self, id: str, canonical: Mapping[str, str] | None = None,
+                 components: Mapping[str, str] | None = None) -> None:
+        self.id = id
+        if canonical is not None:
+            self.parsed = _Parsed(canonical)
+        self._components = components
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "components": self._components} if self._components else {"id": self.id}
+
+
+def test_canonical_key_ignores_component_names_and_order() -> None:
+    a = _Reward("a", canonical={"reach": "-dist", "ctrl": "-0.1*u"})
+    b = _Reward("b", canonical={"u_pen": "-0.1*u", "approach": "-dist"})
+    c = _Reward("c", canonical={"reach": "-2*dist"})
+    assert canonical_key(a) == canonical_key(b) != canonical_key(c)
+    d = _Reward("d", components={"x": "-dist  +  1"})
+    assert canonical_key(d) == "-dist + 1"  # falls back to to_json components, whitespace-normalised
+    assert canonical_key(_Reward("e")) == "e"
+    assert distinct_fraction([canonical_key(r) for r in (a, b, c)]) == pytest.approx(2 / 3)
+
+
+def test_behaviour_distance_zero_for_identical_policies_and_grows_with_difference() -> None:
+    rng = np.random.default_rng(0)
+    base = {"dist": rng.uniform(0, 1, 100), "speed": rng.uniform(0, 2, 100)}
+    same = [base, dict(base), dict(base)]
+    assert behaviour_distance(same, ["dist", "speed"]) == pytest.approx(0.0)
+    near = [base, {"dist": base["dist"] + 0.05, "speed": base["speed"]}]
+    far = [base, {"dist": base["dist"] + 2.0, "speed": base["speed"]}]
+    assert 0 < behaviour_distance(near, ["dist", "speed"]) < behaviour_distance(far, ["dist", "speed"])
+    # units do not matter: the same behaviour in centimetres gives the same distance
+    cm = [{k: 100 * v for k, v in f.items()} for f in far]
+    assert behaviour_distance(cm, ["dist", "speed"]) == pytest.approx(behaviour_distance(far, ["dist", "speed"]))
+    assert behaviour_distance([base], ["dist"]) == 0.0
+
+
+def test_explore_when_rewards_or_behaviours_collapse() -> None:
+    cfg = DiversityConfig(min_distinct_fraction=0.6, min_behaviour_distance=0.1)
+    assert should_explore(0.4, 1.0, cfg) and should_explore(1.0, 0.05, cfg) and not should_explore(1.0, 1.0, cfg)
+    rng = np.random.default_rng(1)
+    feats = [{"dist": rng.uniform(0, 1, 50) + i} for i in range(3)]
+    distinct = [_Reward(str(i), canonical={"r": f"-{i + 1}*dist"}) for i in range(3)]
+    clones = [_Reward(str(i), canonical={"r": "-dist"}) for i in range(3)]
+    ok = measure_diversity(distinct, feats, ["dist"], cfg)
+    assert ok.distinct == 3 and not ok.explore and ok.behaviour_distance > 0.1
+    collapsed = measure_diversity(clones, feats, ["dist"], cfg)
+    assert collapsed.distinct == 1 and collapsed.explore
+    same_behaviour = measure_diversity(distinct, [feats[0]] * 3, ["dist"], cfg)
+    assert same_behaviour.explore and same_behaviour.to_json()["behaviour_distance"] == pytest.approx(0.0)

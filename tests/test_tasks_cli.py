@@ -1,0 +1,36 @@
+"""`lares tasks`: a table of every task, or JSON with their features."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from lares_agent.cli.app import app
+from lares_agent.engine.tasks import list_tasks
+
+runner = CliRunner()
+
+
+def test_tasks_table_lists_every_task():
+    result = runner.invoke(app, ["tasks"])
+    assert result.exit_code == 0, result.output
+    names = [spec.name for spec in list_tasks()]
+    assert len(names) >= 19
+    for name in names:
+        assert name in result.output
+    assert "obj_to_target" in result.output and "fingertip_to_target" in result.output
+
+
+def test_tasks_json_is_valid_and_complete():
+    result = runner.invoke(app, ["tasks", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert len(data) >= 19
+    by_name = {entry["name"]: entry for entry in data}
+    push = by_name["push-v3"]
+    assert push["horizon"] == 150 and push["progress_feature"] == "obj_to_target" and push["has_human_reward"]
+    names = [f["name"] for f in push["features"]]
+    assert "tcp_to_obj" in names and "human_reward" not in names
+    assert all(set(f) == {"name", "meaning", "unit"} for entry in data for f in entry["features"])
+    assert by_name["HalfCheetah-v5"]["horizon"] == 1000
