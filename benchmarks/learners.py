@@ -10,11 +10,13 @@ Side by side in one run, with the reference's sizes (obs 39, act 4, 3x256 MLPs, 
 Each timing is the best of several blocks, because the CPU may be shared. Usage:
 
     python benchmarks/learners.py [--threads 2] [--k 5] [--block-seconds 2] [--blocks 3] [--loop-steps 300]
+    python benchmarks/learners.py --threads 1 --clock thread   # on a machine shared with other jobs
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from collections.abc import Callable
 
@@ -22,28 +24,31 @@ import numpy as np
 import torch
 
 from lares_agent.engine.buffer import ReplayBuffer
-from lares_agent.engine.nets import layer_sizes
+from lares_agent.engine.nets import layer_sizes, reuse_freed_memory
 from lares_agent.engine.population import Population
 from lares_agent.engine.sac import SACConfig, SACLearner
 
 OBS, ACT = 39, 4
 
 
+CLOCK: Callable[[], float] = time.perf_counter
+
+
 def best_time(fn: Callable[[], object], block_seconds: float, blocks: int) -> float:
     """Seconds per call: best over `blocks` blocks of about `block_seconds` each (after a warm-up)."""
     fn()
-    start, calls = time.perf_counter(), 0
-    while time.perf_counter() - start < 0.3 * block_seconds or calls < 2:
+    start, calls = CLOCK(), 0
+    while CLOCK() - start < 0.3 * block_seconds or calls < 2:
         fn()
         calls += 1
-    per_call = (time.perf_counter() - start) / calls
+    per_call = (CLOCK() - start) / calls
     reps = max(1, int(block_seconds / per_call))
     best = float("inf")
     for _ in range(blocks):
-        t0 = time.perf_counter()
+        t0 = CLOCK()
         for _ in range(reps):
             fn()
-        best = min(best, (time.perf_counter() - t0) / reps)
+        best = min(best, (CLOCK() - t0) / reps)
     return best
 
 
@@ -77,6 +82,13 @@ def update_flops(hidden: tuple[int, ...], batch: int) -> float:
     critic_step = 2 * (2 * fwd(critic) + input_grads(critic, first=False))
     actor_step = 2 * fwd(actor) + input_grads(actor, first=False) + 2 * (fwd(critic) + input_grads(critic, True))
     return target + critic_step + actor_step
+
+
+def convention_flops(hidden: tuple[int, ...], batch: int) -> float:
+    """The usual estimate: trained networks cost 3x their forward, targets 1x (critics also in the actor step)."""
+    actor = sum(2.0 * batch * i * o for i, o in layer_sizes(OBS, hidden, 2 * ACT))
+    critic = sum(2.0 * batch * i * o for i, o in layer_sizes(OBS + ACT, hidden, 1))
+    return actor * (1 + 3) + critic * (2 + 2 * 3 + 2 * 3)
 
 
 def random_buffer(k: int, rows: int, seed: int) -> ReplayBuffer:
@@ -207,8 +219,16 @@ def main() -> None:
     parser.add_argument("--block-seconds", type=float, default=2.0)
     parser.add_argument("--blocks", type=int, default=3)
     parser.add_argument("--loop-steps", type=int, default=300, help="0 skips the whole-loop measurement")
+    parser.add_argument("--clock", choices=("wall", "thread"), default="wall",
+                        help="thread: CPU time of this thread (needs --threads 1); robust on a busy machine")
     args = parser.parse_args()
+    if args.clock == "thread":
+        if args.threads != 1:
+            parser.error("--clock thread measures one thread's CPU time: use it with --threads 1")
+        global CLOCK
+        CLOCK = time.thread_time
     torch.set_num_threads(args.threads)
+    reuse_freed_memory()  # helps every column alike (fewer page faults on fresh activations)
     cfg, k = SACConfig(), args.k
     timing = (args.block_seconds, args.blocks)
 
@@ -235,10 +255,13 @@ def main() -> None:
         rows[sb3_name] = sb3
     flops = k * update_flops(cfg.hidden, cfg.batch_size)
 
-    print(f"torch {torch.__version__}, {args.threads} threads; K={k}, obs {OBS}, act {ACT}, "
-          f"hidden {cfg.hidden}, batch {cfg.batch_size}")
-    print(f"matmul peak (2048^3 sgemm): {peak / 1e9:.1f} GFLOP/s; "
-          f"one update of all {k} learners = {flops / 1e9:.2f} GFLOP of matmuls\n")
+    load = os.getloadavg()[0]
+    print(f"torch {torch.__version__}, {args.threads} threads, {args.clock} clock; K={k}, obs {OBS}, "
+          f"act {ACT}, hidden {cfg.hidden}, batch {cfg.batch_size}; load average {load:.1f} "
+          f"on {os.cpu_count()} CPUs{' (busy machine: wall times are pessimistic)' if load > 1 else ''}")
+    print(f"matmul peak (2048^3 sgemm): {peak / 1e9:.1f} GFLOP/s; one update of all {k} learners executes "
+          f"{flops / 1e9:.2f} GFLOP of matmuls ({k * convention_flops(cfg.hidden, cfg.batch_size) / 1e9:.2f} "
+          "by the 3x-forward convention)\n")
     print(f"{'':38} {'learner-upd/s':>14} {'ms per K upd':>13} {'GFLOP/s':>9} {'% of peak':>10}")
     for name, seconds in rows.items():
         print(f"{name:38} {k / seconds:14.1f} {1e3 * seconds:13.2f} {flops / seconds / 1e9:9.1f} "

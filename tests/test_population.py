@@ -98,7 +98,8 @@ def test_stacked_adam_equals_torch_adam_per_row() -> None:
         ref_opts = [torch.optim.Adam(r, lr=0.01) for r in rows]
         for step in range(4):
             members = [0, 1, 2, 3] if step % 2 == 0 else [3, 1]
-            grads = [torch.randn((len(members), *s[1:]), generator=gen) for s in shapes]
+            # transposed (non-contiguous) gradients, as autograd returns for the narrow layers
+            grads = [torch.randn((len(members), s[2], s[1]), generator=gen).transpose(1, 2) for s in shapes]
             index = None if len(members) == 4 else torch.tensor(members)
             params = stacked if index is None else [t[index] for t in stacked]
             pull = ([a if index is None else a[index] for a in anchors], weight[members])

@@ -5,7 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lares_agent.tools.trajectory import FeatureInfo, Rollout, encode_rollout, encode_rollouts, estimate_tokens
+from lares_agent.tools.trajectory import (
+    FeatureInfo,
+    Rollout,
+    encode_rollout,
+    encode_rollouts,
+    estimate_tokens,
+    make_rollout,
+)
 
 FEATURES = (
     FeatureInfo("tcp_to_obj", "m", "gripper to object"),
@@ -74,3 +81,17 @@ def test_several_rollouts_share_the_budget() -> None:
 def test_mismatched_lengths_are_refused() -> None:
     with pytest.raises(ValueError, match="one non-zero length"):
         encode_rollout(Rollout({"a": np.zeros(3), "b": np.zeros(4)}), "a")
+
+
+def test_make_rollout_fills_components_from_a_reward_function() -> None:
+    class Reward:
+        id = "c7"
+
+        def components(self, f):  # noqa: ANN001, ANN202
+            return {"approach": -f["tcp_to_obj"], "bonus": 5.0 * f["success"]}
+
+    base = _rollout()
+    rollout = make_rollout(base.features, Reward(), policy_id="slot2")
+    assert rollout.reward_id == "c7" and set(rollout.components) == {"approach", "bonus"}
+    text = encode_rollout(rollout, "tcp_to_obj", FEATURES)
+    assert "policy slot2 (reward c7)" in text and "bonus" in text

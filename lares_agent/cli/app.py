@@ -83,6 +83,9 @@ app.add_typer(reward_app, name="reward")
 from lares_agent.cli.tasks_cmd import tasks_command  # noqa: E402
 
 app.command("tasks")(tasks_command)
+from lares_agent.cli.trace_cmd import trace_command  # noqa: E402
+
+app.command("trace")(trace_command)
 
 
 def main() -> None:

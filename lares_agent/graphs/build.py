@@ -103,10 +103,15 @@ def run_round(graph: Any, round_input: Mapping[str, Any], thread_id: str) -> Rou
     if graph.checkpointer is not None:
         snapshot = graph.get_state(config)
         if snapshot.values:
-            if not snapshot.next:
+            # Finished only when nothing is left to run: a thread killed between a step's saved writes and the
+            # next checkpoint shows values, no `next`, but a pending task (seen with SIGKILL during `analyse`).
+            if not snapshot.next and not snapshot.tasks:
                 return RoundResult.from_state(snapshot.values)
-            payload = None  # resume from the last checkpoint
-    state = graph.invoke(payload, config)
+            payload = None  # resume from the last checkpoint and the writes saved after it
+    # "sync": each step's checkpoint is on disk before the next node runs, so a kill loses at most that node
+    # (only with a checkpointer: langgraph 1.2 fails on durability without one).
+    extra = {"durability": "sync"} if graph.checkpointer is not None else {}
+    state = graph.invoke(payload, config, **extra)
     return RoundResult.from_state(state)
 
 

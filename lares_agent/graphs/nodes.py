@@ -16,6 +16,7 @@ from typing import Any
 from lares_agent.graphs.deps import GraphDeps
 from lares_agent.graphs.prompting import (
     AnswerError,
+    answer_format,
     clip,
     extract_candidates,
     messages,
@@ -37,8 +38,9 @@ __all__ = ["RoundNodes"]
 
 
 def _sorted_elites(state: RoundState) -> list[EliteInfo]:
+    """Best first; elites without a fitness last (stable, so equal fitness keeps the caller's order)."""
     elites = list(state.get("elites") or [])
-    return sorted(elites, key=lambda e: -(e.get("fitness") if e.get("fitness") is not None else -math.inf))
+    return sorted(elites, key=lambda e: (e.get("fitness") is None, -float(e.get("fitness") or 0.0)))
 
 
 class RoundNodes:
@@ -122,7 +124,8 @@ class RoundNodes:
 
     def _instruction(self, parent: EliteInfo | None, explore: bool) -> str:
         if parent is None:
-            base = "Write a new reward for this task from scratch."
+            base = ("Write a new reward for this task from scratch, with your own terms and weights (do not "
+                    "repeat the examples).")
         else:
             base = (f"Improve the elite {parent.get('id', '?')}: keep what works, fix the defects the critique "
                     f"names, and change at least one term.")
@@ -149,7 +152,7 @@ class RoundNodes:
         max_components = limits.checks.limits.max_components
         pending: list[CandidateRecord] = []
         for call in range(calls):
-            n = min(limits.per_call, missing - len(pending)) if missing > len(pending) else limits.per_call
+            n = max(1, min(limits.per_call, missing - len(pending)))
             parent = elites[(attempt - 1 + call) % len(elites)] if elites else None
             user = render(
                 "propose",
@@ -161,7 +164,7 @@ class RoundNodes:
                 rejections=render_reasons(reasons, limits.section_chars),
                 taken=render_taken(accepted + pending, limits.section_chars),
                 instruction=self._instruction(parent, explore),
-                n_candidates=n,
+                answer_format=answer_format(n),
             )
             base = {"round": state.get("round", 0), "attempt": attempt,
                     "parent_id": parent.get("id") if parent else None, "critique_id": state.get("critique_id")}
@@ -195,6 +198,7 @@ class RoundNodes:
         taken = elite_keys(state.get("elites") or [], self.feature_names, limits.checks.limits)
         taken |= {r["key"] for r in already if r.get("key")}
         room = max(int(state.get("n_wanted", 0)) - len(already), 0)
+        sample_error = ""
         try:
             sample: Mapping[str, Any] | None = deps.get_sample()
         except Exception as exc:  # noqa: BLE001 - reported as the reason of every candidate

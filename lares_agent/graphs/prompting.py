@@ -26,6 +26,7 @@ __all__ = [
     "render_stats",
     "render_reasons",
     "proposal_schema",
+    "answer_format",
     "extract_candidates",
     "clip",
 ]
@@ -133,8 +134,10 @@ def render_taken(records: Sequence[CandidateRecord], max_chars: int) -> str:
 def proposal_schema(n: int, max_components: int) -> dict[str, Any]:
     """JSON schema of a propose answer; llama.cpp turns it into a grammar, so the shape is guaranteed.
 
-    The rationale is capped: an uncapped one costs ~100 tokens and 5 s per call and got the 0.5B model
-    truncated mid-JSON (feasibility §4.3).
+    One candidate (n == 1) is a bare candidate object, exactly like the few-shot examples, which small
+    models follow best; several come wrapped as {"candidates": [...]}. The rationale is capped: an
+    uncapped one costs ~100 tokens and 5 s per call and got the 0.5B model truncated mid-JSON
+    (feasibility §4.3).
     """
     candidate = {
         "type": "object",
@@ -145,15 +148,25 @@ def proposal_schema(n: int, max_components: int) -> dict[str, Any]:
                 "minProperties": 1,
                 "maxProperties": max_components,
             },
-            "rationale": {"type": "string", "maxLength": 160},
+            "rationale": {"type": "string", "maxLength": 120},
         },
         "required": ["components", "rationale"],
     }
+    if n == 1:
+        return candidate
     return {
         "type": "object",
         "properties": {"candidates": {"type": "array", "items": candidate, "minItems": n, "maxItems": n}},
         "required": ["candidates"],
     }
+
+
+def answer_format(n: int) -> str:
+    """The answer-format sentence of the propose prompt, matching `proposal_schema(n, ...)`."""
+    if n == 1:
+        return 'Answer with ONE JSON object like the examples: {"components": {...}, "rationale": "..."}.'
+    return (f'Answer with JSON only: {{"candidates": [{{"components": {{...}}, "rationale": "..."}}, ...]}} '
+            f"holding exactly {n} different candidates.")
 
 
 def _json_start(text: str) -> int:

@@ -61,7 +61,13 @@ class LLMAnswer:
 
 
 def _kind(model: BaseChatModel) -> str:
-    """Which schema translation a chat model gets, without importing langchain_openai (slow import)."""
+    """Which schema translation a chat model gets, without importing langchain_openai (slow import).
+
+    A wrapper that declares `wrapped_model` (the fault injector, `faults.py`) gets the kind of what it wraps.
+    """
+    inner = getattr(model, "wrapped_model", None)
+    if isinstance(inner, BaseChatModel):
+        return _kind(inner)
     if isinstance(model, LlamaCppChatModel):
         return "local"
     if isinstance(model, ReplayChatModel):
@@ -233,7 +239,9 @@ class LLMClient:
             prompt_tokens = int(usage.get("input_tokens", 0)) if usage else self._estimate(messages)
             completion_tokens = int(usage.get("output_tokens", 0)) if usage else max(1, len(text) // 4)
             self._ledger.success(tag, prompt_tokens, completion_tokens, took, estimated)
-            self._record(index, tag, meta, messages, json_schema, text, prompt_tokens, completion_tokens, took, attempt)
+            fault = (getattr(message, "response_metadata", None) or {}).get("injected_fault")
+            self._record(index, tag, meta, messages, json_schema, text, prompt_tokens, completion_tokens, took, attempt,
+                         fault=fault)
             return LLMAnswer(text, prompt_tokens, completion_tokens, spent, attempt)
         assert last is not None
         raise LLMError(f"LLM call {tag!r}{self._where()} failed after {attempts} attempts: {_one_line(last)}") from last
@@ -277,6 +285,7 @@ class LLMClient:
         seconds: float,
         attempt: int,
         error: BaseException | None = None,
+        fault: str | None = None,
     ) -> None:
         if self.record_path is None:
             return
@@ -299,6 +308,9 @@ class LLMClient:
             "backend": self.kind,
             "time": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         }
+        fault = fault or getattr(error, "fault_kind", None)
+        if fault:  # set only by the fault injector (faults.py), so a test can match each fault to its call
+            row["fault"] = fault
         with self._lock:
             append_record(self.record_path, row)
 

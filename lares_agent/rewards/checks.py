@@ -71,6 +71,11 @@ def _json_number(value: float) -> float | None:
 
 
 def _stats(values: np.ndarray) -> ComponentStats:
+    with np.errstate(all="ignore"):  # std of huge values overflows to inf: the magnitude check reports it
+        return _stats_of(values)
+
+
+def _stats_of(values: np.ndarray) -> ComponentStats:
     finite = np.isfinite(values)
     share = float(1.0 - finite.mean()) if values.size else 0.0
     good = values[finite]

@@ -35,6 +35,8 @@ _UNARY = {
 _VARIADIC = {"Min": fn.Min, "min": fn.Min, "Max": fn.Max, "max": fn.Max}
 _SPECIAL = ("Piecewise", "where", "clip", "tolerance", "hamacher", "Eq", "Ne")
 FUNCTION_NAMES: frozenset[str] = frozenset(_UNARY) | frozenset(_VARIADIC) | frozenset(_SPECIAL)
+# Ties broken by the name itself: 'Abs'/'abs' in set order would change reasons (and prompts) between runs.
+_ALLOWED_TEXT = ", ".join(sorted(FUNCTION_NAMES, key=lambda n: (n.lower(), n)))
 CONSTANT_NAMES = {"pi": sympy.pi, "E": sympy.E}
 _CALCULUS = frozenset(
     {"diff", "Derivative", "integrate", "Integral", "limit", "Limit", "Sum", "Product", "summation", "grad"}
@@ -174,7 +176,8 @@ class _Builder:
         if isinstance(value, bool):
             return sympy.true if value else sympy.false
         if isinstance(value, (int, float)):
-            if not math.isfinite(value) or abs(value) > self.limits.max_literal:
+            # abs() first: math.isfinite of an int over ~1e308 raises OverflowError (found by fuzzing)
+            if abs(value) > self.limits.max_literal or not math.isfinite(value):
                 raise RewardRejected(f"number {_snippet(node)} exceeds the limit {self.limits.max_literal:g}")
             return sympy.Integer(value) if isinstance(value, int) else sympy.Float(value)
         if isinstance(value, complex):
@@ -263,7 +266,7 @@ class _Builder:
         if name not in FUNCTION_NAMES:
             shown = name if len(name) <= 40 else name[:37] + "..."
             raise RewardRejected(
-                f"call to unknown function '{shown}'; allowed: {', '.join(sorted(FUNCTION_NAMES, key=str.lower))}"
+                f"call to unknown function '{shown}'; allowed: {_ALLOWED_TEXT}"
             )
         if name == "tolerance":
             return self.tolerance(node)
@@ -366,7 +369,18 @@ class _Builder:
             raise RewardRejected(f"tolerance margin {margin:g} is negative")
         if not 0 < vam < 1:
             raise RewardRejected(f"tolerance value_at_margin {vam:g} must be in (0, 1)")
+        if margin > 0 and not math.isfinite(_gaussian_coefficient(margin, vam)):
+            # found by fuzzing: margin**2 underflows and the compiled gaussian divides by zero (or gives nan)
+            raise RewardRejected(f"tolerance margin {margin:g} is too small; use margin 0 for a hard bound")
         return cast(sympy.Expr, fn.tolerance(x, *(sympy.Float(v) for v in (lower, upper, margin, vam))))
+
+
+def _gaussian_coefficient(margin: float, value_at_margin: float) -> float:
+    """`fn.tolerance_coefficient`, with a division by an underflowed margin**2 reported as infinite."""
+    try:
+        return fn.tolerance_coefficient(margin, value_at_margin)
+    except (ZeroDivisionError, OverflowError):
+        return math.inf
 
 
 def _final_checks(expr: sympy.Expr, limits: Limits) -> None:

@@ -40,6 +40,9 @@ class SearchConfig:
     anchor_weight: float = 1.0
     complexity_lambda: float = 0.0
     ts_window: int = 50
+    es_population: int = 16  # ES perturbations per generation (--learner es)
+    selection: str = "truncation"  # or "tournament" (reward population, issue 5)
+    tournament_size: int = 2
     seed: int = 0
     persona: str = "neutral"
     llm_backend: str = "local"
@@ -64,6 +67,8 @@ class SearchConfig:
             problems.append(f"--backend must be one of {', '.join(BACKENDS)}, not {self.backend!r}")
         if self.llm_backend not in LLM_BACKENDS:
             problems.append(f"--llm must be one of {', '.join(LLM_BACKENDS)}, not {self.llm_backend!r}")
+        if self.selection not in ("truncation", "tournament"):
+            problems.append(f"--selection must be truncation or tournament, not {self.selection!r}")
         if self.population < 1:
             problems.append("--population must be at least 1")
         if not 0 <= self.elites < max(self.population, 1) and self.setting != "baseline":

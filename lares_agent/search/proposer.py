@@ -50,6 +50,9 @@ class GraphProposer:
         self.feature_names = allowed_features(deps.task)
         self.in_flight = False
         self.fallbacks = 0
+        # A resumed run replays rounds the trace already holds (their stored results come back without new LLM
+        # calls); rows logged before the kill are not written again, so candidates.jsonl lists each once.
+        self._logged = {_row_key(r) for r in read_jsonl(run.candidates)}
 
     # ------------------------------------------------------------------ engine hook
     def initial(self, n: int, sample: Mapping[str, np.ndarray], given: Sequence[RewardFunction] = ()) -> list[RewardFunction]:
@@ -72,13 +75,16 @@ class GraphProposer:
         self.deps.rollouts = self._rollouts(ctx)
         elites = [self._elite(ctx, s) for s in ctx.elites if s < len(ctx.rewards)]
         keys = [str(e.get("components")) for e in elites]
-        explore = len(keys) > 1 and distinct_fraction(keys) < EXPLORE_BELOW
+        # The ES engine measures diversity itself (ESUpdateContext.explore); otherwise judge the elites' structures.
+        explore = getattr(ctx, "explore", None)
+        if explore is None:
+            explore = len(keys) > 1 and distinct_fraction(keys) < EXPLORE_BELOW
         round_input = {
             "round": ctx.round,
             "n_wanted": len(ctx.refill),
             "elites": elites,
             "rollout_ids": list(self.deps.rollouts),
-            "explore": explore,
+            "explore": bool(explore),
             "rejections": self._recent_rejections(),
         }
         result = self._round(round_input)
@@ -123,18 +129,24 @@ class GraphProposer:
         rid = f"fallback-r{round_}-s{slot}"
         self.run.event("fallback", round=round_, slot=slot, reward_id=rid, reason="the LLM gave no valid candidate")
         reward = fallback_reward(self.deps.task, self.feature_names, rid)
-        append_jsonl(
-            self.run.candidates,
+        self._append(
             {"id": rid, "round": round_, "slot": slot, "components": reward.parsed.canonical, "verdict": "accepted",
              "reason": "fallback", "complexity": reward.complexity, "rationale": reward.parsed.rationale},
         )
         return reward
 
+    def _append(self, row: dict[str, Any]) -> None:
+        """Append a candidates.jsonl row unless the same row (id, round, verdict, slot) is already there."""
+        key = _row_key(row)
+        if key in self._logged:
+            return
+        self._logged.add(key)
+        append_jsonl(self.run.candidates, row)
+
     def _log_candidate(
         self, rec: Mapping[str, Any], round_: int, verdict: str, slot: int | None, parent: str | None = None
     ) -> None:
-        append_jsonl(
-            self.run.candidates,
+        self._append(
             {
                 "id": rec.get("id"),
                 "round": round_,
@@ -156,8 +168,7 @@ class GraphProposer:
             reward = ctx.rewards[ev.slot] if ev.slot < len(ctx.rewards) else None
             if reward is None:
                 continue
-            append_jsonl(
-                self.run.candidates,
+            self._append(
                 {"id": reward.id, "round": ctx.round, "slot": ev.slot, "verdict": "evaluated",
                  "fitness": _finite(ev.fitness), "success": _finite(ev.success_rate),
                  "complexity": ev.complexity, "component_stats": ev.to_json()["components"]},
@@ -195,6 +206,10 @@ class GraphProposer:
     def _recent_rejections(self, k: int = 6) -> list[str]:
         reasons = [r.get("reason", "") for r in read_jsonl(self.run.candidates) if r.get("verdict") == "rejected"]
         return [r for r in reasons if r][-k:]
+
+
+def _row_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
+    return (row.get("id"), row.get("round"), row.get("verdict"), row.get("slot"))
 
 
 def _finite(x: float) -> float:

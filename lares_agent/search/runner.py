@@ -9,7 +9,9 @@ newest atomic checkpoint.
 from __future__ import annotations
 
 import json
+import socket
 import time
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from lares_agent.engine.lares import IterationInfo, LaResEngine
+from lares_agent.engine.lares import LaResEngine
 from lares_agent.engine.lares_config import EngineConfig
 from lares_agent.engine.rewards_protocol import RewardFunction
 from lares_agent.engine.rollout import EnvPool, batch_features, run_episodes
@@ -71,6 +73,33 @@ def engine_config(cfg: SearchConfig) -> EngineConfig:
         buffer_capacity=max(cfg.budget + cfg.warmup_steps + 1_000, 10_000) if cfg.budget < 1_000_000 else 1_000_000,
         sac=SACConfig(hidden=tuple(cfg.hidden), batch_size=cfg.batch_size, utd_ratio=cfg.utd),
         seed=cfg.seed,
+    )
+
+
+def es_config(cfg: SearchConfig) -> Any:
+    """The ES engine's view (`--learner es`): linear policies, the same reward period in env steps."""
+    from lares_agent.engine.es import ESConfig
+    from lares_agent.engine.es_config import ESSearchConfig
+    from lares_agent.engine.selection import SelectionConfig
+
+    return ESSearchConfig(
+        setting=cfg.setting,
+        population_size=cfg.population,
+        elites=max(1, cfg.elites) if cfg.setting != "baseline" else 1,
+        total_steps=cfg.budget,
+        reward_every_generations=0,
+        reward_every_steps=cfg.reward_period,
+        eval_every_generations=5,
+        eval_episodes=cfg.eval_episodes,
+        update_eval_episodes=cfg.eval_episodes,
+        complexity_lambda=cfg.complexity_lambda,
+        es=ESConfig(population_size=cfg.es_population),
+        horizon=cfg.horizon,
+        selection=SelectionConfig(method=cfg.selection, tournament_size=cfg.tournament_size),
+        backend=cfg.backend,
+        ray_address=cfg.ray_address,
+        seed=cfg.seed,
+        checkpoint_every_generations=5,
     )
 
 
@@ -146,32 +175,41 @@ class Search:
         self.proposer = GraphProposer(build_graph(deps, self._trace), deps, self.run, self.task.name)
 
     # ------------------------------------------------------------------ engine
-    def new_engine(self) -> LaResEngine:
-        ecfg = engine_config(self.cfg)
+    def _engine_class(self) -> tuple[Any, Any]:
+        if self.cfg.learner == "es":
+            from lares_agent.engine.es_search import ESEngine
+
+            return ESEngine, es_config(self.cfg)
+        if self.cfg.backend != "local":
+            raise LaresError("--backend ray runs the ES learner (--learner es); SAC learners train as one batched "
+                             "in-process computation, use --backend local")
+        return LaResEngine, engine_config(self.cfg)
+
+    def new_engine(self) -> Any:
+        engine_cls, ecfg = self._engine_class()
         initial: list[RewardFunction] = []
         if self.cfg.setting != "baseline":
             n = ecfg.num_slots - (1 if self.cfg.setting == "init" else 0)
             given = load_rewards_file(Path(self.cfg.rewards_file), self.task) if self.cfg.rewards_file else []
             sample = random_feature_sample(self.task, max(self.cfg.warmup_steps, 500), self.cfg.seed, self.cfg.horizon)
             initial = self.proposer.initial(n, sample, given)
-        return LaResEngine(self.task, ecfg, initial, self.proposer, self.run.root)
+        return engine_cls(self.task, ecfg, initial, self.proposer, self.run.root)
 
-    def restored_engine(self, checkpoint: Path) -> LaResEngine:
+    def restored_engine(self, checkpoint: Path) -> Any:
         from lares_agent.rewards import load_reward
         from lares_agent.tools.checks import allowed_features
 
         names = allowed_features(self.task)
-        return LaResEngine.restore(
-            checkpoint, self.task, lambda d: load_reward(d, names), self.proposer, self.run.root
-        )
+        engine_cls, _ = self._engine_class()
+        return engine_cls.restore(checkpoint, self.task, lambda d: load_reward(d, names), self.proposer, self.run.root)
 
-    def drive(self, engine: LaResEngine, progress: ProgressFn | None = None) -> RunOutcome:
+    def drive(self, engine: Any, progress: ProgressFn | None = None) -> RunOutcome:
         """Run the engine to its budget (or `--max-minutes`), checkpoint, and say how it ended."""
         start = time.monotonic()
         deadline = start + 60 * self.cfg.max_minutes if self.cfg.max_minutes else None
         best = [0.0]
 
-        def on_iteration(info: IterationInfo) -> None:
+        def on_iteration(info: Any) -> None:
             best[0] = max(best[0], _best_success(engine))
             if progress is not None:
                 progress(
@@ -197,7 +235,7 @@ class Search:
             self._cases.close()
 
 
-def _best_success(engine: LaResEngine) -> float:
+def _best_success(engine: Any) -> float:
     """Success rate of the best policy at the newest evaluation (0 before the first)."""
     last = getattr(engine, "last_metrics", None) or {}
     value = last.get("success_max")
@@ -230,14 +268,77 @@ def load_rewards_file(path: Path, task: TaskSpec) -> list[RewardFunction]:
     return out
 
 
+def read_config(run: RunDir) -> SearchConfig:
+    """A run's `config.json`; a damaged one is a one-line error, not a JSON traceback."""
+    try:
+        data = json.loads(run.config.read_text(encoding="utf-8"))
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        return SearchConfig.from_json(data)
+    except (OSError, ValueError, TypeError) as exc:
+        raise LaresError(f"{run.config} is not a readable run configuration ({exc})") from None
+
+
+def check_start(cfg: SearchConfig) -> None:
+    """Everything about a new run's input that can be wrong, checked before a folder or a progress bar exists:
+    task, persona, `--rewards` file and the LLM."""
+    task = get_task(cfg.task)
+    if cfg.setting == "baseline":
+        return
+    from lares_agent.search.personas import resolve_persona
+
+    resolve_persona(cfg.persona)
+    if cfg.rewards_file:
+        load_rewards_file(Path(cfg.rewards_file), task)
+    check_llm(cfg)
+
+
+def check_llm(cfg: SearchConfig) -> None:
+    """The model file, model name, replay record or endpoint a run needs, in about a second.
+
+    The graph's nodes turn every LLM failure into a rejected candidate (by design, so one bad answer never
+    stops a run); without this check an unreachable endpoint would surface only as a run of fallback rewards.
+    """
+    if cfg.llm_backend == "replay":
+        if not cfg.replay_from:
+            raise LaresError("--llm replay needs --replay-from RUN (the run whose llm_calls.jsonl to replay)")
+        from lares_agent.llm.replay import load_record
+
+        load_record(Path(cfg.replay_from))
+    elif cfg.llm_backend == "local":
+        from lares_agent.llm.models import resolve_model
+
+        resolve_model(cfg.llm_model)
+    else:
+        from lares_agent.llm import LLMConfig
+        from lares_agent.llm.openai_compat import make_openai_chat_model
+
+        make_openai_chat_model(LLMConfig(backend="openai", model=cfg.llm_model, base_url=cfg.base_url))
+        if cfg.base_url:
+            probe_endpoint(cfg.base_url)
+
+
+def probe_endpoint(base_url: str, timeout_s: float = 3.0) -> None:
+    """Open (and close) a TCP connection to the endpoint's host and port: no request is sent."""
+    parts = urllib.parse.urlsplit(base_url)
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        port = None
+    if parts.scheme not in ("http", "https") or not parts.hostname or port is None:
+        raise LaresError(f"--base-url {base_url!r} is not an http(s) URL; e.g. http://127.0.0.1:8080/v1")
+    try:
+        socket.create_connection((parts.hostname, port), timeout=timeout_s).close()
+    except OSError as exc:
+        raise LaresError(
+            f"cannot reach the LLM endpoint {base_url} ({exc.strerror or exc}); fix: start the server or correct --base-url"
+        ) from None
+
+
 def start_run(cfg: SearchConfig, runs_base: Path, run_id: str | None = None,
               progress: ProgressFn | None = None) -> RunOutcome:
     """A new run: folder, config, initial population, training to the budget."""
-    get_task(cfg.task)  # fail on bad input before creating anything
-    if cfg.setting != "baseline":
-        from lares_agent.search.personas import resolve_persona
-
-        resolve_persona(cfg.persona)
+    check_start(cfg)  # fail on bad input before creating anything
     run = RunDir.create(runs_base, cfg.task, run_id)
     cfg.save(run.config)
     search = Search(cfg, run)
@@ -256,9 +357,11 @@ def resume_run(path: Path, progress: ProgressFn | None = None, extra_minutes: fl
     from lares_agent.engine.checkpoint import latest_checkpoint
 
     run = RunDir.open(path)
-    cfg = SearchConfig.from_json(json.loads(run.config.read_text(encoding="utf-8")))
+    cfg = read_config(run)
     if extra_minutes is not None:
         cfg = SearchConfig.from_json({**cfg.to_json(), "max_minutes": extra_minutes})
+    if cfg.setting != "baseline":
+        check_llm(cfg)
     search = Search(cfg, run)
     try:
         checkpoint = latest_checkpoint(run.checkpoints) if run.checkpoints.exists() else None

@@ -43,6 +43,7 @@ class CheckConfig:
     """What a candidate must satisfy besides parsing: a complexity cap and the progress sign."""
 
     complexity_cap: float = 60.0
+    require_progress_use: bool = True  # a reward that ignores the main progress measure cannot guide the task
     require_progress_sign: bool = True
     limits: Limits = field(default_factory=Limits)
 
@@ -99,6 +100,9 @@ def _check_compiled(
     config: CheckConfig,
 ) -> str | None:
     """The reason the compiled candidate fails, or None."""
+    if config.require_progress_use and progress_feature and progress_feature not in parsed.features_used:
+        return (f"the reward never uses {progress_feature}, the task's main progress measure: add a term that "
+                f"grows as {progress_feature} shrinks")
     verdict = check_numeric(reward, sample)
     if not verdict.accepted:
         return verdict.reason

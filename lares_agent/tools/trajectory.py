@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-__all__ = ["Rollout", "FeatureInfo", "encode_rollout", "encode_rollouts", "estimate_tokens"]
+__all__ = ["Rollout", "FeatureInfo", "encode_rollout", "encode_rollouts", "estimate_tokens", "make_rollout"]
 
 _CHARS_PER_TOKEN = 4
 _PROGRESS_POINTS = 8
@@ -41,6 +42,15 @@ class Rollout:
     components: Mapping[str, np.ndarray] = field(default_factory=dict)
     policy_id: str = ""
     reward_id: str = ""
+
+
+def make_rollout(features: Mapping[str, np.ndarray], reward: Any = None, policy_id: str = "",
+                 reward_id: str = "") -> Rollout:
+    """A Rollout from an evaluated episode's feature arrays (engine `MemberEvaluation.rollouts` items);
+    with the policy's reward function (`components(features) -> {name: [T]}`) the components are filled in."""
+    components = dict(reward.components(features)) if reward is not None else {}
+    return Rollout(features=dict(features), components=components, policy_id=policy_id,
+                   reward_id=reward_id or str(getattr(reward, "id", "")))
 
 
 def estimate_tokens(text: str) -> int:

@@ -1,0 +1,191 @@
+"""`lares trace RUN [--node N] [--round R] [--candidate ID] [--json]`: what the agent graph did, step by step.
+
+Without options: one row per node execution (time, node, persona, summary, LLM use) and the accepted
+candidates with their lineage. `--node` / `--round` select steps and show each one's prompts, answers and
+verdicts; `--candidate` shows one candidate's verdict, lineage (elite and critique it came from) and the
+prompt and answer that produced it. `--json` prints the same selection as JSON for scripts.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json as _json
+from dataclasses import asdict
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+# Long texts (system prompts are ~3 kB) are cut in the human view; `--json` always has them whole.
+_SYSTEM_CHARS = 300
+_TEXT_CHARS = 4000
+
+
+def trace_command(
+    run: Annotated[Path, typer.Argument(help="run directory (runs/<run-id>)")],
+    node: Annotated[Optional[str], typer.Option(help="only this node's steps (analyse, critique, propose, validate), with prompts and answers")] = None,
+    round: Annotated[Optional[int], typer.Option("--round", help="only this round's steps (0 = the initial population), with prompts and answers")] = None,  # noqa: A002
+    candidate: Annotated[Optional[str], typer.Option(help="one candidate: verdict, lineage (elite and critique it came from), prompt and answer")] = None,
+    json: Annotated[bool, typer.Option("--json", help="print JSON instead of tables")] = False,  # noqa: A002
+) -> None:
+    """Show the graph trace of a run: every node step, its LLM calls, verdicts and candidates' lineage."""
+    from lares_agent.trace import read_trace
+
+    trace = read_trace(run)
+    if candidate is not None:
+        lineage = trace.lineage(candidate)
+        if json:
+            typer.echo(_json.dumps({"run": str(trace.root), "candidate": lineage.to_json()}, indent=2, default=str))
+        else:
+            _show_lineage(lineage)
+        return
+    steps = trace.select(node=node, round=round)
+    if json:
+        payload = {
+            "run": str(trace.root), "task": trace.task, "persona": trace.persona, "llm_backend": trace.llm_backend,
+            "rounds": list(trace.rounds), "steps": [asdict(s) for s in steps],
+            "candidates": [asdict(c) for c in trace.candidates.values()
+                           if round is None or c.round == round],
+        }
+        typer.echo(_json.dumps(payload, indent=2, default=str))
+        return
+    _show_steps(trace, steps, detailed=node is not None or round is not None)
+
+
+# ---------------------------------------------------------------------------------------------- rendering
+def _console() -> Any:
+    from rich.console import Console
+
+    return Console(highlight=False)
+
+
+def _local_time(iso: str) -> str:
+    try:
+        return _dt.datetime.fromisoformat(iso).astimezone().strftime("%H:%M:%S")
+    except ValueError:
+        return iso or "?"
+
+
+def _cut(text: str | None, limit: int = _TEXT_CHARS) -> str:
+    text = text or ""
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} chars; whole in --json)"
+
+
+def _show_steps(trace: Any, steps: tuple[Any, ...], detailed: bool) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    console = _console()
+    console.print(Text(f"run {trace.root}  task {trace.task}  persona {trace.persona}  llm {trace.llm_backend}"))
+    if not trace.steps:
+        console.print(Text("no graph steps recorded (a baseline run, or killed before its first round finished)"))
+        return
+    if not steps:
+        console.print(Text("no step matches this selection (rounds: " + ", ".join(map(str, trace.rounds)) + ")"))
+        return
+    table = Table(show_lines=False)
+    for name in ("round", "time", "s", "node", "try", "persona", "summary", "LLM"):
+        table.add_column(name, overflow="fold", no_wrap=name not in ("summary",))
+    for s in steps:
+        llm = f"{len({c.call for c in s.calls})} call(s), {s.tokens} tok" if s.calls else "-"
+        seconds = f"{s.seconds:.1f}" if s.seconds is not None else "-"
+        table.add_row(*(Text(str(v)) for v in (s.round, _local_time(s.time), seconds, s.node, s.attempt,
+                                                   s.persona, s.summary, llm)))
+    console.print(table)
+    if detailed:
+        for s in steps:
+            _show_detail(console, s)
+    else:
+        _show_candidates(console, trace)
+    if trace.unmatched_calls:
+        console.print(Text(f"{len(trace.unmatched_calls)} LLM call(s) belong to no stored step "
+                           "(a node was stopped mid-call; `lares resume` re-runs it)"))
+
+
+def _show_candidates(console: Any, trace: Any) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    accepted = [c for c in trace.candidates.values() if c.verdict == "accepted"]
+    if not accepted:
+        return
+    table = Table(title="accepted candidates")
+    for name in ("id", "round", "slot", "parent (elite)", "critique", "fitness", "components"):
+        table.add_column(name, overflow="fold")
+    for c in accepted:
+        fitness = ", ".join(f"{e.get('fitness', 0):.2f}" for e in c.evaluations if e.get("fitness") is not None)
+        comps = "; ".join(f"{k} = {v}" for k, v in c.components.items())
+        table.add_row(*(Text(str(v)) for v in (c.id, c.round, c.slot, c.parent_id or "-", c.critique_id or "-",
+                                                   fitness or "-", comps)))
+    console.print(table)
+    console.print(Text("drill in: --round N, --node NAME, --candidate ID; --json for scripts"))
+
+
+def _show_detail(console: Any, step: Any) -> None:
+    from rich.rule import Rule
+    from rich.text import Text
+
+    console.print(Rule(Text(f"round {step.round} · {step.node} · try {step.attempt}")))
+    console.print(Text(f"summary: {step.summary}"))
+    out = step.output
+    if out.get("analysis"):
+        console.print(Text(f"analysis:\n{_cut(out['analysis'])}"))
+    if out.get("critique"):
+        console.print(Text(f"critique {out.get('critique_id')}:\n{_cut(out['critique'])}"))
+    for rec in out.get("pending") or []:
+        what = f"error: {rec['error']}" if rec.get("error") else _components(rec.get("components"))
+        console.print(Text(f"proposed {rec.get('id')} (parent {rec.get('parent_id') or '-'}): {what}"))
+    for key in ("accepted", "rejected"):
+        for rec in out.get(key) or []:
+            console.print(Text(f"{key} {rec.get('id')}: {rec.get('reason') or ''}  {_components(rec.get('components'))}"))
+    for call in step.calls:
+        _show_call(console, call)
+
+
+def _components(components: Any) -> str:
+    return "; ".join(f"{k} = {v}" for k, v in dict(components or {}).items()) or "(no components)"
+
+
+def _show_call(console: Any, call: Any) -> None:
+    from rich.text import Text
+
+    state = "ok" if call.ok else f"failed: {call.error}"
+    console.print(Text(f"LLM call #{call.call} (try {call.try_number}, {call.prompt_tokens}+{call.completion_tokens} "
+                       f"tokens, {call.seconds:.2f} s): {state}", style="bold"))
+    for m in call.messages:
+        role = m.get("role", "?")
+        limit = _SYSTEM_CHARS if role == "system" else _TEXT_CHARS
+        console.print(Text(f"[{role}]\n{_cut(m.get('content'), limit)}"))
+    if call.answer is not None:
+        console.print(Text(f"[answer]\n{_cut(call.answer)}"))
+
+
+def _show_lineage(lineage: Any) -> None:
+    from rich.text import Text
+
+    console = _console()
+    c = lineage.candidate
+    lines = [
+        f"candidate {c.id}: {c.verdict}" + (f" ({c.reason})" if c.reason else ""),
+        f"round {c.round}, try {c.attempt}, slot {c.slot if c.slot is not None else '-'}, complexity "
+        f"{c.complexity if c.complexity is not None else '-'}",
+        f"components: {_components(c.components)}",
+        f"rationale: {c.rationale or '-'}",
+    ]
+    for e in c.evaluations:
+        lines.append(f"evaluated at round {e.get('round')}: fitness {e.get('fitness')}, success {e.get('success')}")
+    chain = " <- ".join([c.id, *(a.id for a in lineage.ancestors)])
+    lines.append(f"lineage: {chain}" if lineage.ancestors else "lineage: written from scratch (no parent elite)")
+    for a in lineage.ancestors:
+        lines.append(f"  {a.id}: {a.verdict}, {_components(a.components)}")
+    if lineage.children:
+        lines.append(f"children: {', '.join(lineage.children)}")
+    if c.critique_id:
+        lines.append(f"critique {c.critique_id}: {_cut(lineage.critique) if lineage.critique else '(text not in trace)'}")
+    if lineage.validated_by is not None:
+        lines.append(f"verdict step: round {lineage.validated_by.round} validate: {lineage.validated_by.summary}")
+    console.print(Text("\n".join(lines)))
+    if lineage.call is not None:
+        _show_call(console, lineage.call)
+    elif lineage.proposed_by is not None:
+        console.print(Text("(the LLM call that wrote it is not in llm_calls.jsonl)"))

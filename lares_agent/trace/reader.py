@@ -1,0 +1,412 @@
+"""Read what the agent graph did in a run: one `TraceStep` per node execution, with its LLM calls and verdicts.
+
+Three files of the run directory are joined here (ARCHITECTURE, "Run directory"):
+
+- `trace.sqlite`: LangGraph's SQLite checkpoints, one thread per round (`round-N`). Each node's partial update
+  appends a `{node, attempt, summary}` record to the `steps` channel, so the records a checkpoint adds over its
+  predecessor are the node executions of that super-step, and the checkpoint's timestamp is when they ended.
+  It is read through `SqliteSaver.list()` on a read-only connection: a live run is never disturbed, and a
+  missing file is never created.
+- `llm_calls.jsonl`: every LLM call with `meta = {node, round, attempt, persona}`, joined to the step with the
+  same (round, node, attempt).
+- `candidates.jsonl`: verdicts, slots, fitness and lineage (`parent_id`: the elite a child was asked to improve,
+  `critique_id`: the critique it was conditioned on).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import sqlite3
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from lares_agent.errors import LaresError
+from lares_agent.graphs.prompting import AnswerError, extract_candidates
+from lares_agent.search.rundir import RunDir, read_jsonl
+
+__all__ = ["NODES", "LLMCall", "TraceStep", "CandidateTrace", "Lineage", "RunTrace", "UnknownCandidateError",
+           "read_trace"]
+
+NODES = ("analyse", "critique", "propose", "validate")
+# What each node writes into the state (graphs/nodes.py); list channels with a reducer are shown as the delta.
+_OUTPUT_KEYS: Mapping[str, tuple[str, ...]] = {
+    "analyse": ("analysis",),
+    "critique": ("critique", "critique_id"),
+    "propose": ("pending",),
+    "validate": ("accepted", "rejected"),
+}
+_APPENDED = ("accepted", "rejected")
+_RAW_CUT = 8000  # propose stores `json.dumps(item)[:8000]` as a candidate's raw text (graphs/nodes.py)
+
+
+class UnknownCandidateError(LaresError):
+    """`--candidate ID` names no candidate of the run."""
+
+
+@dataclass(frozen=True)
+class LLMCall:
+    """One attempt of one LLM call (a retried call has several rows with the same `call` index)."""
+
+    call: int
+    node: str
+    round: int | None
+    attempt: int | None  # the graph's propose attempt (0 for analyse / critique)
+    persona: str | None
+    messages: tuple[Mapping[str, str], ...]
+    answer: str | None
+    ok: bool
+    error: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    seconds: float
+    time: str
+    try_number: int  # the client's retry number of this row (1 = first try)
+
+
+@dataclass(frozen=True)
+class TraceStep:
+    """One node execution: when it ended, what it said, what it wrote, which LLM calls it made."""
+
+    round: int
+    step: int  # LangGraph's super-step number within the round's thread
+    time: str  # ISO 8601 (UTC) when the node's checkpoint was written
+    seconds: float | None  # since the previous checkpoint of the thread (about the node's run time)
+    node: str
+    attempt: int
+    persona: str
+    summary: str
+    output: Mapping[str, Any]  # the node's part of the state: analysis, critique, pending or the verdicts
+    calls: tuple[LLMCall, ...] = ()
+
+    @property
+    def tokens(self) -> int:
+        return sum(c.prompt_tokens + c.completion_tokens for c in self.calls)
+
+
+@dataclass(frozen=True)
+class CandidateTrace:
+    """One proposal as the run recorded it, with every fitness it got later."""
+
+    id: str
+    round: int | None = None
+    attempt: int | None = None
+    verdict: str = "unknown"  # accepted | rejected | evaluated (known only from fitness rows) | unknown
+    reason: str = ""
+    components: Mapping[str, str] = field(default_factory=dict)
+    rationale: str = ""
+    complexity: float | None = None
+    slot: int | None = None
+    parent_id: str | None = None
+    critique_id: str | None = None
+    evaluations: tuple[Mapping[str, Any], ...] = ()  # {"round", "slot", "fitness", "success"}
+
+
+@dataclass(frozen=True)
+class Lineage:
+    """Where a candidate came from: its ancestors (elite it improved, that elite's parent, ...), the critique it
+    was conditioned on, the propose step and LLM call that wrote it, and the validate step that judged it."""
+
+    candidate: CandidateTrace
+    ancestors: tuple[CandidateTrace, ...]
+    children: tuple[str, ...]
+    critique: str | None
+    proposed_by: TraceStep | None
+    call: LLMCall | None
+    validated_by: TraceStep | None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class RunTrace:
+    """Everything `lares trace` shows about one run."""
+
+    root: Path
+    task: str
+    persona: str
+    llm_backend: str
+    steps: tuple[TraceStep, ...]
+    candidates: Mapping[str, CandidateTrace]
+    unmatched_calls: tuple[LLMCall, ...]  # calls no stored step claims (a node killed mid-call)
+    raw: Mapping[str, str] = field(default_factory=dict, repr=False)  # candidate id -> JSON text as proposed
+
+    @property
+    def rounds(self) -> tuple[int, ...]:
+        return tuple(sorted({s.round for s in self.steps}))
+
+    def select(self, node: str | None = None, round: int | None = None) -> tuple[TraceStep, ...]:  # noqa: A002
+        """The steps of one node and/or one round; raises LaresError for a node or round the run does not have."""
+        if node is not None and node not in NODES:
+            raise LaresError(f"--node must be one of {', '.join(NODES)}, not {node!r}")
+        if round is not None and round not in self.rounds:
+            have = ", ".join(map(str, self.rounds)) or "none (no graph step was recorded)"
+            raise LaresError(f"run {self.root} has no round {round}; its rounds are: {have}")
+        return tuple(s for s in self.steps if (node is None or s.node == node) and (round is None or s.round == round))
+
+    def lineage(self, candidate_id: str) -> Lineage:
+        """A candidate's record and where it came from; raises UnknownCandidateError with close ids."""
+        cand = self.candidates.get(candidate_id)
+        if cand is None:
+            close = [c for c in self.candidates if candidate_id in c or c.endswith(candidate_id)][:5]
+            some = close or list(self.candidates)[-5:]
+            hint = f"; known ids include: {', '.join(some)}" if some else "; the run has no candidates yet"
+            raise UnknownCandidateError(f"run {self.root} has no candidate {candidate_id!r}{hint}")
+        ancestors: list[CandidateTrace] = []
+        seen = {cand.id}
+        parent = cand.parent_id
+        while parent and parent not in seen:
+            seen.add(parent)
+            found = self.candidates.get(parent, CandidateTrace(id=parent))
+            ancestors.append(found)
+            parent = found.parent_id
+        children = tuple(c.id for c in self.candidates.values() if c.parent_id == cand.id)
+        critique = next(
+            (str(s.output.get("critique") or "") for s in self.steps
+             if s.node == "critique" and cand.critique_id and s.output.get("critique_id") == cand.critique_id),
+            None,
+        )
+        proposed = next((s for s in self.steps if s.node == "propose" and _holds(s, "pending", cand.id)), None)
+        validated = next((s for s in self.steps if s.node == "validate"
+                          and (_holds(s, "accepted", cand.id) or _holds(s, "rejected", cand.id))), None)
+        call = self._call_for(cand.id, proposed) if proposed is not None else None
+        return Lineage(cand, tuple(ancestors), children, critique, proposed, call, validated)
+
+    def _call_for(self, candidate_id: str, step: TraceStep) -> LLMCall | None:
+        """The LLM call whose answer held this candidate: the one whose parsed items include its exact JSON;
+        for an unusable answer (no JSON), the k-th failed call of the step for the k-th error proposal."""
+        groups: dict[int, list[LLMCall]] = defaultdict(list)
+        for c in step.calls:
+            groups[c.call].append(c)
+        finals = [rows[-1] for _, rows in sorted(groups.items())]
+        raw = self.raw.get(candidate_id)
+        failed: list[LLMCall] = []
+        for c in finals:
+            items = _items(c.answer) if c.ok else None
+            if items is None:
+                failed.append(c)
+            elif raw is not None and any(json.dumps(i, default=str)[:_RAW_CUT] == raw for i in items):
+                return c
+        errors = [p.get("id") for p in step.output.get("pending") or [] if p.get("error")]
+        if candidate_id in errors and errors.index(candidate_id) < len(failed):
+            return failed[errors.index(candidate_id)]
+        return None
+
+
+def _items(answer: str | None) -> list[dict[str, Any]] | None:
+    try:
+        return extract_candidates(answer or "")
+    except AnswerError:
+        return None
+
+
+def _holds(step: TraceStep, key: str, candidate_id: str) -> bool:
+    return any(r.get("id") == candidate_id for r in step.output.get(key) or [])
+
+
+def _when(text: str | None) -> _dt.datetime | None:
+    try:
+        when = _dt.datetime.fromisoformat(str(text))
+    except ValueError:
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=_dt.timezone.utc)
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+# ---------------------------------------------------------------------------------------------- trace.sqlite
+def _checkpoints(path: Path) -> dict[str, list[Any]]:
+    """Checkpoint tuples of every root thread, oldest first. A missing or empty file is an empty trace."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return {}
+    # No `-wal` file: no writer holds the database (a live WAL writer always has one), so it is opened as
+    # immutable and SQLite leaves no `-shm`/`-wal` companions behind; otherwise plain read-only, which sees a
+    # live run's newest steps.
+    live = path.with_name(path.name + "-wal").exists()
+    uri = f"{path.resolve().as_uri()}?mode=ro" + ("" if live else "&immutable=1")
+    conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+    try:
+        tuples = list(SqliteSaver(conn).list(None))
+    except sqlite3.Error as exc:
+        raise LaresError(f"{path} is not a readable graph trace ({exc}); was it written by `lares run`?") from None
+    finally:
+        conn.close()
+    threads: dict[str, list[Any]] = defaultdict(list)
+    for t in tuples:
+        conf = t.config.get("configurable", {})
+        if conf.get("checkpoint_ns", ""):
+            continue  # subgraph checkpoints: the round graph has none
+        threads[str(conf.get("thread_id"))].append(t)
+    for rows in threads.values():
+        rows.sort(key=lambda t: str(t.config["configurable"]["checkpoint_id"]))  # uuid6: time-ordered
+    return dict(threads)
+
+
+def _thread_round(thread: str, values: Mapping[str, Any]) -> int:
+    if thread.startswith("round-") and _int(thread[6:]) is not None:
+        return int(thread[6:])
+    return _int(values.get("round")) or 0
+
+
+def _output(node: str, values: Mapping[str, Any], before: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The node's own part of the state (list channels as the delta), and the raw JSON of its proposals."""
+    out: dict[str, Any] = {}
+    raw: dict[str, str] = {}
+    for key in _OUTPUT_KEYS.get(node, ()):
+        value = values.get(key)
+        if key in _APPENDED:
+            value = list(value or [])[len(before.get(key) or []):]
+        if key == "pending":
+            pending = []
+            for rec in value or []:
+                if rec.get("raw") and rec.get("id"):
+                    raw[str(rec["id"])] = str(rec["raw"])
+                pending.append({k: v for k, v in rec.items() if k != "raw"})
+            value = pending
+        out[key] = value
+    return out, raw
+
+
+def _steps(threads: Mapping[str, list[Any]], persona: str) -> tuple[list[TraceStep], dict[str, str]]:
+    steps: list[TraceStep] = []
+    raw: dict[str, str] = {}
+    for thread, rows in threads.items():
+        before: Mapping[str, Any] = {}
+        before_ts: _dt.datetime | None = None
+        for t in rows:
+            values = t.checkpoint.get("channel_values") or {}
+            ts = str(t.checkpoint.get("ts") or "")
+            when = _when(ts)
+            new = list(values.get("steps") or [])[len(before.get("steps") or []):]
+            for rec in new:
+                node = str(rec.get("node", "?"))
+                output, found = _output(node, values, before)
+                raw.update(found)
+                seconds = (when - before_ts).total_seconds() if when and before_ts else None
+                steps.append(TraceStep(
+                    round=_thread_round(thread, values), step=_int((t.metadata or {}).get("step")) or 0, time=ts,
+                    seconds=seconds, node=node, attempt=_int(rec.get("attempt")) or 0, persona=persona,
+                    summary=str(rec.get("summary", "")), output=output,
+                ))
+            before, before_ts = values, when or before_ts
+    steps.sort(key=lambda s: (s.time, s.round, s.step))
+    return steps, raw
+
+
+# ---------------------------------------------------------------------------------------------- llm_calls.jsonl
+def _calls(rows: Iterable[Mapping[str, Any]]) -> list[LLMCall]:
+    out = []
+    for row in rows:
+        meta = row.get("meta") if isinstance(row.get("meta"), Mapping) else {}
+        out.append(LLMCall(
+            call=_int(row.get("call")) or 0,
+            node=str(meta.get("node") or row.get("tag") or "?"),
+            round=_int(meta.get("round", row.get("round"))),
+            attempt=_int(meta.get("attempt")),
+            persona=meta.get("persona"),
+            messages=tuple(m for m in row.get("messages") or [] if isinstance(m, Mapping)),
+            answer=row.get("answer") if isinstance(row.get("answer"), str) else None,
+            ok=bool(row.get("ok", True)),
+            error=row.get("error"),
+            prompt_tokens=_int(row.get("prompt_tokens")) or 0,
+            completion_tokens=_int(row.get("completion_tokens")) or 0,
+            seconds=float(row.get("seconds") or 0.0),
+            time=str(row.get("time") or ""),
+            try_number=_int(row.get("attempt")) or 1,
+        ))
+    return out
+
+
+def _join(steps: list[TraceStep], calls: list[LLMCall]) -> tuple[list[TraceStep], list[LLMCall]]:
+    """Give each call to the step with its (round, node, attempt); when a round was re-run after a kill and
+    several steps share that key, to the first of them that ended after the call started."""
+    by_key: dict[tuple[Any, ...], list[int]] = defaultdict(list)
+    for i, s in enumerate(steps):
+        by_key[(s.round, s.node, s.attempt)].append(i)
+    owned: dict[int, list[LLMCall]] = defaultdict(list)
+    unmatched: list[LLMCall] = []
+    for c in calls:
+        idx = by_key.get((c.round, c.node, c.attempt))
+        if not idx:
+            unmatched.append(c)
+            continue
+        start = _when(c.time)
+        pick = next((i for i in idx if start is None or (_when(steps[i].time) or start) >= start), idx[-1])
+        owned[pick].append(c)
+    # validate makes no call: it shows the persona its round's calls were made with (not a persona file's path)
+    round_persona = {c.round: c.persona for c in calls if c.persona}
+    joined = []
+    for i, s in enumerate(steps):
+        mine = tuple(owned.get(i, ()))
+        persona = next((c.persona for c in mine if c.persona), round_persona.get(s.round) or s.persona)
+        joined.append(replace(s, calls=mine, persona=persona))
+    return joined, unmatched
+
+
+# ---------------------------------------------------------------------------------------------- candidates
+def _candidates(steps: Iterable[TraceStep], rows: Iterable[Mapping[str, Any]]) -> dict[str, CandidateTrace]:
+    """Verdicts from the validate steps, then candidates.jsonl (slots, fallbacks, fitness) on top."""
+    found: dict[str, dict[str, Any]] = {}
+    evaluations: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for s in steps:
+        for key in _APPENDED if s.node == "validate" else ():
+            for rec in s.output.get(key) or []:
+                found[str(rec.get("id"))] = {**rec, "verdict": key}
+    for row in rows:
+        cid = row.get("id")
+        if cid is None:
+            continue
+        cid = str(cid)
+        if row.get("verdict") == "evaluated":
+            evaluations[cid].append({k: row.get(k) for k in ("round", "slot", "fitness", "success")})
+            found.setdefault(cid, {"verdict": "evaluated", "complexity": row.get("complexity")})
+            continue
+        merged = found.setdefault(cid, {})
+        merged.update({k: v for k, v in row.items() if v is not None and v != "" and k != "id"})
+    out: dict[str, CandidateTrace] = {}
+    for cid, rec in found.items():
+        complexity = rec.get("complexity")
+        out[cid] = CandidateTrace(
+            id=cid, round=_int(rec.get("round")), attempt=_int(rec.get("attempt")),
+            verdict=str(rec.get("verdict") or "unknown"), reason=str(rec.get("reason") or ""),
+            components=dict(rec.get("components") or {}), rationale=str(rec.get("rationale") or ""),
+            complexity=float(complexity) if isinstance(complexity, (int, float)) else None,
+            slot=_int(rec.get("slot")), parent_id=rec.get("parent_id"), critique_id=rec.get("critique_id"),
+            evaluations=tuple(evaluations.get(cid, ())),
+        )
+    return out
+
+
+def read_trace(path: Path) -> RunTrace:
+    """Read a run directory's graph trace; raises LaresError when `path` is not a run or its trace is unreadable."""
+    run = RunDir.open(Path(path))
+    try:
+        config = json.loads(run.config.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise LaresError(f"{run.config} is not a readable run configuration ({exc})") from None
+    if not isinstance(config, Mapping):
+        raise LaresError(f"{run.config} is not a run configuration (a JSON object is expected)")
+    persona = str(config.get("persona") or "")
+    steps, raw = _steps(_checkpoints(run.trace), persona)
+    steps, unmatched = _join(steps, _calls(read_jsonl(run.llm_calls)))
+    return RunTrace(
+        root=run.root,
+        task=str(config.get("task") or "?"),
+        persona=persona,
+        llm_backend=str(config.get("llm_backend") or "?"),
+        steps=tuple(steps),
+        candidates=_candidates(steps, read_jsonl(run.candidates)),
+        unmatched_calls=tuple(unmatched),
+        raw=raw,
+    )

@@ -1,0 +1,292 @@
+"""The round graph with a scripted chat model: routing, retries, bounds, partial updates, trace and replay.
+
+No real model here (tests/test_graph_local_model.py has one); the scripted model answers in call order, so
+each test states exactly which answers the graph gets and checks what it made of them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import AIMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+
+from lares_agent.graphs.build import build_graph, compile_accepted, open_trace, run_round
+from lares_agent.graphs.deps import GraphDeps, GraphLimits
+from lares_agent.graphs.nodes import RoundNodes
+from lares_agent.graphs.prompting import AnswerError, extract_candidates
+from lares_agent.graphs.routing import route_after_validate, route_start
+from lares_agent.llm.client import LLMClient, LLMConfig, make_client
+from lares_agent.memory.cases import Case, CaseStore
+from lares_agent.tools.trajectory import Rollout
+
+
+@dataclass(frozen=True)
+class Feat:
+    name: str
+    meaning: str
+    unit: str
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str = "reach-v3"
+    description: str = "Move the gripper to the goal position."
+    horizon: int = 150
+    features: tuple[Feat, ...] = (
+        Feat("tcp_to_goal", "gripper to goal", "m"),
+        Feat("tcp_speed", "gripper speed", "m/s"),
+        Feat("action_norm", "action size", "1"),
+        Feat("success", "goal reached", "bool"),
+    )
+    progress_feature: str = "tcp_to_goal"
+
+
+class Scripted(BaseChatModel):
+    """Answers from `script` in call order (an Exception item is raised); keeps every prompt it saw."""
+
+    script: list[Any]
+    seen: list[list[Any]] = []
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted"
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs: Any) -> ChatResult:
+        self.seen.append(list(messages))
+        item = self.script[min(len(self.seen), len(self.script)) - 1]
+        if isinstance(item, BaseException):
+            raise item
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=item))])
+
+
+def cand(**components: str) -> str:
+    return json.dumps({"components": components, "rationale": "test"})
+
+
+GOOD = cand(approach="-2*tcp_to_goal", bonus="5*success")
+GOOD2 = cand(approach="exp(-tcp_to_goal/0.1)", effort="-0.01*action_norm")
+ELITE = {"id": "e1", "components": {"d": "-tcp_to_goal"}, "fitness": 0.5, "success": 0.5, "complexity": 2.0,
+         "stats": {"d": {"mean": -0.2, "std": 0.1}}}
+
+
+def make_deps(script: list[Any], tmp_path: Path | None = None, **kw: Any) -> GraphDeps:
+    rng = np.random.default_rng(0)
+    sample = {"tcp_to_goal": rng.uniform(0, 0.5, 128), "tcp_speed": rng.uniform(0, 1, 128),
+              "action_norm": rng.uniform(0, 1, 128), "success": rng.integers(0, 2, 128).astype(float)}
+    llm = LLMClient(Scripted(script=list(script), seen=[]), LLMConfig(max_retries=0),
+                    record_path=tmp_path / "llm_calls.jsonl" if tmp_path else None, sleep=lambda s: None)
+    return GraphDeps(llm=llm, task=Task(), sample=sample, **kw)
+
+
+def seen(deps: GraphDeps) -> list[list[Any]]:
+    return deps.llm.chat_model.seen  # type: ignore[attr-defined]
+
+
+def test_initial_round_goes_straight_to_propose_and_compiles_the_accepted_reward() -> None:
+    deps = make_deps([GOOD])
+    result = run_round(build_graph(deps), {"round": 0, "n_wanted": 1}, "r0")
+    assert [s["node"] for s in result.steps] == ["propose", "validate"]
+    (rec,) = result.accepted
+    assert rec["components"] == {"approach": "-2*tcp_to_goal", "bonus": "5*success"}
+    assert rec["complexity"] and rec["parent_id"] is None and not result.rejected
+    values = deps.registry[rec["id"]]({k: v[:4] for k, v in deps.get_sample().items()})
+    assert values.shape == (4,)
+    assert deps.llm.usage["by_tag"]["propose"]["calls"] == 1
+
+
+def test_full_round_reads_rollouts_then_critiques_then_proposes_from_the_elite() -> None:
+    t = np.arange(20.0)
+    deps = make_deps(["- it stalls at 0.1 m", "- the distance term is too flat: scale it", GOOD])
+    deps.rollouts = {"p0": Rollout({"tcp_to_goal": 0.3 - 0.01 * t, "success": 0 * t}, {"d": -(0.3 - 0.01 * t)})}
+    result = run_round(build_graph(deps), {"round": 2, "elites": [ELITE], "rollout_ids": ["p0"], "n_wanted": 1}, "r2")
+    assert [s["node"] for s in result.steps] == ["analyse", "critique", "propose", "validate"]
+    assert result.analysis == "- it stalls at 0.1 m" and "too flat" in result.critique
+    (rec,) = result.accepted
+    assert rec["parent_id"] == "e1" and rec["critique_id"] == result.critique_id == "r2-critique"
+    analyse_prompt, critique_prompt, propose_prompt = (m[1].content for m in seen(deps))
+    assert "progress tcp_to_goal" in analyse_prompt  # the encoder's text, not an LLM's
+    assert "stalls at 0.1 m" in critique_prompt and "e1.d: mean -0.2" in critique_prompt
+    assert "too flat" in propose_prompt and "Improve the elite e1" in propose_prompt
+    systems = {m[0].content for m in seen(deps)}
+    assert len(systems) == 1  # one fixed system prefix for every call (llama.cpp prefix cache)
+
+
+def test_elites_without_rollouts_skip_analyse() -> None:
+    assert route_start({"n_wanted": 1, "elites": [ELITE]}) == "critique"
+    assert route_start({"n_wanted": 1, "elites": [ELITE], "rollout_ids": ["p"]}) == "analyse"
+    assert route_start({"n_wanted": 1}) == "propose"
+    assert route_start({"n_wanted": 0}) == "__end__"
+
+
+HOSTILE = [
+    "",
+    "Sure! A good reward would be the negative distance.",
+    '{"components": {"d": "-tcp_to_goal"',
+    '{"candidates": [{"reward": "-tcp_to_goal"}]}',
+    cand(x="__import__('os').system('echo hacked')"),
+    cand(x="tcp_to_goal.__class__"),
+    cand(x="-gripper_to_puck"),
+    cand(x="2*tcp_to_goal"),
+    cand(x="log(tcp_to_goal - 1)"),
+    cand(x="-action_norm"),
+    cand(x="-tcp_to_goal"),
+]
+
+
+def test_malformed_and_hostile_answers_are_rejected_with_reasons_then_a_retry_succeeds() -> None:
+    deps = make_deps(["- a critique", *HOSTILE, GOOD], limits=GraphLimits(retry_budget=len(HOSTILE)))
+    result = run_round(build_graph(deps), {"round": 1, "elites": [ELITE], "n_wanted": 1}, "r1")
+    assert len(result.accepted) == 1 and result.attempts == len(HOSTILE) + 1
+    reasons = [r["reason"] for r in result.rejected]
+    assert len(reasons) == len(HOSTILE)
+    for fragment in ("empty answer", "no JSON", "not valid JSON", "no 'components'", "gripper_to_puck",
+                     "lower-is-better", "nan/inf", "never uses tcp_to_goal", "duplicate"):
+        assert any(fragment in r for r in reasons), fragment
+    assert all(r for r in reasons)
+    last_prompt = seen(deps)[-1][1].content
+    assert "lower-is-better" in last_prompt  # the reasons went back to propose
+
+
+def test_retry_budget_bounds_the_loop_when_nothing_is_acceptable() -> None:
+    deps = make_deps(["no json here"], limits=GraphLimits(retry_budget=2))
+    result = run_round(build_graph(deps), {"round": 1, "n_wanted": 2}, "r1")
+    assert result.accepted == () and result.attempts == 3
+    assert len(result.rejected) == 6 and len(seen(deps)) == 6
+
+
+def test_llm_errors_become_reasons_and_never_crash() -> None:
+    deps = make_deps([RuntimeError("connection reset"), GOOD], limits=GraphLimits(retry_budget=1))
+    result = run_round(build_graph(deps), {"round": 0, "n_wanted": 1}, "r0")
+    assert "connection reset" in result.rejected[0]["reason"] and len(result.accepted) == 1
+
+
+def test_analyse_and_critique_fall_back_when_the_model_fails() -> None:
+    deps = make_deps([RuntimeError("down"), "", GOOD])
+    deps.rollouts = {"p0": Rollout({"tcp_to_goal": np.linspace(0.3, 0.1, 10)})}
+    result = run_round(build_graph(deps), {"round": 1, "elites": [ELITE], "rollout_ids": ["p0"], "n_wanted": 1}, "r")
+    assert "no LLM analysis" in result.analysis and "progress tcp_to_goal" in result.analysis
+    assert result.critique == "" and result.critique_id is None and len(result.accepted) == 1
+
+
+def test_several_candidates_one_call_each_and_later_calls_see_earlier_proposals() -> None:
+    deps = make_deps([GOOD, GOOD2])
+    result = run_round(build_graph(deps), {"round": 0, "n_wanted": 2}, "r0")
+    assert len(result.accepted) == 2 and result.attempts == 1
+    assert "-2*tcp_to_goal" in seen(deps)[1][1].content  # "already proposed" lists the first one
+    assert len({r["id"] for r in result.accepted}) == 2
+
+
+def test_duplicates_within_a_round_are_rejected() -> None:
+    deps = make_deps([GOOD, cand(a="5*success", b="-2*tcp_to_goal"), GOOD2])
+    result = run_round(build_graph(deps), {"round": 0, "n_wanted": 2}, "r0")
+    assert len(result.accepted) == 2 and result.rejected[0]["reason"].startswith("duplicate")
+
+
+def test_nodes_return_partial_updates_and_do_not_mutate_the_state() -> None:
+    deps = make_deps([GOOD])
+    nodes = RoundNodes(deps)
+    state = {"round": 0, "n_wanted": 1, "elites": [], "accepted": [], "rejected": [], "attempts": 0}
+    before = json.dumps(state, sort_keys=True)
+    update = nodes.propose(state)
+    assert json.dumps(state, sort_keys=True) == before
+    assert set(update) == {"pending", "attempts", "cases", "node", "summary", "steps"} and update["attempts"] == 1
+    verdict = nodes.validate({**state, **update, "attempts": 1})
+    assert set(verdict) == {"accepted", "rejected", "pending", "node", "summary", "steps"}
+    assert verdict["pending"] == [] and len(verdict["accepted"]) == 1
+    assert "raw" not in verdict["accepted"][0]  # the state keeps expressions, not the LLM's raw text
+
+
+def test_router_is_pure_and_bounded() -> None:
+    assert route_after_validate({"n_wanted": 2, "accepted": [{}], "attempts": 1}, max_attempts=3) == "propose"
+    assert route_after_validate({"n_wanted": 2, "accepted": [{}], "attempts": 3}, max_attempts=3) == "__end__"
+    assert route_after_validate({"n_wanted": 1, "accepted": [{}], "attempts": 1}, max_attempts=3) == "__end__"
+
+
+def test_retrieved_cases_reach_the_prompt_and_no_retrieval_says_so(tmp_path: Path) -> None:
+    store = CaseStore(tmp_path / "cases.sqlite")
+    store.add(Case("reach-v3", "reach", {"r": "-3*tcp_to_goal"}, 2.0, "old-run", "c9", fitness=0.8))
+    deps = make_deps([GOOD], cases=store)
+    run_round(build_graph(deps), {"round": 0, "n_wanted": 1}, "r0")
+    assert "-3*tcp_to_goal" in seen(deps)[0][1].content
+    off = make_deps([GOOD])
+    run_round(build_graph(off), {"round": 0, "n_wanted": 1}, "r0")
+    assert "retrieval off" in seen(off)[0][1].content
+
+
+def test_sqlite_trace_stores_every_step_and_a_finished_round_is_not_rerun(tmp_path: Path) -> None:
+    deps = make_deps(["no json", GOOD], tmp_path)
+    saver = open_trace(tmp_path)
+    graph = build_graph(deps, checkpointer=saver)
+    config = {"configurable": {"thread_id": "round-1"}}
+    first = run_round(graph, {"round": 1, "n_wanted": 1}, "round-1")
+    history = list(graph.get_state_history(config))[::-1]  # oldest first: one checkpoint per step
+    nodes = [h.values.get("node") for h in history if h.values.get("node")]
+    assert nodes == ["propose", "validate", "propose", "validate"]
+    assert "accepted 1" in history[-1].values["summary"]
+    again = run_round(graph, {"round": 1, "n_wanted": 1}, "round-1")
+    assert again == first and len(seen(deps)) == 2  # no new LLM call
+    rows = [json.loads(line) for line in (tmp_path / "llm_calls.jsonl").read_text().splitlines()]
+    assert [(r["tag"], r["meta"]["round"], r["meta"]["attempt"]) for r in rows] == [("propose", 1, 1), ("propose", 1, 2)]
+    saver.conn.close()
+    assert (tmp_path / "trace.sqlite").stat().st_size > 0
+
+
+def test_replay_reproduces_a_recorded_round(tmp_path: Path) -> None:
+    t = np.arange(20.0)
+    rollouts = {"p0": Rollout({"tcp_to_goal": 0.3 - 0.01 * t, "success": 0 * t})}
+    deps = make_deps(["analysis", "critique", "bad", GOOD, GOOD2], tmp_path, limits=GraphLimits(retry_budget=2))
+    deps.rollouts = rollouts
+    round_input = {"round": 3, "elites": [ELITE], "rollout_ids": ["p0"], "n_wanted": 2}
+    recorded = run_round(build_graph(deps), round_input, "r3")
+    client = make_client(LLMConfig(backend="replay"), run_dir=None, replay_from=tmp_path)
+    replay_deps = GraphDeps(llm=client, task=Task(), sample=deps.sample, rollouts=rollouts)
+    replayed = run_round(build_graph(replay_deps), round_input, "r3")
+    assert replayed == recorded and len(recorded.accepted) == 2
+    assert compile_accepted(replay_deps, replayed).keys() == {r["id"] for r in recorded.accepted}
+
+
+def test_compile_accepted_recompiles_after_a_restart() -> None:
+    deps = make_deps([GOOD])
+    result = run_round(build_graph(deps), {"round": 0, "n_wanted": 1}, "r0")
+    deps.registry.clear()
+    (reward,) = compile_accepted(deps, result).values()
+    assert reward.id == result.accepted[0]["id"]
+
+
+def test_bad_round_input_is_refused() -> None:
+    graph = build_graph(make_deps([GOOD]))
+    with pytest.raises(ValueError, match="n_wanted"):
+        run_round(graph, {"round": 0}, "x")
+    with pytest.raises(ValueError, match="unknown round input"):
+        run_round(graph, {"round": 0, "n_wanted": 1, "elitez": []}, "x")
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [("", "empty"), ("prose", "no JSON"), ("[]", "empty candidates"), ('{"candidates": [1]}', "no 'components'")],
+)
+def test_extractor_reasons(text: str, reason: str) -> None:
+    with pytest.raises(AnswerError, match=reason):
+        extract_candidates(text)
+
+
+def test_extractor_accepts_fenced_wrapped_and_bare_forms() -> None:
+    assert extract_candidates("```json\n" + GOOD + "\n```")[0]["components"]["bonus"] == "5*success"
+    assert len(extract_candidates(json.dumps({"candidates": [json.loads(GOOD), json.loads(GOOD2)]}))) == 2
+
+
+def test_parent_rotation_prefers_the_fittest_and_explore_asks_for_something_different() -> None:
+    unscored = {**ELITE, "id": "e0", "fitness": None}
+    best = {**ELITE, "id": "e2", "components": {"d": "-3*tcp_to_goal"}, "fitness": 0.9}
+    deps = make_deps(["critique", GOOD, GOOD2])
+    result = run_round(build_graph(deps), {"round": 1, "elites": [unscored, ELITE, best], "n_wanted": 2,
+                                           "explore": True}, "r1")
+    assert [r["parent_id"] for r in result.accepted] == ["e2", "e1"]
+    assert all("lost diversity" in m[1].content for m in seen(deps)[1:])

@@ -1,0 +1,181 @@
+"""Numerical faults after acceptance: a reward that turns NaN on new states, a learner whose actions turn NaN.
+
+Either way the learner is quarantined, its slot is regenerated at the next reward update (by the LLM when a
+valid child arrives, otherwise by sharing the best slot's reward), and the run goes on to its budget.
+
+The task is a point mass whose observation carries a clock (steps taken by that env instance): a reward with
+`sqrt(0.5 - age)` passes every check while the run is young, then goes NaN on states the run reaches later,
+deterministically. The whole stack runs: reward language, GraphProposer, round graph, engine.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+import numpy as np
+import pytest
+import torch
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import AIMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+
+from lares_agent.engine.lares import EngineConfig, IterationInfo, LaResEngine
+from lares_agent.engine.sac import SACConfig
+from lares_agent.engine.tasks import Feature, TaskSpec
+from lares_agent.graphs.build import build_graph
+from lares_agent.graphs.deps import GraphDeps, GraphLimits
+from lares_agent.llm import LLMClient, LLMConfig
+from lares_agent.llm.faults import FaultyChatModel
+from lares_agent.rewards import compile_reward, parse_candidate
+from lares_agent.search.proposer import GraphProposer
+from lares_agent.search.rundir import RunDir, read_jsonl
+from lares_agent.search.runner import random_feature_sample
+
+torch.set_num_threads(1)
+AGE_SCALE = 100.0  # age = steps taken by the env instance / AGE_SCALE
+
+
+class AgingPointMass(gymnasium.Env):
+    """A 2-D point moving toward a goal; the last observation entry counts this env's steps (never reset)."""
+
+    def __init__(self) -> None:
+        self.observation_space = gymnasium.spaces.Box(-np.inf, np.inf, (5,), np.float32)
+        self.action_space = gymnasium.spaces.Box(-1.0, 1.0, (2,), np.float32)
+        self.pos, self.goal, self.steps = np.zeros(2), np.zeros(2), 0
+
+    def _obs(self) -> np.ndarray:
+        return np.concatenate([self.pos, self.goal, [self.steps / AGE_SCALE]]).astype(np.float32)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        self.pos = self.np_random.uniform(-0.5, 0.5, 2)
+        self.goal = self.np_random.uniform(-0.5, 0.5, 2)
+        return self._obs(), {}
+
+    def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict]:
+        self.steps += 1
+        self.pos = np.clip(self.pos + 0.1 * np.asarray(action, np.float64), -1.0, 1.0)
+        dist = float(np.linalg.norm(self.pos - self.goal))
+        return self._obs(), -dist, False, False, {}
+
+
+def _features(raw: np.ndarray, action: np.ndarray) -> dict[str, np.ndarray]:
+    dist = np.linalg.norm(raw[:, :2] - raw[:, 2:4], axis=1)
+    return {"dist": dist, "action_norm": np.linalg.norm(action, axis=1), "age": raw[:, 4].copy(),
+            "success": (dist < 0.1).astype(np.float64), "human_reward": -dist}
+
+
+TASK = TaskSpec(
+    name="aging-point-mass", family="custom", description="move the point to the goal", horizon=15,
+    feature_defs=(Feature("dist", "distance from point to goal", "m"), Feature("action_norm", "action norm", "1"),
+                  Feature("age", "steps taken by this environment so far, divided by 100", "1")),
+    progress_feature="dist", has_human_reward=True, success_test="dist < 0.1", obs_dim=5, act_dim=2, state_dim=5,
+    dt=0.1, env_fn=lambda seed: AgingPointMass(),
+    raw_state_fn=lambda env, obs, info: np.asarray(obs, np.float64), feature_fn=_features,
+)
+NAMES = ("dist", "action_norm", "age")
+
+
+class ChildModel(BaseChatModel):
+    """Answers every call with a valid, distinct candidate over the task's features."""
+
+    calls: int = 0
+
+    @property
+    def _llm_type(self) -> str:
+        return "children"
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs: Any) -> ChatResult:
+        self.calls += 1
+        answer = json.dumps({"candidates": [{"components": {"reach": f"-{1 + 0.5 * self.calls}*dist"},
+                                             "rationale": "closer is better"}]})
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(answer))])
+
+
+def _poisoned() -> Any:
+    """Finite while every env is younger than 50 steps, NaN afterwards: accepted, then breaks."""
+    parsed = parse_candidate({"components": {"reach": "-dist", "clock": "0.1*sqrt(0.5 - age)"}}, NAMES)
+    return compile_reward(parsed, "poisoned")
+
+
+def _run(tmp_path: Path, *, fault_rate: float, poison: bool, on_iteration: Any = None) -> LaResEngine:
+    model = FaultyChatModel(inner=ChildModel(), rate=fault_rate, seed=0)
+    client = LLMClient(model, LLMConfig(max_retries=0), None, sleep=lambda s: None)
+    deps = GraphDeps(llm=client, task=TASK, sample={}, limits=GraphLimits(retry_budget=1))
+    run = RunDir(tmp_path)
+    proposer = GraphProposer(build_graph(deps), deps, run, TASK.name)
+    given = [_poisoned()] if poison else []
+    sample = random_feature_sample(TASK, 40, seed=0)
+    initial = proposer.initial(3, sample, given)  # with every answer faulty: fallback rewards
+    cfg = EngineConfig(population_size=3, elites=1, total_steps=400, warmup_steps=60, reward_period=120,
+                       eval_every=0, eval_episodes=1, update_eval_episodes=2, ts_window=10, buffer_capacity=3000,
+                       seed=2, feature_sample=100, sac=SACConfig(hidden=(32, 32), batch_size=32, utd_ratio=0.1))
+    engine = LaResEngine(TASK, cfg, initial, proposer, run_dir=tmp_path)
+    try:
+        engine.run(progress=(lambda info: on_iteration(engine, info)) if on_iteration else None)
+    finally:
+        engine.close()
+    return engine
+
+
+def _events(tmp_path: Path) -> list[dict[str, Any]]:
+    return read_jsonl(tmp_path / "events.jsonl")
+
+
+def test_reward_that_turns_nan_is_quarantined_and_regenerated(tmp_path: Path) -> None:
+    engine = _run(tmp_path, fault_rate=0.0, poison=True)
+    events = _events(tmp_path)
+    assert engine.done and engine.round >= 2  # the run went on to its budget
+    quarantine = [e for e in events if e["event"] == "quarantine" and e["learner"] == 0]
+    assert quarantine and "NaN" in quarantine[0]["reason"]
+    first_update = next(e for e in events
+                        if e["event"] == "reward_update" and e["env_steps"] > quarantine[0]["env_steps"])
+    assert first_update["slots"][0]["quarantined"] and first_update["ranking"][-1] == 0  # ranked last: refilled
+    new_id = first_update["replaced"]["0"]
+    assert new_id != "poisoned" and new_id in {c["id"] for c in read_jsonl(tmp_path / "candidates.jsonl")
+                                                if c["verdict"] == "accepted" and c["round"] == first_update["round"]}
+    assert all(fn.id != "poisoned" for fn in engine.rewards)
+    assert np.isfinite(engine.buffer.raw_reward[: len(engine.buffer)]).all()  # NaN rows were neutralised
+    assert all(torch.isfinite(p).all() for p in engine.population.actor)
+
+
+def test_nan_reward_without_any_valid_child_shares_the_best_reward(tmp_path: Path) -> None:
+    engine = _run(tmp_path, fault_rate=1.0, poison=True)
+    events = _events(tmp_path)
+    assert engine.done and engine.round >= 2
+    shared = [e for e in events if e["event"] == "reward_shared"]
+    assert shared and shared[0]["slot"] == 0 and "NaN" in shared[0]["reason"]
+    update = next(e for e in events if e["event"] == "reward_update" and e["round"] == shared[0]["round"])
+    assert update["replaced"] == {"0": update["slots"][update["best"]]["reward_id"]}
+    assert all(fn.id != "poisoned" for fn in engine.rewards)
+    # once shared, the slot stays healthy: no later quarantine of learner 0 for its reward
+    later = [e for e in events if e["event"] == "quarantine" and e["learner"] == 0
+             and e["env_steps"] > update["env_steps"]]
+    assert later == []
+
+
+@pytest.mark.parametrize("fault_rate", [0.0, 1.0])
+def test_learner_with_nan_actions_is_quarantined_then_reset(tmp_path: Path, fault_rate: float) -> None:
+    broken: list[int] = []
+
+    def break_learner(engine: LaResEngine, info: IterationInfo) -> None:
+        if not broken and engine.warmed_up and info.env_steps >= 45:
+            with torch.no_grad():
+                for p in engine.population.actor:
+                    p[1] = float("nan")  # every actor layer of learner 1: its actions go NaN
+            broken.append(info.env_steps)
+
+    engine = _run(tmp_path, fault_rate=fault_rate, poison=False, on_iteration=break_learner)
+    events = _events(tmp_path)
+    assert broken and engine.done and engine.round >= 2
+    quarantine = [e for e in events if e["event"] == "quarantine" and e["learner"] == 1]
+    assert quarantine and "non-finite" in quarantine[0]["reason"]
+    update = next(e for e in events if e["event"] == "reward_update" and e["env_steps"] > broken[0])
+    assert 1 in update["inherited"] and update["slots"][1]["quarantined"]
+    if fault_rate == 0.0:  # a child arrived: the slot got a new reward
+        assert "1" in update["replaced"]
+    assert all(torch.isfinite(p[1]).all() for p in engine.population.actor)  # reset from the best learner
+    assert 1 not in engine.quarantined
