@@ -31,34 +31,34 @@ from lares_agent.engine.sac import SACConfig, SACLearner
 OBS, ACT = 39, 4
 
 
-CLOCK: Callable[[], float] = time.perf_counter
+Clock = Callable[[], float]
 
 
-def best_time(fn: Callable[[], object], block_seconds: float, blocks: int) -> float:
+def best_time(fn: Callable[[], object], block_seconds: float, blocks: int, clock: Clock) -> float:
     """Seconds per call: best over `blocks` blocks of about `block_seconds` each (after a warm-up)."""
     fn()
-    start, calls = CLOCK(), 0
-    while CLOCK() - start < 0.3 * block_seconds or calls < 2:
+    start, calls = clock(), 0
+    while clock() - start < 0.3 * block_seconds or calls < 2:
         fn()
         calls += 1
-    per_call = (CLOCK() - start) / calls
+    per_call = (clock() - start) / calls
     reps = max(1, int(block_seconds / per_call))
     best = float("inf")
     for _ in range(blocks):
-        t0 = CLOCK()
+        t0 = clock()
         for _ in range(reps):
             fn()
-        best = min(best, (CLOCK() - t0) / reps)
+        best = min(best, (clock() - t0) / reps)
     return best
 
 
-def matmul_peak(block_seconds: float, blocks: int) -> float:
+def matmul_peak(block_seconds: float, blocks: int, clock: Clock) -> float:
     """FLOP/s of a large float32 matmul (sgemm) at the current thread count."""
     n = 2048
     gen = torch.Generator().manual_seed(0)
     a, b = torch.randn(n, n, generator=gen), torch.randn(n, n, generator=gen)
     out = torch.empty(n, n)
-    return 2 * n**3 / best_time(lambda: torch.mm(a, b, out=out), block_seconds, blocks)
+    return 2 * n**3 / best_time(lambda: torch.mm(a, b, out=out), block_seconds, blocks, clock)
 
 
 def update_flops(hidden: tuple[int, ...], batch: int) -> float:
@@ -118,7 +118,7 @@ class _FeatureReward:
         return {"id": self.id}
 
 
-def sb3_update_time(k: int, cfg: SACConfig, block_seconds: float, blocks: int) -> float | None:
+def sb3_update_time(k: int, cfg: SACConfig, block_seconds: float, blocks: int, clock: Clock) -> float | None:
     """Seconds for one update of each of k SB3 SAC learners (None when SB3 is not installed)."""
     try:
         import gymnasium
@@ -147,10 +147,10 @@ def sb3_update_time(k: int, cfg: SACConfig, block_seconds: float, blocks: int) -
         for model in models:
             model.train(gradient_steps=1, batch_size=cfg.batch_size)
 
-    return best_time(step, block_seconds, blocks)
+    return best_time(step, block_seconds, blocks, clock)
 
 
-def loop_steps_per_second(k: int, cfg: SACConfig, steps: int, seed: int) -> dict[str, float] | None:
+def loop_steps_per_second(k: int, cfg: SACConfig, steps: int, seed: int, clock: Clock) -> dict[str, float] | None:
     """Env steps/s of episodes on reach-v3 + buffer adds with k columns + one population update per step."""
     try:
         from lares_agent.engine.tasks import get_task
@@ -169,15 +169,15 @@ def loop_steps_per_second(k: int, cfg: SACConfig, steps: int, seed: int) -> dict
         obs, info = env.reset(seed=int(rng.integers(1 << 30)))
         rows: dict[str, list[np.ndarray]] = {key: [] for key in ("obs", "act", "next", "term", "trunc", "raw")}
         for _ in range(task.horizon):
-            t0 = time.perf_counter()
+            t0 = clock()
             if member is None:
                 action = rng.uniform(-1, 1, ACT).astype(np.float32)
             else:
                 action = pop.act(obs[None], np.array([member]), False, gen)[0]
-            t1 = time.perf_counter()
+            t1 = clock()
             next_obs, _, terminated, truncated, info = env.step(action)
             rows["raw"].append(task.raw_state(env, next_obs, info))
-            timers["env"] += time.perf_counter() - t1
+            timers["env"] += clock() - t1
             timers["act"] += t1 - t0
             for key, value in [("obs", obs), ("act", action), ("next", next_obs), ("term", terminated),
                                ("trunc", truncated)]:
@@ -185,29 +185,29 @@ def loop_steps_per_second(k: int, cfg: SACConfig, steps: int, seed: int) -> dict
             obs = next_obs
             if terminated or truncated:
                 break
-        t0 = time.perf_counter()
+        t0 = clock()
         actions = np.asarray(rows["act"])
         feats = task.features(np.asarray(rows["raw"]), actions)
         buf.add(np.asarray(rows["obs"]), actions, np.asarray(rows["next"]), np.asarray(rows["term"]),
                 np.asarray(rows["trunc"]), feats)
-        timers["add"] += time.perf_counter() - t0
+        timers["add"] += clock() - t0
         return len(actions)
 
     episode(None)  # random warm-up episode, then label the columns
     for j in range(k):
         buf.set_column(j, _FeatureReward(names[j]), reference=None)
-    start, done, member = time.perf_counter(), 0, 0
+    start, done, member = clock(), 0, 0
     while done < steps:
         n = episode(member)
         member, done = (member + 1) % k, done + n
         for _ in range(int(round(cfg.utd_ratio * n))):
-            t0 = time.perf_counter()
+            t0 = clock()
             batch = buf.sample(cfg.batch_size, range(k), rng)
-            t1 = time.perf_counter()
+            t1 = clock()
             pop.update(batch)
             timers["sample"] += t1 - t0
-            timers["update"] += time.perf_counter() - t1
-    total = time.perf_counter() - start
+            timers["update"] += clock() - t1
+    total = clock() - start
     env.close()
     return {"steps_per_s": done / total, **{key: value / total for key, value in timers.items()}}
 
@@ -222,15 +222,13 @@ def main() -> None:
     parser.add_argument("--clock", choices=("wall", "thread"), default="wall",
                         help="thread: CPU time of this thread (needs --threads 1); robust on a busy machine")
     args = parser.parse_args()
-    if args.clock == "thread":
-        if args.threads != 1:
-            parser.error("--clock thread measures one thread's CPU time: use it with --threads 1")
-        global CLOCK
-        CLOCK = time.thread_time
+    if args.clock == "thread" and args.threads != 1:
+        parser.error("--clock thread measures one thread's CPU time: use it with --threads 1")
+    clock = time.thread_time if args.clock == "thread" else time.perf_counter
     torch.set_num_threads(args.threads)
     reuse_freed_memory()  # helps every column alike (fewer page faults on fresh activations)
     cfg, k = SACConfig(), args.k
-    timing = (args.block_seconds, args.blocks)
+    timing = (args.block_seconds, args.blocks, clock)
 
     peak = matmul_peak(*timing)
     buf = random_buffer(k, 20_000, seed=0)
@@ -275,7 +273,7 @@ def main() -> None:
     print(f"batched update reaches {100 * flops / rows[names[0]] / peak:.1f}% of the matmul peak "
           "(issue target: >= 65%)")
     if args.loop_steps > 0:
-        loop = loop_steps_per_second(k, cfg, args.loop_steps, seed=0)
+        loop = loop_steps_per_second(k, cfg, args.loop_steps, 0, clock)
         if loop is not None:
             shares = ", ".join(f"{key} {100 * v:.0f}%" for key, v in loop.items() if key != "steps_per_s")
             print(f"whole loop on reach-v3 (UTD {cfg.utd_ratio}, {k} learners): "

@@ -111,7 +111,8 @@ def test_ring_buffer_keeps_the_newest_rows() -> None:
     big = rows(rng, 25)
     buf.add(**big)  # type: ignore[arg-type]
     assert len(buf) == 10
-    np.testing.assert_array_equal(np.sort(buf.obs[:, 0]), np.sort(big["obs"][-10:, 0].astype(np.float32)))  # type: ignore[index]
+    newest = np.asarray(big["obs"], np.float32)[-10:, 0]
+    np.testing.assert_array_equal(np.sort(buf.obs[:, 0]), np.sort(newest))
 
 
 def test_reference_scaling_matches_mean_and_std() -> None:

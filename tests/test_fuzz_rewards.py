@@ -92,9 +92,17 @@ def _assert_reason(reason: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- properties
-def _check_accepted(expr: sympy.Expr) -> None:
+def _check_accepted(expr: sympy.Expr, text: str) -> None:
+    """The canonical text (what checkpoints store) parses back to the same tree; where it breaks the limits,
+    the candidate path must refuse the text, or a checkpoint holding it could not be resumed."""
     assert isinstance(expr, sympy.Expr) and expr.free_symbols and expr.free_symbols <= SYMBOLS
-    assert parse_expression(canonical_text(expr), FEATURES) == expr  # what checkpoints store parses back
+    try:
+        again = parse_expression(canonical_text(expr), FEATURES)
+    except RewardRejected:
+        with pytest.raises(RewardRejected, match="once written canonically"):
+            parse_candidate({"components": {"r": text}}, FEATURES)
+    else:
+        assert again == expr
 
 
 def _check_validated(data: Any) -> None:
@@ -121,7 +129,7 @@ def check_text(text: str) -> None:
             _assert_reason(err.reason)
             assert err.reason == str(err)
         else:
-            _check_accepted(expr)
+            _check_accepted(expr, text)
         _check_validated(text)
     assert calls == []
 

@@ -53,6 +53,7 @@ class Scripted(BaseChatModel):
 
     script: list[Any]
     seen: list[list[Any]] = []
+    options: list[dict[str, Any]] = []
 
     @property
     def _llm_type(self) -> str:
@@ -60,6 +61,7 @@ class Scripted(BaseChatModel):
 
     def _generate(self, messages, stop=None, run_manager=None, **kwargs: Any) -> ChatResult:
         self.seen.append(list(messages))
+        self.options.append(dict(kwargs))
         item = self.script[min(len(self.seen), len(self.script)) - 1]
         if isinstance(item, BaseException):
             raise item
@@ -80,7 +82,7 @@ def make_deps(script: list[Any], tmp_path: Path | None = None, **kw: Any) -> Gra
     rng = np.random.default_rng(0)
     sample = {"tcp_to_goal": rng.uniform(0, 0.5, 128), "tcp_speed": rng.uniform(0, 1, 128),
               "action_norm": rng.uniform(0, 1, 128), "success": rng.integers(0, 2, 128).astype(float)}
-    llm = LLMClient(Scripted(script=list(script), seen=[]), LLMConfig(max_retries=0),
+    llm = LLMClient(Scripted(script=list(script), seen=[], options=[]), LLMConfig(max_retries=0),
                     record_path=tmp_path / "llm_calls.jsonl" if tmp_path else None, sleep=lambda s: None)
     return GraphDeps(llm=llm, task=Task(), sample=sample, **kw)
 
@@ -290,3 +292,16 @@ def test_parent_rotation_prefers_the_fittest_and_explore_asks_for_something_diff
                                            "explore": True}, "r1")
     assert [r["parent_id"] for r in result.accepted] == ["e2", "e1"]
     assert all("lost diversity" in m[1].content for m in seen(deps)[1:])
+
+
+def test_temperature_warms_within_a_round_and_the_schema_reaches_the_backend() -> None:
+    deps = make_deps([GOOD, GOOD2, cand(a="-tcp_to_goal**2")], limits=GraphLimits(temperature=0.4))
+    deps.llm.kind = "local"  # the llama.cpp option path: temperature and response_format are passed on
+    run_round(build_graph(deps), {"round": 0, "n_wanted": 3}, "r0")
+    options = deps.llm.chat_model.options  # type: ignore[attr-defined]
+    assert [round(o["temperature"], 2) for o in options] == [0.4, 0.55, 0.7]
+    assert options[0]["response_format"]["schema"]["required"] == ["components", "rationale"]
+    explore = make_deps([GOOD])
+    explore.llm.kind = "local"
+    run_round(build_graph(explore), {"round": 0, "n_wanted": 1, "explore": True}, "r0")
+    assert explore.llm.chat_model.options[0]["temperature"] == explore.limits.explore_temperature  # type: ignore[attr-defined]

@@ -19,6 +19,10 @@ class _OneLineErrors(TyperGroup):
     def invoke(self, ctx: typer.Context):  # type: ignore[override]
         try:
             return super().invoke(ctx)
+        except _usage_errors() as exc:
+            where = exc.ctx.command_path if getattr(exc, "ctx", None) is not None else "lares"
+            typer.echo(f"error: {exc.format_message()} (see `{where} --help`)", err=True)
+            ctx.exit(2)
         except _click_control_flow():
             raise
         except Exception as exc:  # noqa: BLE001 - the CLI boundary
@@ -37,6 +41,13 @@ def _click_control_flow() -> tuple[type[BaseException], ...]:
     names = ("Exit", "Abort", "ClickException")
     found = [getattr(bundled.exceptions, n, None) for n in names] if bundled is not None else []
     return (typer.Exit, typer.Abort, *(t for t in found if t is not None))
+
+
+def _usage_errors() -> tuple[type[BaseException], ...]:
+    """A mistyped flag or value: one line too, with the command's --help to turn to."""
+    bundled = getattr(typer.core, "_click", None)
+    usage = getattr(getattr(bundled, "exceptions", None), "UsageError", None)
+    return (usage,) if usage is not None else ()
 
 
 def _is_user_error(exc: BaseException) -> bool:

@@ -171,11 +171,14 @@ class ReplayBuffer:
             self.raw_reward[rows, j] = (raw - self._center[j]).astype(np.float32)
 
     # ------------------------------------------------------------------ reward columns
-    def set_column(self, j: int, fn: RewardFunction, reference: int | None) -> Affine:
+    def set_column(self, j: int, fn: RewardFunction, reference: int | None, relabel: bool = True) -> Affine:
         """Relabel column j over every stored row with `fn`, and fix its affine map for life.
 
         With a `reference` column, the new column's mean/std over the buffer are matched to the reference
         column's *scaled* mean/std (LaRes, lares-reference §6); without one the map is the identity.
+        `relabel=False` (ablation of LaRes' relabelling) fixes the map from `fn`'s statistics as usual but
+        leaves the stored rows with the values they already had (as learners sampled them); only rows added
+        later get `fn`'s reward. An unset column is always labelled (its rows have no value yet).
         Raises `NonFiniteRewardError` or `ConstantRewardError` (nothing is changed then).
         """
         self._check_column(j)
@@ -207,8 +210,12 @@ class ReplayBuffer:
         else:  # (x - m_j) * sigma_E / sigma_j + mu_E, lares-reference §6
             scale = ref_std / std
             affine = Affine(shift=ref_mean - mean * scale, scale=scale)
+        if relabel or self._affine[j] is None:
+            self.raw_reward[: self.size, j] = (raw - mean).astype(np.float32)
+        else:  # keep the old sampled values: store them so that the new map gives them back unchanged
+            kept = self.rewards(j).astype(np.float64)
+            self.raw_reward[: self.size, j] = ((kept - affine.shift) / affine.scale - mean).astype(np.float32)
         self._center[j] = mean
-        self.raw_reward[: self.size, j] = (raw - mean).astype(np.float32)
         self._affine[j] = affine
         self._fns[j] = fn
         self.nonfinite_count[j] = 0

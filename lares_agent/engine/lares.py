@@ -179,7 +179,8 @@ class LaResEngine(RewardUpdateMixin, EngineStateMixin):
             self.warmup()
         if self._update_due():
             self.reward_update()
-        arms = self.ts.select(self.num_slots, self.rng)
+        select = self.ts.select if self.config.thompson else self.ts.select_uniform
+        arms = select(self.num_slots, self.rng)
         extra = [self.extra] if self.extra is not None and self.extra not in self.quarantined else []
         members = arms + extra
         if not members:

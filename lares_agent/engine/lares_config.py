@@ -58,6 +58,12 @@ class EngineConfig:
     """Weight of the L2 pull of a replaced learner toward the inherited parameters (reference 1.0; 0 = off)."""
     scale_to_best: bool = True
     """Match a new column's mean/std to the best elite's column (LaRes reward scaling; off for ablations)."""
+    relabel: bool = True
+    """Relabel a refilled slot's column over the whole buffer with its new reward (LaRes §5). False (ablation):
+    old rows keep the values the old reward gave them and only new rows use the new reward."""
+    thompson: bool = True
+    """Thompson sampling picks who acts (LaRes §8). False (ablation): each of the K draws of an iteration picks
+    an open learner uniformly at random (distinct winners act), ignoring successes, with the same K draws."""
     complexity_lambda: float = 0.0
     """Fitness = success rate - complexity_lambda * complexity."""
     buffer_capacity: int = 1_000_000

@@ -12,7 +12,7 @@ import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -47,7 +47,7 @@ class JsonlWriter:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fsync = fsync
-        self._fh = self.path.open("a", encoding="utf-8")
+        self._fh = open_append(self.path)
 
     def write(self, record: Mapping[str, Any]) -> None:
         """Append ``record`` as one line and flush it to the OS."""
@@ -69,6 +69,28 @@ class JsonlWriter:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+def open_append(path: str | Path) -> IO[str]:
+    """Open a JSONL file for appending; a torn last line left by a killed writer is ended first, so the
+    next record starts on a line of its own instead of gluing onto the fragment."""
+    p = Path(path)
+    if p.exists() and p.stat().st_size > 0:
+        with p.open("rb") as fh:
+            fh.seek(-1, os.SEEK_END)
+            torn = fh.read(1) != b"\n"
+        if torn:
+            with p.open("a", encoding="utf-8") as fh:
+                fh.write("\n")
+    return p.open("a", encoding="utf-8")
+
+
+def append_jsonl(path: str | Path, record: Mapping[str, Any], default: Any = None) -> None:
+    """Append one record as one line and flush it (a crash loses at most the record in flight)."""
+    line = json.dumps(record, ensure_ascii=False, default=default)
+    with open_append(path) as fh:
+        fh.write(line + "\n")
+        fh.flush()
 
 
 def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:

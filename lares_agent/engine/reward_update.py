@@ -69,7 +69,8 @@ class RewardUpdateMixin:
         replaced: dict[int, str] = {}
         for slot, fn in zip(refill, proposals, strict=False):
             try:
-                affine = self.buffer.set_column(slot, fn, reference=best if cfg.scale_to_best else None)
+                affine = self.buffer.set_column(slot, fn, reference=best if cfg.scale_to_best else None,
+                                                relabel=cfg.relabel)
             except RewardColumnError as exc:
                 self._event({"event": "candidate_rejected", "round": ctx.round, "slot": slot,
                              "reward_id": fn.id, "reason": exc.reason})
@@ -84,7 +85,8 @@ class RewardUpdateMixin:
             # reward, as an unusable initial reward does at warm-up, until a later update refills it.
             if slot not in replaced and self.buffer.nonfinite_count[slot] > 0:
                 shared = self.rewards[best]
-                self.buffer.set_column(slot, shared, reference=best if cfg.scale_to_best else None)
+                self.buffer.set_column(slot, shared, reference=best if cfg.scale_to_best else None,
+                                       relabel=cfg.relabel)
                 self.rewards[slot] = shared
                 replaced[slot] = shared.id
                 self._event({"event": "reward_shared", "round": ctx.round, "slot": slot, "reward_id": shared.id,

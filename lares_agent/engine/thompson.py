@@ -73,6 +73,19 @@ class ThompsonSampler:
         _, first = np.unique(winners, return_index=True)
         return [int(w) for w in winners[np.sort(first)]]
 
+    def select_uniform(self, draws: int, rng: np.random.Generator) -> list[int]:
+        """Ablation of :meth:`select`: ``draws`` uniform picks among open arms, distinct winners in first-win
+        order. Outcomes are ignored; the number of acting arms is distributed as Thompson sampling's under its
+        flat Beta(1, 1) prior, so episodes per iteration stay comparable."""
+        if draws < 1:
+            return []
+        open_arms = np.flatnonzero(~self._blocked)
+        if open_arms.size == 0:
+            return []
+        winners = open_arms[rng.integers(0, open_arms.size, size=draws)]
+        _, first = np.unique(winners, return_index=True)
+        return [int(w) for w in winners[np.sort(first)]]
+
     def record(self, arm: int, success: bool) -> None:
         """Append one episode outcome to ``arm``'s window, dropping its oldest when the window is full."""
         self._check_arm(arm)

@@ -35,12 +35,14 @@ class GraphLimits:
     max_calls_per_pass: int = 8  # cap on LLM calls in one propose pass
     temperature: float = 0.4  # the seed's 0.3-0.5
     explore_temperature: float = 0.8  # when the population has lost diversity
+    temperature_step: float = 0.15  # added per proposal already made this round (at T=0.4 the 1.5B repeats itself)
     analyse_max_tokens: int = 200
     critique_max_tokens: int = 220
     propose_max_tokens: int = 256
     trajectory_tokens: int = 512  # the seed's "limit trajectory descriptions to 512 tokens"
     retrieve_k: int = 3
     section_chars: int = 1200  # cap on each variable prompt section, keeps prompts well under n_ctx 4096
+    reflect: bool = True  # analyse + critique before propose; False routes START straight to propose (ablation)
     checks: CheckConfig = field(default_factory=CheckConfig)
 
     def __post_init__(self) -> None:

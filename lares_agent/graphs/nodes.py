@@ -134,6 +134,15 @@ class RoundNodes:
                      "or another shaping), not a reweighting of an elite.")
         return base
 
+    def _temperature(self, explore: bool, made: int) -> float:
+        """Base temperature for a round's first proposal, warmer for each later one (capped), so repeated
+        prompts do not return the same candidate; the explore temperature when diversity is low."""
+        limits = self.deps.limits
+        if explore:
+            return limits.explore_temperature
+        return min(limits.temperature + limits.temperature_step * made, max(limits.explore_temperature,
+                                                                            limits.temperature))
+
     def propose(self, state: RoundState) -> dict[str, Any]:
         """Ask for the missing candidates, one LLM call per `per_call` candidates, rotating the parent elite."""
         deps, limits = self.deps, self.deps.limits
@@ -169,9 +178,9 @@ class RoundNodes:
             base = {"round": state.get("round", 0), "attempt": attempt,
                     "parent_id": parent.get("id") if parent else None, "critique_id": state.get("critique_id")}
             try:
+                made = len(accepted) + len(rejected) + len(pending)
                 text = self._ask("propose", state, user, attempt, json_schema=proposal_schema(n, max_components),
-                                 temperature=limits.explore_temperature if explore else limits.temperature,
-                                 max_tokens=limits.propose_max_tokens * n)
+                                 temperature=self._temperature(explore, made), max_tokens=limits.propose_max_tokens * n)
                 items = extract_candidates(text)[:n]
             except (LLMError, AnswerError) as exc:
                 cid = f"{deps.id_prefix}r{base['round']}-a{attempt}-{len(pending)}"

@@ -11,10 +11,15 @@ from lares_agent.graphs.state import RoundState
 __all__ = ["route_start", "route_after_validate"]
 
 
-def route_start(state: RoundState) -> Literal["analyse", "critique", "propose", "__end__"]:
-    """Rollouts to read -> analyse; elites but no rollouts -> critique; initial round -> propose."""
+def route_start(state: RoundState, reflect: bool = True) -> Literal["analyse", "critique", "propose", "__end__"]:
+    """Rollouts to read -> analyse; elites but no rollouts -> critique; initial round -> propose.
+
+    `reflect=False` (ablation, `GraphLimits.reflect`) always goes straight to propose.
+    """
     if int(state.get("n_wanted", 0)) <= 0:
         return END
+    if not reflect:
+        return "propose"
     if state.get("rollout_ids"):
         return "analyse"
     if state.get("elites"):

@@ -22,6 +22,7 @@ from langchain_core.messages.ai import UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import PrivateAttr
 
+from lares_agent.engine.metrics import append_jsonl, read_jsonl
 from lares_agent.llm.errors import LLMError, ReplayMissing
 from lares_agent.llm.local import to_openai_messages
 
@@ -41,10 +42,7 @@ def call_key(messages: Sequence[BaseMessage] | Sequence[Mapping[str, str]], json
 
 def append_record(path: Path, row: Mapping[str, Any]) -> None:
     """Append one JSON line and flush it to the OS (a crash loses at most the call in flight)."""
-    line = json.dumps(row, ensure_ascii=False, default=str) + "\n"
-    with path.open("a", encoding="utf-8") as fh:
-        fh.write(line)
-        fh.flush()
+    append_jsonl(path, row, default=str)
 
 
 def record_path(source: Path) -> Path:
@@ -53,25 +51,12 @@ def record_path(source: Path) -> Path:
 
 
 def load_record(source: Path) -> list[dict[str, Any]]:
-    """The answered calls of a record, in call order; failed attempts are skipped.
-
-    Raises LLMError for a missing file or a line that is not JSON (with its line number).
-    """
+    """The answered calls of a record, in call order; failed attempts are skipped, and so are lines torn by a
+    killed run (a kill loses at most the call in flight, never the record). A missing file raises LLMError."""
     path = record_path(source)
     if not path.is_file():
         raise LLMError(f"replay record {path} does not exist; fix: pass a run directory that has {RECORD_NAME}")
-    rows: list[dict[str, Any]] = []
-    with path.open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise LLMError(f"replay record {path} line {n} is not JSON: {exc.msg}") from None
-            if row.get("ok", True) and isinstance(row.get("answer"), str):
-                rows.append(row)
-    return rows
+    return [row for row in read_jsonl(path) if row.get("ok", True) and isinstance(row.get("answer"), str)]
 
 
 class ReplayChatModel(BaseChatModel):

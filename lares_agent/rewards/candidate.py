@@ -153,6 +153,13 @@ def parse_candidate(
         except RewardRejected as err:
             raise RewardRejected(f"component '{name}': {err.reason}") from None
     canonical = {name: canonical_text(expr) for name, expr in exprs.items()}
+    for name, text in canonical.items():
+        # Checkpoints store the canonical text and `load_reward` parses it again on resume, so it must pass the
+        # same limits (found by fuzzing: 16 nested where(flag, ...) grow past max_nodes once written as Ne(flag, 0)).
+        try:
+            parse_expression(text, feature_names, limits)
+        except RewardRejected as err:
+            raise RewardRejected(f"component '{name}' fails the limits once written canonically: {err.reason}") from None
     used = frozenset(s.name for expr in exprs.values() for s in expr.free_symbols)
     per_component = {name: expression_complexity(expr, weights) for name, expr in exprs.items()}
     return ParsedReward(

@@ -14,6 +14,16 @@ SETTINGS = ("scratch", "init", "baseline")
 LEARNERS = ("sac", "es")
 BACKENDS = ("local", "ray")
 LLM_BACKENDS = ("local", "openai", "replay")
+# Ablations of LaRes' parts (issue 7); each switches one part off, default none (full LaRes).
+ABLATIONS = {
+    "no-relabel": "a refilled slot's old buffer rows keep their old reward values (EngineConfig.relabel=False)",
+    "no-thompson": "uniform random choice of the acting learners (EngineConfig.thompson=False)",
+    "no-scaling": "no rescaling of a new reward to the best elite (EngineConfig.scale_to_best=False)",
+    "no-constraint": "no L2 pull toward the inherited parameters (anchor_weight=0)",
+    "no-reflection": "no analyse/critique nodes: the graph goes straight to propose (GraphLimits.reflect=False)",
+    "no-retrieval": "no past cases retrieved for the proposer (same as retrieval=False)",
+}
+ENGINE_ABLATIONS = ("no-relabel", "no-thompson", "no-scaling", "no-constraint")
 
 
 @dataclass(frozen=True)
@@ -55,6 +65,7 @@ class SearchConfig:
     rewards_file: str | None = None
     replay_from: str | None = None
     preset: str = "demo"
+    ablations: tuple[str, ...] = ()  # names from ABLATIONS; () is full LaRes
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -77,20 +88,27 @@ class SearchConfig:
             problems.append("--budget and --reward-period must be positive")
         if self.max_minutes is not None and self.max_minutes <= 0:
             problems.append("--max-minutes must be positive")
+        unknown = [a for a in self.ablations if a not in ABLATIONS]
+        if unknown:
+            problems.append(f"unknown ablation(s) {', '.join(unknown)}; choose from {', '.join(ABLATIONS)}")
+        if self.learner != "sac" and any(a in ENGINE_ABLATIONS for a in self.ablations):
+            problems.append(f"ablations {', '.join(ENGINE_ABLATIONS)} apply to the SAC engine (--learner sac)")
         if problems:
             raise LaresError("; ".join(problems))
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["hidden"] = list(self.hidden)
+        data["ablations"] = list(self.ablations)
         return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "SearchConfig":
         known = {f.name for f in dataclasses.fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in known}
-        if "hidden" in kwargs:
-            kwargs["hidden"] = tuple(kwargs["hidden"])
+        for key in ("hidden", "ablations"):
+            if key in kwargs:
+                kwargs[key] = tuple(kwargs[key])
         return cls(**kwargs)
 
     def save(self, path: Path) -> None:

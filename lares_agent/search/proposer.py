@@ -58,6 +58,13 @@ class GraphProposer:
     def initial(self, n: int, sample: Mapping[str, np.ndarray], given: Sequence[RewardFunction] = ()) -> list[RewardFunction]:
         """Round 0: `n` candidates, the `given` ones (from --rewards) first, the rest from the graph."""
         rewards = list(given)[:n]
+        for slot, reward in enumerate(rewards):
+            parsed = getattr(reward, "parsed", None)
+            self._append(
+                {"id": reward.id, "round": 0, "slot": slot, "verdict": "accepted", "reason": "given (--rewards)",
+                 "components": dict(parsed.canonical) if parsed else {}, "complexity": reward.complexity,
+                 "rationale": parsed.rationale if parsed else ""},
+            )
         need = n - len(rewards)
         if need > 0:
             self.deps.sample = dict(sample)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 import time
@@ -10,6 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lares_agent.engine.metrics import append_jsonl as _append
+from lares_agent.engine.metrics import read_jsonl as _read
 from lares_agent.errors import LaresError
 
 
@@ -29,23 +30,13 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 def append_jsonl(path: Path, record: dict[str, Any]) -> None:
-    """One JSON object per line, flushed at once; a line cut by a kill is skipped by `read_jsonl`."""
-    with path.open("a", encoding="utf-8") as handle:
-        handle.write(json.dumps(record, default=_json_default) + "\n")
-        handle.flush()
+    """One JSON object per line, flushed at once (engine.metrics mends a line torn by a kill)."""
+    _append(path, record, default=_json_default)
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """All complete lines; a torn last line (killed mid-write) is ignored rather than fatal."""
-    if not path.exists():
-        return []
-    records = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return records
+    """All complete lines; a torn line (killed mid-write) is skipped rather than fatal."""
+    return list(_read(path))
 
 
 def _json_default(value: Any) -> Any:

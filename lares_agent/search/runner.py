@@ -66,7 +66,10 @@ def engine_config(cfg: SearchConfig) -> EngineConfig:
         eval_episodes=cfg.eval_episodes,
         update_eval_episodes=cfg.eval_episodes,
         ts_window=cfg.ts_window,
-        anchor_weight=cfg.anchor_weight,
+        anchor_weight=0.0 if "no-constraint" in cfg.ablations else cfg.anchor_weight,
+        scale_to_best="no-scaling" not in cfg.ablations,
+        relabel="no-relabel" not in cfg.ablations,
+        thompson="no-thompson" not in cfg.ablations,
         complexity_lambda=cfg.complexity_lambda,
         horizon=cfg.horizon,
         checkpoint_every=cfg.checkpoint_every,
@@ -74,6 +77,16 @@ def engine_config(cfg: SearchConfig) -> EngineConfig:
         sac=SACConfig(hidden=tuple(cfg.hidden), batch_size=cfg.batch_size, utd_ratio=cfg.utd),
         seed=cfg.seed,
     )
+
+
+def uses_retrieval(cfg: SearchConfig) -> bool:
+    """Whether the proposer gets past cases (off with `retrieval=False` or the `no-retrieval` ablation)."""
+    return cfg.retrieval and "no-retrieval" not in cfg.ablations
+
+
+def reflects(cfg: SearchConfig) -> bool:
+    """Whether the round graph runs analyse/critique before propose (off with the `no-reflection` ablation)."""
+    return "no-reflection" not in cfg.ablations
 
 
 def es_config(cfg: SearchConfig) -> Any:
@@ -142,7 +155,7 @@ class Search:
     def _build_graph(self) -> None:
         # Imported here so that `lares baseline` never loads the LLM stack.
         from lares_agent.graphs.build import build_graph, open_trace
-        from lares_agent.graphs.deps import GraphDeps
+        from lares_agent.graphs.deps import GraphDeps, GraphLimits
         from lares_agent.llm import LLMConfig, make_client
         from lares_agent.memory.cases import CaseStore
         from lares_agent.search.personas import resolve_persona
@@ -161,7 +174,7 @@ class Search:
         if cfg.llm_backend == "replay" and replay is None:
             raise LaresError("--llm replay needs --replay-from RUN (the run whose llm_calls.jsonl to replay)")
         self.llm = make_client(llm_cfg, self.run.root, replay_from=replay)
-        self._cases = CaseStore() if cfg.retrieval else None
+        self._cases = CaseStore() if uses_retrieval(cfg) else None
         deps = GraphDeps(
             llm=self.llm,
             task=self.task,
@@ -170,6 +183,7 @@ class Search:
             cases=self._cases,
             run_id=self.run.root.name,
             id_prefix=f"{self.run.root.name[-6:]}-",
+            limits=GraphLimits(reflect=reflects(cfg)),
         )
         self._trace = open_trace(self.run.root)
         self.proposer = GraphProposer(build_graph(deps, self._trace), deps, self.run, self.task.name)

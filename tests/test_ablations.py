@@ -1,0 +1,274 @@
+"""Ablation switches (issue 7): each one, when set, changes exactly the behaviour it names.
+
+relabel=False leaves old buffer rows as they were, thompson=False ignores successes, scale_to_best=False and
+anchor_weight=0 skip the scaling and the L2 pull, GraphLimits.reflect=False skips analyse/critique, and the
+search config maps every ablation name onto those switches. The engine tests use a 2-D point mass (no
+MuJoCo, milliseconds per episode).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import gymnasium
+import numpy as np
+import pytest
+import torch
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import AIMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+
+from lares_agent.engine.buffer import ReplayBuffer
+from lares_agent.engine.fitness import UpdateContext
+from lares_agent.engine.lares import EngineConfig, LaResEngine
+from lares_agent.engine.sac import SACConfig
+from lares_agent.engine.tasks import Feature, TaskSpec
+from lares_agent.engine.thompson import ThompsonSampler
+from lares_agent.errors import LaresError
+from lares_agent.graphs.build import build_graph, run_round
+from lares_agent.graphs.deps import GraphDeps, GraphLimits
+from lares_agent.graphs.routing import route_start
+from lares_agent.llm.client import LLMClient, LLMConfig
+from lares_agent.search.config import ABLATIONS, SearchConfig
+from lares_agent.search.runner import engine_config, reflects, uses_retrieval
+from lares_agent.tools.trajectory import Rollout
+
+torch.set_num_threads(1)
+
+
+# ---------------------------------------------------------------------------------------------- fixtures
+class PointMass(gymnasium.Env):
+    """2-D point moved by 0.1 * action toward a random goal."""
+
+    def __init__(self) -> None:
+        self.observation_space = gymnasium.spaces.Box(-2.0, 2.0, (4,), np.float32)
+        self.action_space = gymnasium.spaces.Box(-1.0, 1.0, (2,), np.float32)
+        self.pos = self.goal = np.zeros(2)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        self.pos, self.goal = self.np_random.uniform(-0.5, 0.5, 2), self.np_random.uniform(-0.5, 0.5, 2)
+        return np.concatenate([self.pos, self.goal]).astype(np.float32), {}
+
+    def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict]:
+        self.pos = np.clip(self.pos + 0.1 * np.asarray(action, np.float64), -1.0, 1.0)
+        return np.concatenate([self.pos, self.goal]).astype(np.float32), 0.0, False, False, {}
+
+
+def _features(raw: np.ndarray, action: np.ndarray) -> dict[str, np.ndarray]:
+    dist = np.linalg.norm(raw[:, :2] - raw[:, 2:4], axis=1)
+    return {"dist": dist, "action_norm": np.linalg.norm(action, axis=1),
+            "success": (dist < 0.1).astype(np.float64), "human_reward": -dist}
+
+
+def point_task() -> TaskSpec:
+    return TaskSpec(
+        name="point-mass", family="custom", description="move the point to the goal", horizon=15,
+        feature_defs=(Feature("dist", "distance to goal", "m"), Feature("action_norm", "action norm", "1")),
+        progress_feature="dist", has_human_reward=True, success_test="dist < 0.1", obs_dim=4, act_dim=2,
+        state_dim=4, dt=0.1, env_fn=lambda seed: PointMass(),
+        raw_state_fn=lambda env, obs, info: np.asarray(obs, np.float64), feature_fn=_features,
+    )
+
+
+class Linear:
+    """reward = -scale * feature + offset."""
+
+    complexity = 1.0
+
+    def __init__(self, feature: str, scale: float, offset: float = 0.0, id: str = "") -> None:
+        self.feature, self.scale, self.offset = feature, scale, offset
+        self.id = id or f"{feature}-{scale:g}-{offset:g}"
+
+    def __call__(self, features: Mapping[str, np.ndarray]) -> np.ndarray:
+        return -self.scale * np.asarray(features[self.feature], np.float64) + self.offset
+
+    def components(self, features: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return {"main": self(features)}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id}
+
+
+def run_to_first_update(**overrides: Any) -> tuple[LaResEngine, UpdateContext, dict[int, np.ndarray]]:
+    """A tiny engine run up to its first reward update; returns it, the update and the pre-update columns."""
+    cfg = EngineConfig(
+        population_size=3, elites=1, total_steps=120, warmup_steps=60, reward_period=120, eval_every=0,
+        eval_episodes=2, update_eval_episodes=2, ts_window=10, buffer_capacity=2000, seed=3, max_rounds=1,
+        sac=SACConfig(hidden=(16, 16), batch_size=16, utd_ratio=0.1), feature_sample=50, **overrides,
+    )
+    rewards = [Linear("dist", 1.0), Linear("dist", 3.0, 1.0), Linear("action_norm", 0.1)]
+
+    def propose(ctx: UpdateContext) -> Sequence[Any]:
+        return [Linear("dist", 50.0, 7.0, id=f"new{s}") for s in ctx.refill]
+
+    engine = LaResEngine(point_task(), cfg, rewards, propose)
+    engine.run(until_steps=120)
+    before = {j: engine.buffer.rewards(j).astype(np.float64) for j in range(3)}
+    ctx = engine.reward_update()
+    return engine, ctx, before
+
+
+# ---------------------------------------------------------------------------------------------- relabel
+def test_buffer_without_relabel_keeps_old_rows_and_labels_new_rows_with_the_new_function() -> None:
+    rng = np.random.default_rng(0)
+    feats = {"x": rng.uniform(0, 1, 40)}
+    buf = ReplayBuffer(100, 1, 1, ("x",), 2)
+    buf.add(np.zeros((40, 1)), np.zeros((40, 1)), np.zeros((40, 1)), np.zeros(40), np.zeros(40), feats)
+    buf.set_column(0, Linear("x", 1.0), reference=None)
+    buf.set_column(1, Linear("x", 2.0, 0.5), reference=None)
+    old = buf.rewards(1).astype(np.float64)
+    new_fn = Linear("x", -10.0, 3.0)
+    affine = buf.set_column(1, new_fn, reference=0, relabel=False)
+    np.testing.assert_allclose(buf.rewards(1), old, atol=1e-5)  # old rows: old values, under the new map
+    more = {"x": rng.uniform(0, 1, 5)}
+    buf.add(np.zeros((5, 1)), np.zeros((5, 1)), np.zeros((5, 1)), np.zeros(5), np.zeros(5), more)
+    stored_x = buf.features[40:45, 0].astype(np.float64)
+    np.testing.assert_allclose(buf.rewards(1)[40:], affine.apply(new_fn({"x": stored_x})), rtol=1e-5, atol=1e-5)
+    # The default relabels the old rows with the new function: they change.
+    buf.set_column(1, new_fn, reference=0)
+    assert not np.allclose(buf.rewards(1)[:40], old, atol=1e-3)
+
+
+def test_engine_without_relabel_leaves_refilled_columns_old_rows_unchanged() -> None:
+    engine, ctx, before = run_to_first_update(relabel=False)
+    for slot in ctx.refill:
+        assert engine.rewards[slot].id == f"new{slot}"
+        np.testing.assert_allclose(engine.buffer.rewards(slot), before[slot], atol=1e-4)
+    engine.close()
+    relabelled, ctx2, before2 = run_to_first_update()
+    assert any(not np.allclose(relabelled.buffer.rewards(s), before2[s], atol=1e-3) for s in ctx2.refill)
+    relabelled.close()
+
+
+# ---------------------------------------------------------------------------------------------- Thompson
+def test_uniform_selection_ignores_successes_thompson_follows_them() -> None:
+    ts = ThompsonSampler(3, window=50)
+    for _ in range(50):
+        ts.record_many([0, 1, 2], [True, False, False])
+    rng = np.random.default_rng(0)
+    ts_first = [ts.select(3, rng)[0] for _ in range(300)]
+    uniform_first = [ts.select_uniform(3, rng)[0] for _ in range(300)]
+    assert np.bincount(ts_first, minlength=3)[0] > 280  # TS trusts the successful arm
+    counts = np.bincount(uniform_first, minlength=3)
+    assert counts.min() > 70  # uniform: each arm leads about a third of the time
+    sizes = [len(ts.select_uniform(3, rng)) for _ in range(300)]
+    assert set(sizes) <= {1, 2, 3} and np.mean(sizes) > 1.5  # K draws, distinct winners
+    ts.block(1)
+    assert all(1 not in ts.select_uniform(3, rng) for _ in range(50))
+
+
+def test_engine_without_thompson_never_calls_thompson_selection(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: Any, **kwargs: Any) -> list[int]:
+        raise AssertionError("Thompson selection used with thompson=False")
+
+    monkeypatch.setattr(ThompsonSampler, "select", refuse)
+    engine, _, _ = run_to_first_update(thompson=False)
+    assert engine.env_steps >= 120
+    engine.close()
+    with pytest.raises(AssertionError, match="Thompson selection used"):
+        run_to_first_update()
+
+
+# ---------------------------------------------------------------------------------------------- scaling, constraint
+def test_without_scaling_a_new_column_keeps_its_own_scale() -> None:
+    engine, ctx, _ = run_to_first_update(scale_to_best=False)
+    ref = engine.buffer.rewards(ctx.best).astype(np.float64)
+    for slot in ctx.refill:
+        assert engine.buffer.affine(slot).scale == 1.0 and engine.buffer.affine(slot).shift == 0.0
+        col = engine.buffer.rewards(slot).astype(np.float64)
+        assert col.std() > 5 * ref.std()  # 50 * dist is far wider than the best elite's column
+    engine.close()
+    scaled, ctx2, _ = run_to_first_update()
+    ref2 = scaled.buffer.rewards(ctx2.best).astype(np.float64)
+    for slot in ctx2.refill:
+        assert scaled.buffer.rewards(slot).astype(np.float64).std() == pytest.approx(ref2.std(), rel=1e-3)
+    scaled.close()
+
+
+def test_without_constraint_inherited_learners_get_no_pull() -> None:
+    engine, ctx, _ = run_to_first_update(anchor_weight=0.0)
+    assert all(float(engine.population.anchor_weight[s]) == 0.0 for s in ctx.refill)
+    engine.close()
+    anchored, ctx2, _ = run_to_first_update()
+    assert all(float(anchored.population.anchor_weight[s]) == 1.0 for s in ctx2.refill)
+    anchored.close()
+
+
+# ---------------------------------------------------------------------------------------------- graph
+class Scripted(BaseChatModel):
+    """Answers from `script` in call order."""
+
+    script: list[str]
+    calls: list[int] = []
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted"
+
+    def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
+        self.calls.append(1)
+        item = self.script[min(len(self.calls), len(self.script)) - 1]
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=item))])
+
+
+class GraphTask:
+    name = "reach-v3"
+    description = "Move the gripper to the goal."
+    horizon = 150
+    features = (Feature("tcp_to_goal", "gripper to goal", "m"), Feature("success", "goal reached", "bool"))
+    progress_feature = "tcp_to_goal"
+
+
+def test_graph_without_reflection_goes_straight_to_propose() -> None:
+    good = json.dumps({"components": {"approach": "-2*tcp_to_goal", "bonus": "5*success"}, "rationale": "t"})
+    elite = {"id": "e1", "components": {"d": "-tcp_to_goal"}, "fitness": 0.5, "success": 0.5, "complexity": 2.0,
+             "stats": {}}
+    rng = np.random.default_rng(0)
+    sample = {"tcp_to_goal": rng.uniform(0, 0.5, 64), "success": rng.integers(0, 2, 64).astype(float)}
+    t = np.arange(10.0)
+    round_input = {"round": 1, "elites": [elite], "rollout_ids": ["p0"], "n_wanted": 1}
+    steps = {}
+    for reflect, script in ((False, [good]), (True, ["it stalls", "too flat", good])):
+        llm = LLMClient(Scripted(script=script, calls=[]), LLMConfig(max_retries=0), sleep=lambda s: None)
+        deps = GraphDeps(llm=llm, task=GraphTask(), sample=sample, limits=GraphLimits(reflect=reflect))
+        deps.rollouts = {"p0": Rollout({"tcp_to_goal": 0.3 - 0.01 * t, "success": 0 * t}, {"d": -(0.3 - 0.01 * t)})}
+        result = run_round(build_graph(deps), round_input, f"r-{reflect}")
+        assert len(result.accepted) == 1
+        steps[reflect] = [s["node"] for s in result.steps]
+    assert steps[False] == ["propose", "validate"]
+    assert steps[True] == ["analyse", "critique", "propose", "validate"]
+    assert route_start({"n_wanted": 1, "elites": [elite]}, reflect=False) == "propose"
+    assert route_start({"n_wanted": 0}, reflect=False) == "__end__"
+
+
+# ---------------------------------------------------------------------------------------------- search config
+def test_search_config_maps_every_ablation_onto_its_switch() -> None:
+    full = SearchConfig()
+    ecfg = engine_config(full)
+    assert (ecfg.relabel, ecfg.thompson, ecfg.scale_to_best, ecfg.anchor_weight) == (True, True, True, 1.0)
+    assert uses_retrieval(full) and reflects(full)
+    expected = {
+        "no-relabel": lambda c, s: not c.relabel,
+        "no-thompson": lambda c, s: not c.thompson,
+        "no-scaling": lambda c, s: not c.scale_to_best,
+        "no-constraint": lambda c, s: c.anchor_weight == 0.0,
+        "no-reflection": lambda c, s: not reflects(s),
+        "no-retrieval": lambda c, s: not uses_retrieval(s),
+    }
+    assert set(expected) == set(ABLATIONS)
+    for name, check in expected.items():
+        cfg = SearchConfig(ablations=(name,))
+        assert check(engine_config(cfg), cfg), name
+        others = [n for n in expected if n != name]
+        assert not any(expected[n](engine_config(cfg), cfg) for n in others), name  # only its own switch
+        assert SearchConfig.from_json(json.loads(json.dumps(cfg.to_json()))) == cfg
+
+
+def test_unknown_or_misplaced_ablations_are_refused() -> None:
+    with pytest.raises(LaresError, match="unknown ablation"):
+        SearchConfig(ablations=("no-everything",))
+    with pytest.raises(LaresError, match="SAC engine"):
+        SearchConfig(learner="es", ablations=("no-relabel",))
