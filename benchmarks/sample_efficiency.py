@@ -222,7 +222,8 @@ def summarise(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     groups = sorted({(r["task"], r["side"]) for r in rows if r["finished"]})
     for task, side in groups:
         rs = [r for r in rows if r["finished"] and r["task"] == task and r["side"] == side]
-        row: dict[str, Any] = {"task": task, "side": side, "runs": len(rs), "seeds": " ".join(str(r["seed"]) for r in rs)}
+        seeds = " ".join(str(r["seed"]) for r in rs)
+        row: dict[str, Any] = {"task": task, "side": side, "runs": len(rs), "seeds": seeds}
         for key in ("final_success_best", "final_success_selected", "max_success_best", "final_return_best",
                     "final_return_selected", "final_progress_best", "final_progress_selected", "wall_s",
                     "learner_updates", "llm_tokens", "llm_calls"):
@@ -274,8 +275,8 @@ def plot(rows: Sequence[dict[str, Any]], path: Path, eval_every: int) -> Path | 
             color, which = styles.get(side, (f"C{k + 2}", [1]))
             for idx in which:
                 # An evaluation runs right after the env-step count first passes a multiple of eval_every.
-                series = [{s // eval_every * eval_every: v for s, v in zip(r["_curve"][0], r["_curve"][idx], strict=True)}
-                          for r in rs]
+                series = [{s // eval_every * eval_every: v
+                           for s, v in zip(r["_curve"][0], r["_curve"][idx], strict=True)} for r in rs]
                 grid = sorted(set.intersection(*(set(s) for s in series)))
                 if not grid:
                     continue

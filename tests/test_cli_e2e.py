@@ -8,9 +8,8 @@ answers propose calls with valid Reacher-v5 candidates in a fixed cycle and ever
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from email.message import Message
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,8 @@ from typer.testing import CliRunner
 
 from lares_agent.cli.app import app
 from lares_agent.search.rundir import read_jsonl
+
+from fake_openai import FakeOpenAI, chat_completion, serving
 
 CANDIDATES = [
     {"components": {"reach": "-fingertip_to_target", "effort": "-0.1*action_norm"}, "rationale": "close in"},
@@ -31,61 +32,30 @@ TINY = ["--task", "Reacher-v5", "--budget", "300", "--reward-period", "150", "--
         "--no-report", "--seed", "3"]
 
 
-class FakeOpenAI(ThreadingHTTPServer):
+class FakeServer(FakeOpenAI):
     """`/v1/chat/completions` on 127.0.0.1; counts what it answered."""
 
-    daemon_threads = True
-
     def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
+        super().__init__()
         self.proposals = 0
         self.requests = 0
-        self.lock = threading.Lock()
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/v1"
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: FakeOpenAI
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+    def answer(self, path: str, headers: Message, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         user = str(body["messages"][-1]["content"])
-        with self.server.lock:
-            self.server.requests += 1
+        with self.lock:
+            self.requests += 1
             if user.startswith("# Step: propose"):
-                answer = json.dumps({"candidates": [CANDIDATES[self.server.proposals % len(CANDIDATES)]]})
-                self.server.proposals += 1
+                answer = json.dumps({"candidates": [CANDIDATES[self.proposals % len(CANDIDATES)]]})
+                self.proposals += 1
             else:
                 answer = TEXT
-        data = json.dumps({
-            "id": "cmpl-1", "object": "chat.completion", "created": 0, "model": body["model"],
-            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": answer}}],
-            "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
-        }).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        return 200, chat_completion(answer, body["model"], 100, 20)
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[FakeOpenAI]:
-    srv = FakeOpenAI()
-    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
+def server() -> Iterator[FakeServer]:
+    with serving(FakeServer()) as srv:
         yield srv
-    finally:
-        srv.shutdown()
-        srv.server_close()
-        thread.join(timeout=5)
 
 
 def lares(*args: str, home: Path) -> Any:
@@ -105,7 +75,7 @@ def accepted(run: Path) -> list[tuple[int, int, dict[str, str]]]:
 
 
 @pytest.fixture(scope="module")
-def recorded(server: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def recorded(server: FakeServer, tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("recorded")
     result = lares("run", *TINY, "--llm", "openai", "--model", "fake", "--base-url", server.url,
                    "--run-dir", str(base / "runs"), home=base / "home")
@@ -115,7 +85,7 @@ def recorded(server: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory) -> Pa
 
 
 @pytest.fixture(scope="module")
-def replayed(recorded: Path, server: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def replayed(recorded: Path, server: FakeServer, tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("replayed")
     before = server.requests
     result = lares("run", *TINY, "--llm", "replay", "--replay-from", str(recorded), "--run-dir", str(base / "runs"),
@@ -125,7 +95,7 @@ def replayed(recorded: Path, server: FakeOpenAI, tmp_path_factory: pytest.TempPa
     return only_run(base / "runs")
 
 
-def test_recorded_run_has_every_file_and_both_rounds(recorded: Path, server: FakeOpenAI) -> None:
+def test_recorded_run_has_every_file_and_both_rounds(recorded: Path, server: FakeServer) -> None:
     for name in ("config.json", "trace.sqlite", "llm_calls.jsonl", "candidates.jsonl", "metrics.jsonl",
                  "events.jsonl", "checkpoints"):
         assert (recorded / name).exists(), name

@@ -24,7 +24,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from email.message import Message
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,8 @@ import pytest
 
 from lares_agent.engine.checkpoint import latest_checkpoint, load_checkpoint
 from lares_agent.search.rundir import read_jsonl
+
+from fake_openai import FakeOpenAI, chat_completion, serving
 
 
 WAIT_S = 240.0  # upper bound on any one wait for a child (a hang guard; nothing is timed)
@@ -74,18 +76,15 @@ main()
 
 
 # ---------------------------------------------------------------------------------------------- fake LLM server
-class FakeLLM(ThreadingHTTPServer):
+class FakeLLM(FakeOpenAI):
     """OpenAI-compatible chat completions with valid, distinct Reacher candidates; `/hook` parks the caller.
 
     `hold_at` (1-based request number) makes that request wait instead of answering; `held` is set when it
     arrives. Parked requests wait at most WAIT_S and the server thread is a daemon, so nothing outlives the test.
     """
 
-    daemon_threads = True
-
     def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.lock = threading.Lock()
+        super().__init__()
         self.requests = 0
         self.hold_at: int | None = None
         self.held = threading.Event()
@@ -93,73 +92,40 @@ class FakeLLM(ThreadingHTTPServer):
         self.hook_points: list[str] = []
         self.release = threading.Event()  # set at teardown: parked handlers return
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: FakeLLM
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
-        if self.path == "/hook":
-            self.server.hook_points.append(body.get("point", "?"))
-            self.server.hooked.set()
-            self.server.release.wait(WAIT_S)
-            self._send({"ok": True})
-            return
-        with self.server.lock:
-            self.server.requests += 1
-            n = self.server.requests
-        if n == self.server.hold_at:
-            self.server.held.set()
-            self.server.release.wait(WAIT_S)
+    def answer(self, path: str, headers: Message, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        if path == "/hook":
+            self.hook_points.append(body.get("point", "?"))
+            self.hooked.set()
+            self.release.wait(WAIT_S)
+            return 200, {"ok": True}
+        with self.lock:
+            self.requests += 1
+            n = self.requests
+        if n == self.hold_at:
+            self.held.set()
+            self.release.wait(WAIT_S)
         weight = 1.0 + 0.125 * n  # distinct weights: no candidate duplicates another
         answer = json.dumps({"candidates": [{
             "components": {"reach": f"-{weight}*fingertip_to_target", "calm": "-0.01*joint_speed"},
             "rationale": f"closer is better, variant {n}",
         }]})
-        self._send({
-            "id": f"cmpl-{n}", "object": "chat.completion", "created": 0, "model": body.get("model", "fake"),
-            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": answer}}],
-            "usage": {"prompt_tokens": 100, "completion_tokens": 30, "total_tokens": 130},
-        })
-
-    def _send(self, payload: dict[str, Any]) -> None:
-        data = json.dumps(payload).encode()
-        try:
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-        except OSError:  # the client was killed while waiting
-            pass
+        return 200, chat_completion(answer, body.get("model", "fake"), 100, 30, id=f"cmpl-{n}")
 
 
 @pytest.fixture
 def llm_server() -> Iterator[FakeLLM]:
-    server = FakeLLM()
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.release.set()
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    with serving(FakeLLM(), join_timeout=10) as server:
+        try:
+            yield server
+        finally:
+            server.release.set()  # parked handlers return before the server shuts down
 
 
 # ---------------------------------------------------------------------------------------------- helpers
 def _start(args: list[str], cwd: Path, server: FakeLLM, kill_at: str = "") -> subprocess.Popen[str]:
     """The CLI in a child process (own session, output to a log file: a full pipe would stall it)."""
     log = cwd / f"child-{len(list(cwd.glob('child-*.log')))}.log"
-    env = {**os.environ, "LARES_TEST_HOOK_URL": f"{server.url}/hook", "LARES_TEST_KILL_AT": kill_at,
+    env = {**os.environ, "LARES_TEST_HOOK_URL": f"{server.origin}/hook", "LARES_TEST_KILL_AT": kill_at,
            "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENAI_API_KEY": "test-key", "NO_COLOR": "1",
            "HOME": str(cwd)}  # keeps any per-user file (case store, caches) inside the test folder
     with log.open("w") as out:
@@ -266,7 +232,7 @@ def test_sigkill_at_random_points_then_resume_loses_nothing(tmp_path: Path, llm_
     rng = np.random.default_rng(20250711)
     base = tmp_path / "runs"
     run_args = ["run", "--task", "Reacher-v5", "--llm", "openai", "--model", "fake", "--base-url",
-                f"{llm_server.url}/v1", "--population", str(POPULATION), "--elites", str(ELITES),
+                llm_server.url, "--population", str(POPULATION), "--elites", str(ELITES),
                 "--budget", str(BUDGET), "--reward-period", str(PERIOD), "--no-retrieval", "--no-report",
                 "--run-dir", str(base), "--seed", "3"]
     kills: list[str] = []

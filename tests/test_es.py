@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import gymnasium
 import numpy as np
 import pytest
 
@@ -29,91 +27,7 @@ from lares_agent.engine.tasks import get_task
 from lares_agent.engine.rollout_workers import RolloutWorkers
 from lares_agent.engine.vec_rollout import concat_rollouts, make_vector_env, rollout
 
-
-# ---------------------------------------------------------------------------------------------- tiny task
-class PointMass(gymnasium.Env):
-    """2-D point moved by 0.1 * action toward a random goal; success within 0.1 of the goal."""
-
-    def __init__(self) -> None:
-        self.observation_space = gymnasium.spaces.Box(-2.0, 2.0, (4,), np.float32)
-        self.action_space = gymnasium.spaces.Box(-1.0, 1.0, (2,), np.float32)
-        self.pos = np.zeros(2)
-        self.goal = np.zeros(2)
-
-    def _obs(self) -> np.ndarray:
-        return np.concatenate([self.pos, self.goal]).astype(np.float32)
-
-    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
-        super().reset(seed=seed)
-        self.pos = self.np_random.uniform(-0.5, 0.5, 2)
-        self.goal = self.np_random.uniform(-0.5, 0.5, 2)
-        return self._obs(), {}
-
-    def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict]:
-        self.pos = np.clip(self.pos + 0.1 * np.asarray(action, np.float64), -1.0, 1.0)
-        dist = float(np.linalg.norm(self.pos - self.goal))
-        return self._obs(), -dist, False, False, {}
-
-
-@dataclass(frozen=True)
-class _Feature:
-    name: str
-    meaning: str = ""
-    unit: str = "1"
-
-
-def _point_features(raw: np.ndarray, action: np.ndarray) -> dict[str, np.ndarray]:
-    dist = np.linalg.norm(raw[:, :2] - raw[:, 2:4], axis=1)
-    return {"dist": dist, "action_norm": np.linalg.norm(action, axis=1),
-            "success": (dist < 0.1).astype(np.float64), "human_reward": -dist}
-
-
-class _Features(tuple):
-    """The declared features that can also be called to compute them (as ``TaskSpec.features``)."""
-
-    def __call__(self, raw: np.ndarray, action: np.ndarray) -> dict[str, np.ndarray]:
-        return _point_features(raw, action)
-
-
-class TinyTask:
-    """Duck-typed TaskSpec for fast loop tests."""
-
-    name = "point-mass"
-    family = "custom"
-    description = "move the point to the goal"
-    horizon = 12
-    progress_feature = "dist"
-    has_human_reward = True
-    features = _Features((_Feature("dist"), _Feature("action_norm")))
-
-    def make_env(self, seed: int) -> gymnasium.Env:
-        return PointMass()
-
-    def raw_state(self, env: gymnasium.Env, obs: np.ndarray, info: Mapping[str, Any]) -> np.ndarray:
-        return np.asarray(obs, np.float64)
-
-
-class FeatureReward:
-    """reward = -scale * feature, serialisable for checkpoints."""
-
-    def __init__(self, feature: str, scale: float = 1.0, id: str | None = None) -> None:
-        self.feature, self.scale = feature, scale
-        self.id = id or f"neg-{feature}-{scale:g}"
-        self.complexity = 1.0
-
-    def __call__(self, features: Mapping[str, np.ndarray]) -> np.ndarray:
-        return -self.scale * np.asarray(features[self.feature], np.float64)
-
-    def components(self, features: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return {"main": self(features)}
-
-    def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "feature": self.feature, "scale": self.scale,
-                "components": {"main": f"-{self.scale:g}*{self.feature}"}}
-
-
-def load_reward(d: Mapping[str, Any]) -> FeatureReward:
-    return FeatureReward(d["feature"], d["scale"], d["id"])
+from helpers import FeatureReward, TinyTask, final_state, load_reward, three_rewards
 
 
 # ---------------------------------------------------------------------------------------------- ES core
@@ -317,10 +231,6 @@ def _config(**kw: Any) -> ESSearchConfig:
     return ESSearchConfig(**base)
 
 
-def _rewards() -> list[FeatureReward]:
-    return [FeatureReward("dist"), FeatureReward("action_norm"), FeatureReward("dist", 2.0)]
-
-
 def test_engine_runs_updates_and_logs_like_sac(tmp_path: Path) -> None:
     seen: list[ESUpdateContext] = []
 
@@ -328,7 +238,7 @@ def test_engine_runs_updates_and_logs_like_sac(tmp_path: Path) -> None:
         seen.append(ctx)
         return [FeatureReward("dist", 3.0 + ctx.round + i) for i in range(len(ctx.refill))]
 
-    engine = ESEngine(TinyTask(), _config(), _rewards(), propose, tmp_path)
+    engine = ESEngine(TinyTask(), _config(), three_rewards(), propose, tmp_path)
     try:
         engine.run()
         state = engine.state_dict()
@@ -356,7 +266,7 @@ def test_engine_runs_updates_and_logs_like_sac(tmp_path: Path) -> None:
 
 
 def test_replaced_slot_inherits_best_parameters() -> None:
-    engine = ESEngine(TinyTask(), _config(reward_every_generations=2, max_rounds=1), _rewards(),
+    engine = ESEngine(TinyTask(), _config(reward_every_generations=2, max_rounds=1), three_rewards(),
                       lambda ctx: [FeatureReward("dist", 5.0)] * len(ctx.refill))
     try:
         for _ in range(2):
@@ -373,7 +283,7 @@ def test_replaced_slot_inherits_best_parameters() -> None:
 def test_rollout_workers_give_the_in_process_result() -> None:
     means = []
     for workers in (0, 2):
-        engine = ESEngine(TinyTask(), _config(rollout_workers=workers, reward_every_generations=0), _rewards())
+        engine = ESEngine(TinyTask(), _config(rollout_workers=workers, reward_every_generations=0), three_rewards())
         try:
             for _ in range(2):
                 engine.step_generation()
@@ -390,7 +300,7 @@ def test_tournament_selection_and_constant_reward_rejection() -> None:
             return np.ones(len(features[self.feature]))
 
     cfg = _config(selection=SelectionConfig(method="tournament", tournament_size=2), elites=2)
-    engine = ESEngine(TinyTask(), cfg, _rewards(), lambda ctx: [Constant("dist", id="const")])
+    engine = ESEngine(TinyTask(), cfg, three_rewards(), lambda ctx: [Constant("dist", id="const")])
     try:
         engine.step_generation()
         ctx = engine.reward_update()
@@ -405,20 +315,11 @@ def test_checkpoint_restore_continues_identically(tmp_path: Path) -> None:
     def propose(ctx: ESUpdateContext) -> list[FeatureReward]:
         return [FeatureReward("dist", 4.0)] * len(ctx.refill)
 
-    a = ESEngine(TinyTask(), _config(), _rewards(), propose, tmp_path / "a")
-    try:
-        a.run()
-        final_a = a.state_dict()
-    finally:
-        a.close()
+    final_a = final_state(ESEngine(TinyTask(), _config(), three_rewards(), propose, tmp_path / "a"))
     b = ESEngine.restore(tmp_path / "a" / "checkpoints" / "round-0001", TinyTask(), load_reward, propose,
                          tmp_path / "b")
-    try:
-        assert b.generation == 3 and b.round == 1
-        b.run()
-        final_b = b.state_dict()
-    finally:
-        b.close()
+    assert b.generation == 3 and b.round == 1
+    final_b = final_state(b)
     assert final_b["counters"] == final_a["counters"]
     for la, lb in zip(final_a["learners"], final_b["learners"], strict=True):
         assert np.array_equal(la["es"]["mean"], lb["es"]["mean"])
@@ -434,7 +335,7 @@ def test_config_validation_and_reward_fraction() -> None:
     with pytest.raises(EngineError, match="backend"):
         ESSearchConfig(backend="spark")
     with pytest.raises(EngineError, match="initial rewards"):
-        ESEngine(TinyTask(), _config(), _rewards()[:2])
+        ESEngine(TinyTask(), _config(), three_rewards()[:2])
 
 
 def test_baseline_setting_trains_on_human_reward() -> None:

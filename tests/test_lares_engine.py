@@ -12,7 +12,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import gymnasium
 import numpy as np
 import pytest
 import torch
@@ -25,44 +24,12 @@ from lares_agent.engine.rewards_protocol import HumanReward
 from lares_agent.engine.sac import SACConfig
 from lares_agent.engine.tasks import Feature, TaskSpec
 
+from helpers import PointMass, point_features
+
 torch.set_num_threads(1)
 
 
 # ---------------------------------------------------------------------------------------------- tiny task
-class PointMass(gymnasium.Env):
-    """2-D point that moves by 0.1 * action toward a random goal; success within 0.1 of the goal."""
-
-    def __init__(self) -> None:
-        self.observation_space = gymnasium.spaces.Box(-2.0, 2.0, (4,), np.float32)
-        self.action_space = gymnasium.spaces.Box(-1.0, 1.0, (2,), np.float32)
-        self.pos = np.zeros(2)
-        self.goal = np.zeros(2)
-
-    def _obs(self) -> np.ndarray:
-        return np.concatenate([self.pos, self.goal]).astype(np.float32)
-
-    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
-        super().reset(seed=seed)
-        self.pos = self.np_random.uniform(-0.5, 0.5, 2)
-        self.goal = self.np_random.uniform(-0.5, 0.5, 2)
-        return self._obs(), {}
-
-    def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict]:
-        self.pos = np.clip(self.pos + 0.1 * np.asarray(action, np.float64), -1.0, 1.0)
-        dist = float(np.linalg.norm(self.pos - self.goal))
-        return self._obs(), -dist, False, False, {"success": float(dist < 0.1)}
-
-
-def _point_features(raw: np.ndarray, action: np.ndarray) -> dict[str, np.ndarray]:
-    dist = np.linalg.norm(raw[:, :2] - raw[:, 2:4], axis=1)
-    return {
-        "dist": dist,
-        "action_norm": np.linalg.norm(action, axis=1),
-        "success": (dist < 0.1).astype(np.float64),
-        "human_reward": -dist,
-    }
-
-
 def tiny_task(has_human_reward: bool = True, horizon: int = 15) -> TaskSpec:
     """A custom TaskSpec around PointMass: milliseconds per episode, so the loop logic is tested fast."""
     return TaskSpec(
@@ -81,7 +48,7 @@ def tiny_task(has_human_reward: bool = True, horizon: int = 15) -> TaskSpec:
         dt=0.1,
         env_fn=lambda seed: PointMass(),
         raw_state_fn=lambda env, obs, info: np.asarray(obs, np.float64),
-        feature_fn=_point_features,
+        feature_fn=point_features,
     )
 
 

@@ -1,12 +1,12 @@
-"""The OpenAI-compatible backend against a tiny /v1/chat/completions server on 127.0.0.1."""
+"""The OpenAI-compatible backend against a tiny /v1/chat/completions server on 127.0.0.1 (``fake_openai``)."""
 
 from __future__ import annotations
 
 import json
 import socket
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from email.message import Message
+from typing import Any
 
 import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
@@ -14,71 +14,41 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from lares_agent.llm import LLMClient, LLMConfig, LLMError, make_client
 from lares_agent.llm.openai_compat import make_openai_chat_model
 
+from fake_openai import FakeOpenAI, chat_completion, serving
+
 SCHEMA = {"type": "object", "properties": {"components": {"type": "object"}}, "required": ["components"]}
 MESSAGES = [SystemMessage("Answer in JSON."), HumanMessage("propose a reward")]
 
 
-class FakeServer(ThreadingHTTPServer):
+class FakeServer(FakeOpenAI):
     """Answers chat completions with a fixed JSON text; optionally rejects `json_schema` like older servers."""
 
-    daemon_threads = True
-
     def __init__(self, reject_json_schema: bool) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
+        super().__init__()
         self.reject_json_schema = reject_json_schema
         self.requests: list[dict] = []
         self.timeout = 5.0
 
-
-class _Handler(BaseHTTPRequestHandler):
-    server: FakeServer
-
-    def log_message(self, *args) -> None:  # keep test output clean
-        pass
-
-    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        self.server.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), **body})
+    def answer(self, path: str, headers: Message, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        self.requests.append({"path": path, "auth": headers.get("Authorization"), **body})
         fmt = (body.get("response_format") or {}).get("type")
-        if self.server.reject_json_schema and fmt == "json_schema":
-            self._send(400, {"error": {"message": "response_format json_schema unsupported", "type": "invalid_request_error"}})
-            return
-        answer = json.dumps({"components": {"near": "-tcp_to_obj"}, "n": len(self.server.requests)})
-        self._send(200, {
-            "id": "cmpl-1", "object": "chat.completion", "created": 0, "model": body["model"],
-            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": answer}}],
-            "usage": {"prompt_tokens": 21, "completion_tokens": 9, "total_tokens": 30},
-        })
-
-    def _send(self, status: int, payload: dict) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-
-def _serve(reject: bool) -> Iterator[FakeServer]:
-    server = FakeServer(reject)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+        if self.reject_json_schema and fmt == "json_schema":
+            error = {"message": "response_format json_schema unsupported", "type": "invalid_request_error"}
+            return 400, {"error": error}
+        answer = json.dumps({"components": {"near": "-tcp_to_obj"}, "n": len(self.requests)})
+        return 200, chat_completion(answer, body["model"], 21, 9)
 
 
 @pytest.fixture
 def server() -> Iterator[FakeServer]:
-    yield from _serve(reject=False)
+    with serving(FakeServer(reject_json_schema=False)) as srv:
+        yield srv
 
 
 @pytest.fixture
 def old_server() -> Iterator[FakeServer]:
-    yield from _serve(reject=True)
+    with serving(FakeServer(reject_json_schema=True)) as srv:
+        yield srv
 
 
 @pytest.fixture(autouse=True)
@@ -99,8 +69,7 @@ def _config(base_url: str, **kw) -> LLMConfig:
 
 def test_openai_backend_sends_json_schema_and_reads_usage(server: FakeServer, tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("LARES_TEST_KEY", "sk-test")
-    base = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    client = make_client(_config(base, seed=3), tmp_path)
+    client = make_client(_config(server.url, seed=3), tmp_path)
     answer = client.complete(MESSAGES, json_schema=SCHEMA, temperature=0.7, max_tokens=50, tag="propose")
     assert json.loads(answer.text)["components"] == {"near": "-tcp_to_obj"}
     assert (answer.prompt_tokens, answer.completion_tokens) == (21, 9)
@@ -113,8 +82,7 @@ def test_openai_backend_sends_json_schema_and_reads_usage(server: FakeServer, tm
 
 
 def test_rejected_json_schema_falls_back_to_json_object(old_server: FakeServer) -> None:
-    base = f"http://127.0.0.1:{old_server.server_address[1]}/v1"
-    config = _config(base)
+    config = _config(old_server.url)
     client = LLMClient(make_openai_chat_model(config), config, sleep=lambda s: None)
     first = client.complete(MESSAGES, json_schema=SCHEMA)
     second = client.complete(MESSAGES, json_schema=SCHEMA)

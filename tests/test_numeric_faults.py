@@ -34,32 +34,26 @@ from lares_agent.search.proposer import GraphProposer
 from lares_agent.search.rundir import RunDir, read_jsonl
 from lares_agent.search.runner import random_feature_sample
 
+from helpers import PointMass
+
 torch.set_num_threads(1)
 AGE_SCALE = 100.0  # age = steps taken by the env instance / AGE_SCALE
 
 
-class AgingPointMass(gymnasium.Env):
-    """A 2-D point moving toward a goal; the last observation entry counts this env's steps (never reset)."""
+class AgingPointMass(PointMass):
+    """The shared point mass whose last observation entry counts this env's steps (never reset)."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.observation_space = gymnasium.spaces.Box(-np.inf, np.inf, (5,), np.float32)
-        self.action_space = gymnasium.spaces.Box(-1.0, 1.0, (2,), np.float32)
-        self.pos, self.goal, self.steps = np.zeros(2), np.zeros(2), 0
+        self.steps = 0
 
     def _obs(self) -> np.ndarray:
-        return np.concatenate([self.pos, self.goal, [self.steps / AGE_SCALE]]).astype(np.float32)
-
-    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
-        super().reset(seed=seed)
-        self.pos = self.np_random.uniform(-0.5, 0.5, 2)
-        self.goal = self.np_random.uniform(-0.5, 0.5, 2)
-        return self._obs(), {}
+        return np.concatenate([super()._obs(), [self.steps / AGE_SCALE]]).astype(np.float32)
 
     def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict]:
         self.steps += 1
-        self.pos = np.clip(self.pos + 0.1 * np.asarray(action, np.float64), -1.0, 1.0)
-        dist = float(np.linalg.norm(self.pos - self.goal))
-        return self._obs(), -dist, False, False, {}
+        return super().step(action)
 
 
 def _features(raw: np.ndarray, action: np.ndarray) -> dict[str, np.ndarray]:

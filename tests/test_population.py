@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
@@ -13,25 +13,17 @@ from lares_agent.engine.nets import StackedAdam, member_seeds
 from lares_agent.engine.population import Population
 from lares_agent.engine.sac import SACConfig, SACLearner
 
+from helpers import random_transitions
+
 K, OBS, ACT, B = 3, 5, 2, 16
 SMALL = SACConfig(hidden=(24, 24), batch_size=B)
 TOL = {"rtol": 1e-5, "atol": 1e-6}
-
-
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def random_batch(rng: np.random.Generator, c: int) -> Batch:
     return Batch(
-        obs=rng.normal(size=(c, B, OBS)).astype(np.float32),
-        action=rng.uniform(-1, 1, (c, B, ACT)).astype(np.float32),
-        reward=rng.normal(size=(c, B)).astype(np.float32),
-        next_obs=rng.normal(size=(c, B, OBS)).astype(np.float32),
+        **random_transitions(rng, (c, B), OBS, ACT),
         terminated=(rng.random((c, B)) < 0.2).astype(np.float32),
         indices=np.zeros((c, B), np.int64),
     )

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
 import pytest
 import torch
@@ -12,25 +10,17 @@ import torch.nn.functional as F
 from lares_agent.engine.buffer import Batch
 from lares_agent.engine.sac import SACConfig, SACLearner
 
+from helpers import random_transitions
+
 OBS, ACT, B = 6, 3, 32
 SMALL = SACConfig(hidden=(32, 32), batch_size=B)
-
-
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def random_batch(seed: int, terminated: float = 0.0) -> Batch:
     rng = np.random.default_rng(seed)
     return Batch(
-        obs=rng.normal(size=(B, OBS)).astype(np.float32),
-        action=rng.uniform(-1, 1, (B, ACT)).astype(np.float32),
-        reward=rng.normal(size=B).astype(np.float32),
-        next_obs=rng.normal(size=(B, OBS)).astype(np.float32),
+        **random_transitions(rng, (B,), OBS, ACT),
         terminated=np.full(B, terminated, np.float32),
         indices=np.arange(B),
     )

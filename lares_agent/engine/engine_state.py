@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -23,10 +23,11 @@ if TYPE_CHECKING:
     from lares_agent.engine.lares import LaResEngine, ProposeFn
     from lares_agent.engine.tasks import TaskSpec
 
-__all__ = ["EngineStateMixin", "LoadReward"]
+__all__ = ["EngineStateMixin", "LoadReward", "restored_engine"]
 
 LoadReward = Callable[[Mapping[str, Any]], RewardFunction]
 STATE_VERSION = 1
+Engine = TypeVar("Engine")
 
 
 def _reward_from_json(data: Mapping[str, Any], load_reward: LoadReward | None) -> RewardFunction:
@@ -35,6 +36,23 @@ def _reward_from_json(data: Mapping[str, Any], load_reward: LoadReward | None) -
     if load_reward is None:
         raise EngineError(f"checkpoint holds reward {data.get('id')!r} but no load_reward was given")
     return load_reward(data)
+
+
+def restored_engine(cls: type[Engine], state: Mapping[str, Any], task: TaskSpec, config: Any,
+                    load_reward: LoadReward | None, propose: Callable[..., Any] | None,
+                    run_dir: str | Path | None) -> Engine:
+    """An engine of class ``cls`` rebuilt from a loaded checkpoint ``state`` and its parsed ``config``.
+
+    Shared by the SAC and ES engines (both implement ``_setup``, ``load_state_dict`` and ``_event``) so they
+    restore rewards and log the ``resumed`` event alike. The human reward is rebuilt here (it has no loader);
+    any other reward needs the caller's ``load_reward``.
+    """
+    rewards = [_reward_from_json(d, load_reward) for d in state["rewards"]]
+    engine: Any = cls.__new__(cls)
+    engine._setup(task, config, rewards, propose, run_dir)
+    engine.load_state_dict(state)
+    engine._event({"event": "resumed", "env_steps": engine.env_steps, "round": engine.round})
+    return engine
 
 
 class EngineStateMixin:
@@ -129,10 +147,5 @@ class EngineStateMixin:
         ``resumed`` event marks where).
         """
         state = load_checkpoint(checkpoint)
-        config = EngineConfig.from_json(state["config"])
-        rewards = [_reward_from_json(d, load_reward) for d in state["rewards"]]
-        engine = cls.__new__(cls)
-        engine._setup(task, config, rewards, propose, run_dir)
-        engine.load_state_dict(state)
-        engine._event({"event": "resumed", "env_steps": engine.env_steps, "round": engine.round})
-        return engine
+        return restored_engine(cls, state, task, EngineConfig.from_json(state["config"]), load_reward, propose,
+                               run_dir)

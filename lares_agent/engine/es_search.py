@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lares_agent.engine.checkpoint import load_checkpoint, save_checkpoint
-from lares_agent.engine.engine_state import LoadReward
+from lares_agent.engine.engine_state import LoadReward, restored_engine
 from lares_agent.engine.es_config import ESSearchConfig
 from lares_agent.engine.es_learner import ESBackend, LearnerSettings, LocalBackend
 from lares_agent.engine.evaluation import MemberEvaluation
@@ -64,14 +64,6 @@ class GenerationInfo:
     generation: int
     steps: int
     fitness_mean: tuple[float, ...]
-
-
-def _reward_from_json(data: dict[str, Any], load_reward: LoadReward | None) -> RewardFunction:
-    if data.get("kind") == "human":
-        return HumanReward()
-    if load_reward is None:
-        raise EngineError(f"checkpoint holds reward {data.get('id')!r} but no load_reward was given")
-    return load_reward(data)
 
 
 def _make_backend(task: TaskSpec, rewards: Sequence[RewardFunction], config: ESSearchConfig) -> ESBackend:
@@ -344,13 +336,7 @@ class ESEngine:
         data = dict(state["config"])
         if backend is not None:
             data["backend"] = backend
-        config = ESSearchConfig.from_json(data)
-        rewards = [_reward_from_json(d, load_reward) for d in state["rewards"]]
-        engine = cls.__new__(cls)
-        engine._setup(task, config, rewards, propose, run_dir)
-        engine.load_state_dict(state)
-        engine._event({"event": "resumed", "env_steps": engine.env_steps, "round": engine.round})
-        return engine
+        return restored_engine(cls, state, task, ESSearchConfig.from_json(data), load_reward, propose, run_dir)
 
     # ------------------------------------------------------------------ logging
     def _event(self, record: dict[str, Any]) -> None:

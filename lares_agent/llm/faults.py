@@ -22,10 +22,11 @@ from typing import Any
 import numpy as np
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models.chat_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import BaseMessage
+from langchain_core.outputs import ChatResult
 from pydantic import PrivateAttr
 
+from lares_agent.llm.answers import one_answer
 from lares_agent.llm.errors import LLMTimeout
 from lares_agent.llm.replay import append_record, call_key
 
@@ -169,13 +170,8 @@ class FaultyChatModel(BaseChatModel):
         if self.events_path is not None:
             append_record(Path(self.events_path), {**record.to_json(), "time": time.time()})
 
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
+    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                  run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
         call, kind, pick = self._draw()
         if kind is None:
             return self.inner._generate(messages, stop=stop, **kwargs)
@@ -189,8 +185,7 @@ class FaultyChatModel(BaseChatModel):
             raise InjectedConnectionError(reason)
         text, reason = self._spoiled(kind, pick, messages, stop, kwargs)
         self._log(call, kind, reason, messages)
-        message = AIMessage(content=text, response_metadata={"injected_fault": kind})
-        return ChatResult(generations=[ChatGeneration(message=message)])
+        return one_answer(text, {"injected_fault": kind})
 
     def _spoiled(
         self, kind: str, pick: int, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]

@@ -16,10 +16,10 @@ from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models.chat_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.messages.ai import UsageMetadata
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import BaseMessage
+from langchain_core.outputs import ChatResult
 
+from lares_agent.llm.answers import one_answer
 from lares_agent.llm.errors import LLMError, LLMTimeout
 
 _CACHE: dict[tuple[str, int, int], tuple[Any, threading.Lock]] = {}
@@ -156,13 +156,8 @@ class LlamaCppChatModel(BaseChatModel):
         """Load (or fetch the cached) `Llama`; callers may do this up front to keep load time out of a call."""
         return get_llama(self.model_path, self.n_ctx, self.threads, self.seed)[0]
 
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
+    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                  run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
         llama, lock = get_llama(self.model_path, self.n_ctx, self.threads, self.seed)
         timeout = kwargs.pop("timeout", self.timeout)
         params: dict[str, Any] = {
@@ -187,14 +182,7 @@ class LlamaCppChatModel(BaseChatModel):
         choice = result["choices"][0]
         text = choice["message"].get("content") or ""
         usage = result.get("usage") or {}
-        prompt_tokens = int(usage.get("prompt_tokens", 0))
-        completion_tokens = int(usage.get("completion_tokens", 0))
-        message = AIMessage(
-            content=text,
-            usage_metadata=UsageMetadata(
-                input_tokens=prompt_tokens, output_tokens=completion_tokens, total_tokens=prompt_tokens + completion_tokens
-            ),
-            response_metadata={"finish_reason": choice.get("finish_reason"), "model": os.path.basename(self.model_path)},
-        )
-        return ChatResult(generations=[ChatGeneration(message=message)], llm_output={"token_usage": dict(usage)})
+        tokens = (int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0)))
+        metadata = {"finish_reason": choice.get("finish_reason"), "model": os.path.basename(self.model_path)}
+        return one_answer(text, metadata, tokens, llm_output={"token_usage": dict(usage)})
 

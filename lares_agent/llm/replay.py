@@ -17,12 +17,12 @@ from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models.chat_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.messages.ai import UsageMetadata
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import BaseMessage
+from langchain_core.outputs import ChatResult
 from pydantic import PrivateAttr
 
 from lares_agent.engine.metrics import append_jsonl, read_jsonl
+from lares_agent.llm.answers import one_answer
 from lares_agent.llm.errors import LLMError, ReplayMissing
 from lares_agent.llm.local import to_openai_messages
 
@@ -105,24 +105,11 @@ class ReplayChatModel(BaseChatModel):
         reason = "no recorded call has these messages" if self.strict else f"all {len(self.rows)} recorded answers are used"
         raise ReplayMissing(f"replay record {self.source or '(in memory)'} has no answer for call #{self._calls}: {reason}")
 
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
+    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                  run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
         key = call_key(messages, kwargs.get("json_schema"))
         with self._lock:
             self._calls += 1
             row = self._pick(key)
-        prompt_tokens = int(row.get("prompt_tokens", 0))
-        completion_tokens = int(row.get("completion_tokens", 0))
-        message = AIMessage(
-            content=row["answer"],
-            usage_metadata=UsageMetadata(
-                input_tokens=prompt_tokens, output_tokens=completion_tokens, total_tokens=prompt_tokens + completion_tokens
-            ),
-            response_metadata={"replayed": True, "matched": row.get("key") == key},
-        )
-        return ChatResult(generations=[ChatGeneration(message=message)])
+        tokens = (int(row.get("prompt_tokens", 0)), int(row.get("completion_tokens", 0)))
+        return one_answer(row["answer"], {"replayed": True, "matched": row.get("key") == key}, tokens)

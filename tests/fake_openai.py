@@ -1,0 +1,88 @@
+"""A tiny OpenAI-compatible HTTP server on 127.0.0.1 for tests: the plumbing, with the answers left to subclasses.
+
+Each test module subclasses `FakeOpenAI` and implements `answer` (what its scenario needs: fixed candidates, a
+rejected `json_schema`, a request held until the test releases it). `serving` runs one on a daemon thread and
+always shuts it down, so nothing outlives the test.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from email.message import Message
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, TypeVar
+
+__all__ = ["FakeOpenAI", "chat_completion", "serving"]
+
+
+class FakeOpenAI(ThreadingHTTPServer):
+    """Hands every POST body (JSON) to `answer` and sends back the status and JSON payload it returns."""
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.lock = threading.Lock()
+
+    @property
+    def origin(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    @property
+    def url(self) -> str:
+        """The OpenAI base URL clients are configured with."""
+        return f"{self.origin}/v1"
+
+    def answer(self, path: str, headers: Message, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """(HTTP status, JSON payload) for one request; runs on the request's own thread."""
+        raise NotImplementedError
+
+
+def chat_completion(content: str, model: str, prompt_tokens: int, completion_tokens: int,
+                    id: str = "cmpl-1") -> dict[str, Any]:
+    """A `/v1/chat/completions` response with one assistant message and its token usage."""
+    return {
+        "id": id, "object": "chat.completion", "created": 0, "model": model,
+        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                  "total_tokens": prompt_tokens + completion_tokens},
+    }
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: FakeOpenAI
+
+    def log_message(self, *args: Any) -> None:  # keep test output clean
+        pass
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+        status, payload = self.server.answer(self.path, self.headers, body)
+        data = json.dumps(payload).encode()
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        except OSError:  # the client was killed while waiting
+            pass
+
+
+Server = TypeVar("Server", bound=FakeOpenAI)
+
+
+@contextmanager
+def serving(server: Server, join_timeout: float = 5.0) -> Iterator[Server]:
+    """`server` answering on a daemon thread for the block; shut down and closed after it."""
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=join_timeout)
