@@ -97,12 +97,16 @@ def run_state(path: Path) -> str:
     return "finished" if any(e.get("finished") for e in ends) else "unfinished"
 
 
-def _execute(cfg_json: dict[str, Any], out: str, run_id: str, threads: int) -> None:
+def _execute(cfg_json: dict[str, Any], out: str, run_id: str, threads: int, cpus: int | None) -> None:
     """Child process: start or resume one run, and append this sitting's wall time to its bench file."""
     import torch
 
     from lares_agent.search.runner import resume_run, start_run
 
+    if cpus is not None and hasattr(os, "sched_setaffinity"):
+        # llama.cpp takes one thread per core it may use; on a machine shared with other llama processes its
+        # spinning threads stall each other (calls hit the client's 120 s timeout), one thread does not.
+        os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[:cpus]))
     torch.set_num_threads(threads)
     os.environ["LARES_HOME"] = str(Path(out) / "home")  # the experiment's own case store (retrieval)
     path = Path(out) / run_id
@@ -127,7 +131,7 @@ def execute(args: argparse.Namespace, spec: RunSpec) -> str:
         return f"skipped: {path} holds files but no config.json; move it away to rerun"
     cfg = make_config(args, spec)
     ctx = multiprocessing.get_context("spawn")
-    proc = ctx.Process(target=_execute, args=(cfg.to_json(), str(args.out), spec.run_id, args.threads))
+    proc = ctx.Process(target=_execute, args=(cfg.to_json(), str(args.out), spec.run_id, args.threads, args.cpus))
     proc.start()
     proc.join()
     if proc.exitcode != 0:
@@ -190,23 +194,27 @@ def read_result(path: Path) -> dict[str, Any] | None:
         "reward_updates": sum(1 for e in events if e.get("event") == "reward_update"),
         "fallback_rewards": sum(1 for e in events if e.get("event") == "fallback"),
         "llm_calls": len(calls),
+        "llm_failed_calls": sum(1 for c in calls if c.get("ok") is False),  # timeouts and errors
         "llm_tokens": sum(int(c.get("prompt_tokens") or 0) + int(c.get("completion_tokens") or 0) for c in calls),
         "llm_seconds": round(sum(float(c.get("seconds") or 0.0) for c in calls), 1),
         "run": path.name,
-        "_curve": (steps, best, selected),
+        "_curve": (steps, best, selected, [_slot_value(m, "task_return", max) for m in evals],
+                   [_slot_value(m, "task_return", None) for m in evals]),
     }
 
 
-def _slot_pick(evals: Sequence[dict[str, Any]], key: str, pick: Any) -> float | None:
-    """`key` at the last evaluation: `pick` (max/min) over the learners, or the selected slot's when None."""
-    if not evals:
-        return None
-    last = evals[-1]
-    slots = [s for s in last.get("slots", []) if s.get(key) is not None]
+def _slot_value(record: dict[str, Any], key: str, pick: Any) -> float | None:
+    """`key` of one evaluation: `pick` (max/min) over the learners, or the selected slot's when None."""
+    slots = [s for s in record.get("slots", []) if s.get(key) is not None]
     if pick is None:
-        slots = [s for s in slots if s.get("slot") == last.get("best_slot")]
+        slots = [s for s in slots if s.get("slot") == record.get("best_slot")]
         return round(float(slots[0][key]), 4) if slots else None
     return round(float(pick(s[key] for s in slots)), 4) if slots else None
+
+
+def _slot_pick(evals: Sequence[dict[str, Any]], key: str, pick: Any) -> float | None:
+    """`key` at the last evaluation (see `_slot_value`)."""
+    return _slot_value(evals[-1], key, pick) if evals else None
 
 
 def _mean_std(values: Sequence[float | None]) -> tuple[float | None, float | None]:
@@ -226,7 +234,7 @@ def summarise(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         row: dict[str, Any] = {"task": task, "side": side, "runs": len(rs), "seeds": seeds}
         for key in ("final_success_best", "final_success_selected", "max_success_best", "final_return_best",
                     "final_return_selected", "final_progress_best", "final_progress_selected", "wall_s",
-                    "learner_updates", "llm_tokens", "llm_calls"):
+                    "learner_updates", "llm_tokens", "llm_calls", "llm_failed_calls", "fallback_rewards"):
             mean, std = _mean_std([r[key] for r in rs])
             row[f"{key}_mean"], row[f"{key}_std"] = _round(mean), _round(std)
         for key in ("steps_to_50_best", "steps_to_90_best", "steps_to_50_selected", "steps_to_90_selected"):
@@ -258,39 +266,48 @@ def write_csv(path: Path, rows: Sequence[dict[str, Any]]) -> None:
 
 
 def plot(rows: Sequence[dict[str, Any]], path: Path, eval_every: int) -> Path | None:
-    """Success vs env steps per task: mean +- std over seeds of each side (finished runs only)."""
+    """Per task: success (top row) and the task's own return (bottom row) vs env steps, mean +- std over
+    seeds of each side (finished runs only). The return row shows progress while success is still 0."""
     from matplotlib.figure import Figure
 
     done = [r for r in rows if r["finished"] and r["_curve"][0]]
     tasks = sorted({r["task"] for r in done})
     if not tasks:
         return None
-    fig = Figure(figsize=(4.2 * len(tasks), 3.4), dpi=100, layout="constrained")
-    axes = fig.subplots(1, len(tasks), squeeze=False)[0]
+    fig = Figure(figsize=(4.2 * len(tasks) + 1.8, 6.4), dpi=100, layout="constrained")
+    axes = fig.subplots(2, len(tasks), squeeze=False)
     styles = {"baseline": ("#c0392b", [1]), "lares": ("#2471a3", [1, 2])}
-    for ax, task in zip(axes, tasks, strict=True):
+    for col, task in enumerate(tasks):
         sides = sorted({r["side"] for r in done if r["task"] == task}, key=lambda s: (s != "baseline", s))
         for k, side in enumerate(sides):
             rs = [r for r in done if r["task"] == task and r["side"] == side]
             color, which = styles.get(side, (f"C{k + 2}", [1]))
-            for idx in which:
-                # An evaluation runs right after the env-step count first passes a multiple of eval_every.
-                series = [{s // eval_every * eval_every: v
-                           for s, v in zip(r["_curve"][0], r["_curve"][idx], strict=True)} for r in rs]
-                grid = sorted(set.intersection(*(set(s) for s in series)))
-                if not grid:
-                    continue
-                vals = np.array([[s[g] for g in grid] for s in series], float)
-                mean, std = vals.mean(0), vals.std(0)
-                name = side if side == "baseline" else f"{side} ({'best' if idx == 1 else 'selected'})"
-                ax.plot(grid, mean, color=color, ls="-" if idx == 1 else "--", label=f"{name}, n={len(rs)}")
-                ax.fill_between(grid, np.clip(mean - std, 0, 1), np.clip(mean + std, 0, 1), color=color, alpha=0.15)
-        ax.set_title(task)
-        ax.set_xlabel("env steps")
-        ax.set_ylim(-0.03, 1.03)
-        ax.grid(alpha=0.3)
-    axes[0].set_ylabel("success rate (eval episodes)")
-    axes[-1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8)
+            for row, offset in ((0, 0), (1, 2)):
+                ax = axes[row][col]
+                for idx in which:
+                    # An evaluation runs right after the env-step count first passes a multiple of eval_every.
+                    series = [{s // eval_every * eval_every: v
+                               for s, v in zip(r["_curve"][0], r["_curve"][idx + offset], strict=True)
+                               if v is not None} for r in rs]
+                    grid = sorted(set.intersection(*(set(s) for s in series)))
+                    if not grid:
+                        continue
+                    vals = np.array([[s[g] for g in grid] for s in series], float)
+                    mean, std = vals.mean(0), vals.std(0)
+                    low, high = mean - std, mean + std
+                    if row == 0:  # a success rate stays in [0, 1]
+                        low, high = np.clip(low, 0, 1), np.clip(high, 0, 1)
+                    name = side if side == "baseline" else f"{side} ({'best' if idx == 1 else 'selected'})"
+                    ax.plot(grid, mean, color=color, ls="-" if idx == 1 else "--", label=f"{name}, n={len(rs)}")
+                    ax.fill_between(grid, low, high, color=color, alpha=0.15)
+        axes[0][col].set_title(task)
+        axes[0][col].set_ylim(-0.03, 1.03)
+        for row in (0, 1):
+            axes[row][col].set_xlabel("env steps")
+            axes[row][col].grid(alpha=0.3)
+    axes[0][0].set_ylabel("success rate (eval episodes)")
+    axes[1][0].set_ylabel("task return (human reward)")
+    axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp.png")
     fig.savefig(tmp)
@@ -330,6 +347,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--ablation-seeds", default="0")
     p.add_argument("--max-minutes", type=float, default=None, help="per run and sitting; stops resumably")
     p.add_argument("--threads", type=int, default=1, help="torch threads per run")
+    p.add_argument("--cpus", type=int, default=None, help="pin each run to this many cores (llama.cpp threads)")
     p.add_argument("--aggregate-only", action="store_true", help="only rebuild the CSVs and the plot")
     args = p.parse_args(argv)
     args.tasks = [t for t in args.tasks.split(",") if t]

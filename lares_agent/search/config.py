@@ -53,6 +53,7 @@ class SearchConfig:
     es_population: int = 16  # ES perturbations per generation (--learner es)
     selection: str = "truncation"  # or "tournament" (reward population, issue 5)
     tournament_size: int = 2
+    torch_threads: int = 1  # 0: torch's default; 1 is as fast for these small networks and never oversubscribes
     seed: int = 0
     persona: str = "neutral"
     llm_backend: str = "local"
