@@ -37,16 +37,17 @@ class SearchConfig:
     ray_address: str | None = None
     population: int = 3
     elites: int = 1
-    budget: int = 6_000  # counted env steps (warm-up excluded, as in LaRes)
-    reward_period: int = 2_000
+    budget: int = 15_000  # counted env steps (warm-up excluded, as in LaRes)
+    reward_period: int = 5_000
     warmup_steps: int = 1_000
-    eval_every: int = 1_000
-    eval_episodes: int = 3
+    eval_every: int = 1_500
+    eval_episodes: int = 5
     checkpoint_every: int = 2_000
     horizon: int | None = None  # None: the task's own horizon
     hidden: tuple[int, ...] = (128, 128)
     batch_size: int = 128
-    utd: float = 0.5  # learner updates per env step, per learner
+    utd: float = 1.0  # learner updates per env step, per learner
+    init_alpha: float = 0.1  # SAC's initial temperature; the reference's 1.0 needs ~1e5 steps to decay on small rewards
     anchor_weight: float = 1.0
     complexity_lambda: float = 0.0
     ts_window: int = 50
@@ -85,6 +86,8 @@ class SearchConfig:
             problems.append("--population must be at least 1")
         if not 0 <= self.elites < max(self.population, 1) and self.setting != "baseline":
             problems.append(f"--elites must be between 0 and population-1 ({self.population - 1}), not {self.elites}")
+        if self.init_alpha <= 0:
+            problems.append("init_alpha must be positive")
         if self.budget <= 0 or self.reward_period <= 0:
             problems.append("--budget and --reward-period must be positive")
         if self.max_minutes is not None and self.max_minutes <= 0:
@@ -134,6 +137,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "hidden": (256, 256, 256),
         "batch_size": 128,
         "utd": 1.0,
+        "init_alpha": 1.0,
         "ts_window": 200,
         "horizon": 150,
     },

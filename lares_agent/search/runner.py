@@ -9,6 +9,7 @@ newest atomic checkpoint.
 from __future__ import annotations
 
 import json
+import math
 import socket
 import time
 import urllib.parse
@@ -20,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from lares_agent.engine.lares import LaResEngine
-from lares_agent.engine.lares_config import EngineConfig
+from lares_agent.engine.lares_config import EngineConfig, EngineError
 from lares_agent.engine.rewards_protocol import RewardFunction
 from lares_agent.engine.rollout import EnvPool, batch_features, run_episodes
 from lares_agent.engine.sac import SACConfig
@@ -74,7 +75,9 @@ def engine_config(cfg: SearchConfig) -> EngineConfig:
         horizon=cfg.horizon,
         checkpoint_every=cfg.checkpoint_every,
         buffer_capacity=max(cfg.budget + cfg.warmup_steps + 1_000, 10_000) if cfg.budget < 1_000_000 else 1_000_000,
-        sac=SACConfig(hidden=tuple(cfg.hidden), batch_size=cfg.batch_size, utd_ratio=cfg.utd),
+        sac=SACConfig(
+            hidden=tuple(cfg.hidden), batch_size=cfg.batch_size, utd_ratio=cfg.utd, init_log_alpha=math.log(cfg.init_alpha)
+        ),
         seed=cfg.seed,
     )
 
@@ -303,6 +306,10 @@ def check_start(cfg: SearchConfig) -> None:
     """Everything about a new run's input that can be wrong, checked before a folder or a progress bar exists:
     task, persona, `--rewards` file and the LLM."""
     task = get_task(cfg.task)
+    try:
+        es_config(cfg) if cfg.learner == "es" else engine_config(cfg)
+    except EngineError as exc:
+        raise LaresError(exc.reason) from None
     if cfg.setting == "baseline":
         return
     from lares_agent.search.personas import resolve_persona
