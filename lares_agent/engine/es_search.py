@@ -30,7 +30,11 @@ from lares_agent.engine.evaluation import MemberEvaluation
 from lares_agent.engine.fitness import UpdateContext, rank_slots, slot_evaluation
 from lares_agent.engine.lares_config import EngineError
 from lares_agent.engine.metrics import JsonlWriter
-from lares_agent.engine.rewards_protocol import HUMAN_REWARD_FEATURE, HumanReward, RewardFunction
+from lares_agent.engine.rewards_protocol import (
+    HUMAN_REWARD_FEATURE,
+    RewardFunction,
+    initial_slot_rewards,
+)
 from lares_agent.engine.rollout import EVAL_STREAM, episode_seed
 from lares_agent.engine.selection import Diversity, measure_diversity, select_elites
 
@@ -93,20 +97,12 @@ class ESEngine:
         propose: ProposeFn | None = None,
         run_dir: str | Path | None = None,
     ) -> None:
-        k = config.num_slots
-        rewards = list(initial_rewards)
-        if config.setting in ("init", "baseline") and not task.has_human_reward:
-            raise EngineError(f"setting {config.setting!r} needs a human reward, task {task.name} has none")
-        if config.setting == "scratch" and len(rewards) != k:
-            raise EngineError(f"setting 'scratch' needs {k} initial rewards, got {len(rewards)}")
-        if config.setting == "init":
-            if len(rewards) != k - 1:
-                raise EngineError(f"setting 'init' needs {k - 1} initial rewards (slot 0 is human), got {len(rewards)}")
-            rewards = [HumanReward(), *rewards]
-        if config.setting == "baseline":
-            if rewards:
-                raise EngineError("setting 'baseline' trains on the human reward only; pass no initial rewards")
-            rewards = [HumanReward()]
+        try:
+            rewards = initial_slot_rewards(
+                config.setting, config.num_slots, initial_rewards, task.has_human_reward, task.name
+            )
+        except ValueError as exc:
+            raise EngineError(str(exc)) from None
         self._setup(task, config, rewards, propose, run_dir)
 
     def _setup(self, task: TaskSpec, config: ESSearchConfig, rewards: list[RewardFunction],

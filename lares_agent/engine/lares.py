@@ -33,7 +33,12 @@ from lares_agent.engine.lares_config import EngineConfig, EngineError
 from lares_agent.engine.metrics import JsonlWriter
 from lares_agent.engine.population import Population
 from lares_agent.engine.reward_update import RewardUpdateMixin
-from lares_agent.engine.rewards_protocol import HUMAN_REWARD_FEATURE, HumanReward, RewardFunction
+from lares_agent.engine.rewards_protocol import (
+    HUMAN_REWARD_FEATURE,
+    HumanReward,
+    RewardFunction,
+    initial_slot_rewards,
+)
 from lares_agent.engine.rollout import (
     EVAL_STREAM,
     TRAIN_STREAM,
@@ -82,21 +87,14 @@ class LaResEngine(RewardUpdateMixin, EngineStateMixin):
         propose: ProposeFn | None = None,
         run_dir: str | Path | None = None,
     ) -> None:
-        k = config.num_slots
-        rewards = list(initial_rewards)
-        if config.setting in ("init", "baseline") and not task.has_human_reward:
-            raise EngineError(f"setting {config.setting!r} needs a human reward, task {task.name} has none")
-        if config.setting == "scratch":
-            if len(rewards) != k:
-                raise EngineError(f"setting 'scratch' needs {k} initial rewards, got {len(rewards)}")
-        elif config.setting == "init":
-            if len(rewards) != k - 1:
-                raise EngineError(f"setting 'init' needs {k - 1} initial rewards (slot 0 is human), got {len(rewards)}")
-            rewards = [HumanReward(), *rewards, HumanReward()]  # last: the extra env-reward learner
-        else:
-            if rewards:
-                raise EngineError("setting 'baseline' trains on the human reward only; pass no initial rewards")
-            rewards = [HumanReward()]
+        try:
+            rewards = initial_slot_rewards(
+                config.setting, config.num_slots, initial_rewards, task.has_human_reward, task.name
+            )
+        except ValueError as exc:
+            raise EngineError(str(exc)) from None
+        if config.setting == "init":
+            rewards.append(HumanReward())  # the extra env-reward learner (reference with_init), never replaced
         self._setup(task, config, rewards, propose, run_dir)
 
     def _setup(

@@ -7,7 +7,7 @@ column, lares-reference §12 items 19 and 23) and serialise themselves for check
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -62,3 +62,27 @@ class HumanReward:
 
     def __repr__(self) -> str:
         return "HumanReward()"
+
+
+def initial_slot_rewards(
+    setting: str, num_slots: int, given: Sequence[RewardFunction], has_human_reward: bool, task_name: str
+) -> list[RewardFunction]:
+    """The reward of every slot at the start of a run, shared by the SAC and ES engines.
+
+    scratch: the K given candidates; init: the human reward in slot 0, then K - 1 given ones; baseline: the human
+    reward alone. Raises ValueError with a one-line reason when the count or the task does not fit the setting.
+    """
+    rewards = list(given)
+    if setting in ("init", "baseline") and not has_human_reward:
+        raise ValueError(f"setting {setting!r} needs a human reward, task {task_name} has none")
+    if setting == "scratch":
+        if len(rewards) != num_slots:
+            raise ValueError(f"setting 'scratch' needs {num_slots} initial rewards, got {len(rewards)}")
+        return rewards
+    if setting == "init":
+        if len(rewards) != num_slots - 1:
+            raise ValueError(f"setting 'init' needs {num_slots - 1} initial rewards (slot 0 is human), got {len(rewards)}")
+        return [HumanReward(), *rewards]
+    if rewards:
+        raise ValueError("setting 'baseline' trains on the human reward only; pass no initial rewards")
+    return [HumanReward()]
