@@ -20,9 +20,11 @@ policy LaRes would hand over without looking at the evaluation it is scored on. 
 its one learner. Retrieval reads a case store private to `--out` (`LARES_HOME=<out>/home`), so results do
 not depend on the machine's earlier runs; later runs of the experiment do see earlier runs' cases.
 
-    python benchmarks/sample_efficiency.py --budget 6000 --seeds 0,1,2
-    python benchmarks/sample_efficiency.py --ablations all --ablation-seeds 0
-    python benchmarks/sample_efficiency.py --aggregate-only
+    python benchmarks/sample_efficiency.py                       # 3 tasks x 3 seeds x 2 sides, 8k steps each
+    python benchmarks/sample_efficiency.py --only lares --cpus 1 --ablations all --ablation-seeds 0
+    python benchmarks/sample_efficiency.py --aggregate-only      # rebuild results.csv, summary.csv, the plot
+
+Measured numbers and the exact setup are in docs/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from lares_agent.search.config import ABLATIONS, SearchConfig
+from lares_agent.search.config import ABLATIONS, SearchConfig, preset_config
 from lares_agent.search.rundir import atomic_write_text, read_jsonl
 
 # The reference's from-scratch MetaWorld set (lares-reference §10) that this project's task list covers.
@@ -68,8 +70,10 @@ class RunSpec:
 
 
 def make_config(args: argparse.Namespace, spec: RunSpec) -> SearchConfig:
-    """The same engine settings for every side; only the setting and the ablation differ."""
-    return SearchConfig(
+    """The demo preset (what `lares run` uses) with the options given; the same engine settings for every
+    side, only the setting and the ablation differ."""
+    return preset_config(
+        "demo",
         task=spec.task,
         setting="baseline" if spec.side == "baseline" else "scratch",
         population=args.population,
@@ -80,7 +84,7 @@ def make_config(args: argparse.Namespace, spec: RunSpec) -> SearchConfig:
         eval_every=args.eval_every,
         eval_episodes=args.eval_episodes,
         checkpoint_every=args.reward_period,
-        hidden=tuple(args.hidden),
+        hidden=tuple(args.hidden) if args.hidden else None,
         utd=args.utd,
         seed=spec.seed,
         llm_model=args.model,
@@ -330,15 +334,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--tasks", default=",".join(DEFAULT_TASKS), help="comma-separated MetaWorld v3 tasks")
     p.add_argument("--seeds", default="0,1,2", help="comma-separated seeds")
-    p.add_argument("--budget", type=int, default=8_000, help="counted env steps per run (warm-up excluded)")
+    p.add_argument("--budget", type=int, default=10_000, help="counted env steps per run (warm-up excluded)")
     p.add_argument("--reward-period", type=int, default=4_000, help="env steps between reward updates")
-    p.add_argument("--warmup", type=int, default=1_000)
+    p.add_argument("--warmup", type=int, default=None, help="default: the demo preset's")
     p.add_argument("--eval-every", type=int, default=1_000)
-    p.add_argument("--eval-episodes", type=int, default=5)
-    p.add_argument("--population", type=int, default=3)
-    p.add_argument("--elites", type=int, default=1)
-    p.add_argument("--hidden", type=int, nargs="+", default=[128, 128])
-    p.add_argument("--utd", type=float, default=0.5)
+    p.add_argument("--eval-episodes", type=int, default=None)
+    p.add_argument("--population", type=int, default=None)
+    p.add_argument("--elites", type=int, default=None)
+    p.add_argument("--hidden", type=int, nargs="+", default=None)
+    p.add_argument("--utd", type=float, default=None)
     p.add_argument("--model", default=None, help="GGUF model name or path (default: the embedded 1.5B)")
     p.add_argument("--out", type=Path, default=Path("runs/sample_efficiency"))
     p.add_argument("--only", choices=SIDES, default=None, help="run one side only")

@@ -7,6 +7,7 @@ once and later calls only pay for their new tokens (5x faster in feasibility §4
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import threading
@@ -55,6 +56,10 @@ def get_llama(path: str, n_ctx: int, n_threads: int, seed: int = 0) -> tuple[Any
         except (ValueError, RuntimeError, OSError) as exc:
             raise LLMError(f"llama.cpp could not load {path}: {exc}") from None
         entry = (llama, threading.Lock())
+        if not _CACHE:
+            # Close models before interpreter teardown: llama.cpp's own __del__ then finds its C library already
+            # unloaded and prints a traceback at exit.
+            atexit.register(release_models)
         _CACHE[key] = entry
         return entry
 
@@ -62,6 +67,8 @@ def get_llama(path: str, n_ctx: int, n_threads: int, seed: int = 0) -> tuple[Any
 def release_models() -> None:
     """Drop every cached `Llama` (frees memory; tests and long-lived servers switching models use it)."""
     with _CACHE_LOCK:
+        for llama, _ in _CACHE.values():
+            llama.close()
         _CACHE.clear()
 
 
