@@ -270,3 +270,16 @@ def test_random_expressions_agree_between_numpy_and_torch(text: str) -> None:
     ours = reward(sample)
     theirs = reward.torch({k: torch.from_numpy(v) for k, v in sample.items()})[0].numpy()
     np.testing.assert_allclose(theirs, ours, rtol=1e-6, atol=1e-12, equal_nan=True)
+
+
+def test_a_reward_whose_features_never_move_on_the_sample_is_not_judged_constant() -> None:
+    """Round 0 validates on random steps, where e.g. a window never moves: the sample cannot judge the reward."""
+    from lares_agent.rewards import check_numeric, compile_reward, parse_candidate
+
+    frozen = {"obj_to_target": np.full(64, 0.21), "success": np.zeros(64), "action_norm": np.linspace(0, 1, 64)}
+    progress = compile_reward(parse_candidate("-obj_to_target + 5*success", list(frozen)))
+    verdict = check_numeric(progress, frozen)
+    assert verdict.accepted and any("not judged" in w for w in verdict.warnings)
+    # A reward that reads a feature that does vary, and is still constant, stays rejected.
+    cancelling = compile_reward(parse_candidate("-obj_to_target + where(action_norm > 2, 1, 0)", list(frozen)))
+    assert not check_numeric(cancelling, frozen).accepted

@@ -129,13 +129,19 @@ def check_numeric(
     if max(abs(stats["total"].min), abs(stats["total"].max)) > thresholds.max_abs:
         return reject(f"the total reward exceeds {thresholds.max_abs:g} in magnitude", stats)
     constant = [name for name, s in stats.items() if name != "total" and not s.std > thresholds.min_std]
-    if not stats["total"].std > thresholds.min_std:
+    frozen = [n for n in reward.feature_names if not np.nanstd(np.asarray(sample[n], dtype=np.float64)) > 0]
+    unjudgeable = bool(frozen) and len(frozen) == len(reward.feature_names)
+    if not stats["total"].std > thresholds.min_std and not unjudgeable:
         names = ", ".join(f"'{n}'" for n in constant)
         return reject(
             f"the reward is constant ({stats['total'].mean:.6g}) on the sample; constant components: {names}",
             stats,
         )
+    # Every feature the reward reads is frozen on this sample (round 0's random steps never move a window, say):
+    # the sample cannot tell, so a constant total is a warning, not a verdict.
     warnings = tuple(f"component '{n}' is constant ({stats[n].mean:.6g}) on the sample" for n in constant)
+    if unjudgeable:
+        warnings += (f"every feature it reads ({', '.join(frozen)}) is constant on the sample; not judged",)
     return Verdict(True, "accepted", reward.complexity, canonical, stats, warnings)
 
 
