@@ -138,7 +138,7 @@ def plot_lineage(run: RunData, out_dir: Path) -> Path | None:
     fits = np.array([c.fitness for c in cells])
     finite = fits[np.isfinite(fits)]
     lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
-    norm = Normalize(vmin=lo, vmax=hi if hi > lo else lo + 1e-9)
+    norm = Normalize(vmin=lo, vmax=hi if hi > lo else lo + 1.0)
     from matplotlib import colormaps
 
     cmap = colormaps["viridis"]
@@ -171,7 +171,7 @@ def plot_lineage(run: RunData, out_dir: Path) -> Path | None:
     ax.set_xticks(range(len(rounds)), [str(r) for r in rounds])
     ax.set_yticks(range(len(slots)), [f"slot {s}" for s in slots])
     ax.set_xlabel("reward-update round")
-    ax.set_title(f"{run.task}: reward population per round (fitness, complexity, survival)")
+    ax.set_title(f"{run.task}: reward population per round\n(fitness, complexity, survival)")
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     from matplotlib.cm import ScalarMappable
