@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import difflib
 import math
+import warnings
 from collections.abc import Collection, Sequence
 from typing import cast
 
@@ -412,7 +413,9 @@ def parse_expression(text: str, feature_names: Collection[str], limits: Limits =
     if "\x00" in text:
         raise RewardRejected("expression contains a NUL character")
     try:
-        tree = ast.parse(text.strip(), mode="eval")
+        with warnings.catch_warnings():  # LLM text like "5x" makes the tokenizer warn; the rejection says it all
+            warnings.simplefilter("ignore", SyntaxWarning)
+            tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as err:
         raise RewardRejected(f"syntax error: {err.msg}") from None
     except (ValueError, RecursionError, MemoryError) as err:
