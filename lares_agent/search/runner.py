@@ -180,9 +180,7 @@ class Search:
             max_total_tokens=cfg.max_llm_tokens,
             seed=cfg.seed,
         )
-        replay = Path(cfg.replay_from) if cfg.replay_from else None
-        if cfg.llm_backend == "replay" and replay is None:
-            raise LaresError("--llm replay needs --replay-from RUN (the run whose llm_calls.jsonl to replay)")
+        replay = Path(cfg.replay_from) if cfg.replay_from else None  # check_llm already refused a missing one
         self.llm = make_client(llm_cfg, self.run.root, replay_from=replay)
         self._cases = CaseStore() if uses_retrieval(cfg) else None
         deps = GraphDeps(
