@@ -97,12 +97,9 @@ class ESEngine:
         propose: ProposeFn | None = None,
         run_dir: str | Path | None = None,
     ) -> None:
-        try:
-            rewards = initial_slot_rewards(
-                config.setting, config.num_slots, initial_rewards, task.has_human_reward, task.name
-            )
-        except ValueError as exc:
-            raise EngineError(str(exc)) from None
+        rewards = initial_slot_rewards(
+            config.setting, config.num_slots, initial_rewards, task.has_human_reward, task.name
+        )
         self._setup(task, config, rewards, propose, run_dir)
 
     def _setup(self, task: TaskSpec, config: ESSearchConfig, rewards: list[RewardFunction],

@@ -87,12 +87,9 @@ class LaResEngine(RewardUpdateMixin, EngineStateMixin):
         propose: ProposeFn | None = None,
         run_dir: str | Path | None = None,
     ) -> None:
-        try:
-            rewards = initial_slot_rewards(
-                config.setting, config.num_slots, initial_rewards, task.has_human_reward, task.name
-            )
-        except ValueError as exc:
-            raise EngineError(str(exc)) from None
+        rewards = initial_slot_rewards(
+            config.setting, config.num_slots, initial_rewards, task.has_human_reward, task.name
+        )
         if config.setting == "init":
             rewards.append(HumanReward())  # the extra env-reward learner (reference with_init), never replaced
         self._setup(task, config, rewards, propose, run_dir)

@@ -70,19 +70,22 @@ def initial_slot_rewards(
     """The reward of every slot at the start of a run, shared by the SAC and ES engines.
 
     scratch: the K given candidates; init: the human reward in slot 0, then K - 1 given ones; baseline: the human
-    reward alone. Raises ValueError with a one-line reason when the count or the task does not fit the setting.
+    reward alone. Raises EngineError with a one-line reason when the count or the task does not fit the setting.
     """
+    # Imported here: lares_config -> sac -> buffer -> this module would be a cycle at import time.
+    from lares_agent.engine.lares_config import EngineError
+
     rewards = list(given)
     if setting in ("init", "baseline") and not has_human_reward:
-        raise ValueError(f"setting {setting!r} needs a human reward, task {task_name} has none")
+        raise EngineError(f"setting {setting!r} needs a human reward, task {task_name} has none")
     if setting == "scratch":
         if len(rewards) != num_slots:
-            raise ValueError(f"setting 'scratch' needs {num_slots} initial rewards, got {len(rewards)}")
+            raise EngineError(f"setting 'scratch' needs {num_slots} initial rewards, got {len(rewards)}")
         return rewards
     if setting == "init":
         if len(rewards) != num_slots - 1:
-            raise ValueError(f"setting 'init' needs {num_slots - 1} initial rewards (slot 0 is human), got {len(rewards)}")
+            raise EngineError(f"setting 'init' needs {num_slots - 1} initial rewards (slot 0 is human), got {len(rewards)}")
         return [HumanReward(), *rewards]
     if rewards:
-        raise ValueError("setting 'baseline' trains on the human reward only; pass no initial rewards")
+        raise EngineError("setting 'baseline' trains on the human reward only; pass no initial rewards")
     return [HumanReward()]
