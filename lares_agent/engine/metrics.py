@@ -94,16 +94,18 @@ def append_jsonl(path: str | Path, record: Mapping[str, Any], default: Any = Non
 
 
 def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
-    """Yield the records of a JSONL file, skipping a truncated last line left by a killed writer."""
+    """Yield the JSON objects of a JSONL file; a line torn by a killed writer, or anything but an object, is skipped."""
     p = Path(path)
-    if not p.exists():
+    if not p.is_file():
         return
-    with p.open(encoding="utf-8") as fh:
+    with p.open(encoding="utf-8", errors="replace") as fh:
         for line in fh:
             line = line.strip()
             if not line:
                 continue
             try:
-                yield json.loads(line)
+                record = json.loads(line)
             except json.JSONDecodeError:
                 continue
+            if isinstance(record, dict):
+                yield record

@@ -26,6 +26,7 @@ from langchain_core.messages import BaseMessage
 from langchain_core.outputs import ChatResult
 from pydantic import PrivateAttr
 
+from lares_agent.engine.metrics import read_jsonl
 from lares_agent.llm.answers import one_answer
 from lares_agent.llm.errors import LLMTimeout
 from lares_agent.llm.replay import append_record, call_key
@@ -95,17 +96,11 @@ class FaultRecord:
 
 def read_faults(path: Path) -> list[FaultRecord]:
     """The fault records an events file holds (other lines, and a line torn by a kill, are skipped)."""
-    out: list[FaultRecord] = []
-    if not path.exists():
-        return out
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(row, dict) and row.get("event") == "llm_fault":
-            out.append(FaultRecord(int(row["call"]), str(row["kind"]), str(row["reason"]), str(row.get("key", ""))))
-    return out
+    return [
+        FaultRecord(int(row["call"]), str(row["kind"]), str(row["reason"]), str(row.get("key", "")))
+        for row in read_jsonl(path)
+        if row.get("event") == "llm_fault"
+    ]
 
 
 class FaultyChatModel(BaseChatModel):

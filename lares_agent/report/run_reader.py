@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from lares_agent.engine.metrics import read_jsonl
 from lares_agent.errors import LaresError
 
 __all__ = [
@@ -247,23 +248,6 @@ def _stats(raw: Any) -> dict[str, dict[str, float]]:
     return {str(n): {str(k): _as_float(v) for k, v in st.items()} for n, st in raw.items() if isinstance(st, Mapping)}
 
 
-def _read_jsonl(path: Path) -> Iterator[Mapping[str, Any]]:
-    """JSON objects of a JSONL file; unparsable lines (a killed writer's last line) and non-objects skipped."""
-    if not path.is_file():
-        return
-    with path.open(encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(rec, Mapping):
-                yield rec
-
-
 # ---------------------------------------------------------------------------------------------------------
 # record parsers (one per file; aliases live here)
 
@@ -418,13 +402,13 @@ def read_run(path: str | Path) -> RunData:
             raise NotARunError(f"{cfg_path} is not valid JSON ({exc.msg}, line {exc.lineno})") from None
         config = loaded if isinstance(loaded, Mapping) else {}
 
-    evaluations = [e for e in (_evaluation(r) for r in _read_jsonl(p / "metrics.jsonl")) if e is not None]
+    evaluations = [e for e in (_evaluation(r) for r in read_jsonl(p / "metrics.jsonl")) if e is not None]
     evaluations.sort(key=lambda e: e.env_steps)  # stable: a resumed run may append out of order
-    events = [_event(r) for r in _read_jsonl(p / "events.jsonl")]
+    events = [_event(r) for r in read_jsonl(p / "events.jsonl")]
     updates = [_update(e.data) for e in events if e.event == "reward_update"]
     updates.sort(key=lambda u: (u.round, u.env_steps))
-    candidates = [c for c in (_candidate(r) for r in _read_jsonl(p / "candidates.jsonl")) if c is not None]
-    calls = [_llm_call(r) for r in _read_jsonl(p / "llm_calls.jsonl")]
+    candidates = [c for c in (_candidate(r) for r in read_jsonl(p / "candidates.jsonl")) if c is not None]
+    calls = [_llm_call(r) for r in read_jsonl(p / "llm_calls.jsonl")]
     # A candidate may be logged twice (proposal, then fitness later): the last line wins field by field.
     by_id: dict[str, Candidate] = {}
     for c in candidates:
