@@ -7,6 +7,8 @@ graph does) and prints per task and overall:
 - sane:     valid, and the reward never rises when the task's progress feature grows (it is lower-is-better)
             while it does fall somewhere (the feature is used the right way)
 - distinct: distinct canonical rewards among the valid ones
+- approach: valid ones that shape the approach (use the task's `approach_feature`, e.g. tcp_to_obj), among the
+            tasks that have one
 - seconds per proposal: the first call (cold: model load and the whole system prompt) and the rest (warm:
   llama.cpp reuses the cached system-prompt prefix)
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import tempfile
 import time
@@ -48,7 +51,8 @@ def bench_task(task_name: str, n: int, args: argparse.Namespace, run_dir: Path) 
     deps = GraphDeps(llm=llm, task=task, sample=sample, persona=load_persona(args.persona), limits=limits)
     nodes = RoundNodes(deps)
     no_sign = replace(limits.checks, require_progress_sign=False)
-    valid = sane = 0
+    valid = sane = approach = 0
+    uses_approach = re.compile(rf"\b{task.approach_feature}\b") if task.approach_feature else None
     keys: set[str] = set()
     reasons: list[str] = []
     made = rnd = 0
@@ -67,6 +71,7 @@ def bench_task(task_name: str, n: int, args: argparse.Namespace, run_dir: Path) 
                 continue
             valid += 1
             keys.add(res.key or "")
+            approach += bool(uses_approach and any(uses_approach.search(x) for x in res.canonical.values()))
             rises, falls = progress_monotonicity(res.reward, sample, task.progress_feature)
             if rises <= 0.01 and falls > 0.0:
                 sane += 1
@@ -76,6 +81,7 @@ def bench_task(task_name: str, n: int, args: argparse.Namespace, run_dir: Path) 
     calls = [json.loads(x) for x in (run_dir / "llm_calls.jsonl").read_text().splitlines()]
     secs = [c["seconds"] for c in calls if c["ok"]]
     return {"task": task_name, "n": made, "valid": valid, "sane": sane, "distinct": len(keys), "secs": secs,
+            "approach": approach if uses_approach else None,
             "completion_tokens": [c["completion_tokens"] for c in calls if c["ok"]], "reasons": reasons}
 
 
@@ -101,7 +107,7 @@ def main() -> None:
             rows.append(bench_task(name, n, args, (args.keep or Path(tmp)) / name))
             r = rows[-1]
             print(f"{name:16s} n={r['n']:3d} valid {r['valid'] / r['n']:.0%} sane {r['sane'] / r['n']:.0%} "
-                  f"distinct {r['distinct']}/{r['valid']} first call {r['secs'][0]:.1f} s, "
+                  f"distinct {r['distinct']}/{r['valid']} approach {r['approach']} first call {r['secs'][0]:.1f} s, "
                   f"then median {statistics.median(r['secs'][1:] or [float('nan')]):.2f} s")
     n = sum(r["n"] for r in rows)
     valid = sum(r["valid"] for r in rows)
@@ -112,6 +118,10 @@ def main() -> None:
     print(f"valid    {valid / n:.1%}   (target >= 95%)")
     print(f"sane     {sum(r['sane'] for r in rows) / n:.1%}   (target >= 80%)")
     print(f"distinct {sum(r['distinct'] for r in rows) / max(valid, 1):.1%} of valid")
+    shaped = [r for r in rows if r["approach"] is not None]
+    if shaped:
+        print(f"approach {sum(r['approach'] for r in shaped) / max(sum(r['valid'] for r in shaped), 1):.1%} of valid "
+              f"on {', '.join(r['task'] for r in shaped)}")
     print(f"seconds per proposal: cold (first call) {rows[0]['secs'][0] / args.per_call:.2f}, "
           f"first call of later tasks {statistics.mean([r['secs'][0] for r in rows[1:]] or [float('nan')]):.2f}, "
           f"warm median {statistics.median(warm) / args.per_call:.2f} (target <= 2 s), "

@@ -225,7 +225,7 @@ class RoundNodes:
             result = check_candidate(
                 rec.get("raw") or {"components": rec.get("components", {})}, feature_names=self.feature_names,
                 sample=sample, candidate_id=rec["id"], progress_feature=deps.task.progress_feature, taken=taken,
-                config=limits.checks,
+                config=limits.checks, approach_feature=getattr(deps.task, "approach_feature", None),
             )
             if result.accepted and len(accepted) >= room:
                 result = type(result)(False, "surplus: the round already has enough candidates", result.canonical,

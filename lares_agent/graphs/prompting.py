@@ -68,14 +68,47 @@ def feature_table(task: Any, names: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
+def _example(components: Mapping[str, str], rationale: str) -> str:
+    return json.dumps({"components": dict(components), "rationale": rationale})
+
+
+def task_examples(progress: str, approach: str | None) -> str:
+    """Two answers for this very task. The small model copies the first one's shape, so where the robot must
+    reach an object first both examples shape the approach (docs/RESULTS.md: without it nothing learned)."""
+    if approach:
+        return "\n".join([
+            _example({"approach": f"-{approach}", "progress": f"-5*{progress}", "bonus": "5*success"},
+                     "reach the object, then move it; a bonus on success"),
+            _example({"approach": f"exp(-{approach}/0.1)", "progress": f"3*exp(-{progress}/0.05)",
+                      "effort": "-0.01*action_norm"}, "bounded staged shaping with a small effort cost"),
+        ])
+    return "\n".join([
+        _example({"progress": f"-{progress}", "bonus": "5*success"}, "dense progress cost with a success bonus"),
+        _example({"progress": f"exp(-{progress}/0.1)", "near": f"2*tolerance({progress}, 0, 0.05, 0.2, 0.1)"},
+                 "bounded shaping, peaked at the goal"),
+    ])
+
+
+def approach_rule(progress: str, approach: str | None) -> str:
+    """The sign-convention line that asks for an approach term (empty where the task has none)."""
+    if not approach:
+        return ""
+    return (f"- {progress} cannot change before the robot reaches the object: every candidate also needs an "
+            f"approach component on {approach} (-w*{approach} or w*exp(-{approach}/s)).\n")
+
+
 def system_text(task: Any, feature_names: Sequence[str], persona: Persona, max_components: int) -> str:
     """The fixed system message of a run (identical across nodes and calls, so llama.cpp caches it)."""
+    approach = getattr(task, "approach_feature", None)
+    approach = approach if approach in feature_names else None
     return render(
         "system",
         task_name=task.name,
         task_description=" ".join(str(task.description).split()),
         horizon=task.horizon,
         progress_feature=task.progress_feature,
+        approach_rule=approach_rule(task.progress_feature, approach),
+        task_examples=task_examples(task.progress_feature, approach),
         feature_table=feature_table(task, feature_names),
         max_components=max_components,
         function_table=FUNCTION_TABLE,

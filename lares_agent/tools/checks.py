@@ -1,9 +1,10 @@
 """The validate node's tools: parse, complexity cap, numeric checks, progress direction, duplicates.
 
 Thin over `lares_agent.rewards`: the reward language does the parsing and the numeric verdict; this module
-adds the two checks that need the task and the population: the sign of the reward along the task's main
-progress feature (a wrong-signed distance term is the small model's most common mistake, feasibility §4.2)
-and duplicates of candidates already in the population (canonical sympy text, so `2*d` and `d*2` match).
+adds the checks that need the task and the population: the sign of the reward along the task's main
+progress feature (a wrong-signed distance term is the small model's most common mistake, feasibility §4.2),
+an approach term while the object has not moved yet (without one the learners get no signal: every
+button-press reward of the first experiment ignored `tcp_to_obj`, docs/RESULTS.md), and duplicates of candidates already in the population (canonical sympy text, so `2*d` and `d*2` match).
 Every rejection carries a one-line reason that goes back to the LLM, replacing the reference's silent
 unbounded regeneration loop (lares-reference §12 item 28).
 """
@@ -35,6 +36,7 @@ __all__ = [
     "check_candidate",
     "elite_keys",
     "progress_monotonicity",
+    "progress_stuck",
 ]
 
 
@@ -45,6 +47,7 @@ class CheckConfig:
     complexity_cap: float = 60.0
     require_progress_use: bool = True  # a reward that ignores the main progress measure cannot guide the task
     require_progress_sign: bool = True
+    require_approach_when_stuck: bool = True
     limits: Limits = field(default_factory=Limits)
 
 
@@ -92,17 +95,38 @@ def progress_monotonicity(
     return float(np.sum(ok & (diff > tol)) / n), float(np.sum(ok & (diff < -tol)) / n)
 
 
+def progress_stuck(sample: Mapping[str, np.ndarray], progress: str, approach: str) -> bool:
+    """True when `progress` stands (nearly) still on the sample while `approach` moves: the hand moves about but
+    has not yet reached the object, so only a term on `approach` can tell the learners which way to go.
+
+    "Nearly" is relative (1e-3 of the feature's size): a pressed-in button's 16 µm of jitter is not progress.
+    """
+    if progress not in sample or approach not in sample:
+        return False
+    x = np.asarray(sample[progress], dtype=np.float64)
+    a = np.asarray(sample[approach], dtype=np.float64)
+    if not (np.isfinite(x).any() and np.isfinite(a).any()):
+        return False
+    return bool(np.nanstd(x) <= 1e-3 * max(float(np.nanmean(np.abs(x))), 1e-2) and np.nanstd(a) > 0)
+
+
 def _check_compiled(
     parsed: ParsedReward,
     reward: CompiledReward,
     sample: Mapping[str, np.ndarray],
     progress_feature: str | None,
     config: CheckConfig,
+    approach_feature: str | None = None,
 ) -> str | None:
     """The reason the compiled candidate fails, or None."""
     if config.require_progress_use and progress_feature and progress_feature not in parsed.features_used:
         return (f"the reward never uses {progress_feature}, the task's main progress measure: add a term that "
                 f"grows as {progress_feature} shrinks")
+    if (config.require_approach_when_stuck and progress_feature and approach_feature
+            and approach_feature not in parsed.features_used
+            and progress_stuck(sample, progress_feature, approach_feature)):
+        return (f"{progress_feature} does not change until the hand reaches the object, so this reward gives no "
+                f"signal: add an approach term such as -w*{approach_feature} or w*exp(-{approach_feature}/s)")
     verdict = check_numeric(reward, sample)
     if not verdict.accepted:
         return verdict.reason
@@ -125,8 +149,9 @@ def check_candidate(
     progress_feature: str | None = None,
     taken: Collection[str] = (),
     config: CheckConfig = CheckConfig(),
+    approach_feature: str | None = None,
 ) -> CheckResult:
-    """Parse, cap complexity, check numerics and direction, and reject duplicates of `taken` keys.
+    """Parse, cap complexity, check numerics, direction and approach, and reject duplicates of `taken` keys.
 
     Never raises on bad candidate text: every failure is a rejected `CheckResult` with its reason.
     """
@@ -145,7 +170,7 @@ def check_candidate(
         return CheckResult(False, "duplicate of a candidate already in the population", canonical, parsed.complexity, key)
     try:
         reward = compile_reward(parsed, candidate_id)
-        reason = _check_compiled(parsed, reward, sample, progress_feature, config)
+        reason = _check_compiled(parsed, reward, sample, progress_feature, config, approach_feature)
     except RewardRejected as exc:
         return CheckResult(False, exc.reason, canonical, parsed.complexity, key)
     except (ValueError, TypeError, ArithmeticError, KeyError) as exc:

@@ -250,6 +250,7 @@ def gym_mujoco_specs() -> tuple[TaskSpec, ...]:
             horizon=100,
             feature_defs=_PUSHER_FEATURES,
             progress_feature="obj_to_goal",
+            approach_feature="tip_to_obj",
             has_human_reward=True,
             success_test=f"obj_to_goal <= {PUSHER_RADIUS} m",
             obs_dim=23,

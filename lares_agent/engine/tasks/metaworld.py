@@ -237,4 +237,5 @@ def metaworld_spec(task: MetaWorldTask) -> TaskSpec:
         env_fn=partial(make_metaworld_env, task.env_name, HORIZON),
         raw_state_fn=partial(metaworld_raw_state, task),
         feature_fn=partial(metaworld_features, task),
+        approach_feature=None if task.progress.startswith("tcp_") else "tcp_to_obj",  # reach-v3 has no object
     )

@@ -117,6 +117,9 @@ class TaskSpec:
     env_fn: EnvFactory = field(repr=False, compare=False)
     raw_state_fn: RawStateFn = field(repr=False, compare=False)
     feature_fn: FeatureFn = field(repr=False, compare=False)
+    # The distance the robot must close before `progress_feature` can move at all (hand to object). Without a
+    # term on it a reward gives no signal until the object happens to be touched (docs/RESULTS.md, button-press).
+    approach_feature: str | None = None
 
     def __post_init__(self) -> None:
         if not self.name or any(c.isspace() for c in self.name):
@@ -135,6 +138,8 @@ class TaskSpec:
             raise TaskSpecError(f"task {self.name}: {HUMAN_REWARD!r} is reserved (it is never offered to the LLM)")
         if self.progress_feature not in names:
             raise TaskSpecError(f"task {self.name}: progress feature {self.progress_feature!r} is not declared")
+        if self.approach_feature is not None and self.approach_feature not in names:
+            raise TaskSpecError(f"task {self.name}: approach feature {self.approach_feature!r} is not declared")
         for label in ("env_fn", "raw_state_fn", "feature_fn"):
             if not callable(getattr(self, label)):
                 raise TaskSpecError(f"task {self.name}: {label} is not callable")
@@ -215,6 +220,7 @@ class TaskSpec:
             "description": self.description,
             "horizon": self.horizon,
             "progress_feature": self.progress_feature,
+            "approach_feature": self.approach_feature,
             "success_test": self.success_test,
             "has_human_reward": self.has_human_reward,
             "obs_dim": self.obs_dim,
