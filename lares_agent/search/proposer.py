@@ -31,11 +31,14 @@ EXPLORE_BELOW = 0.5
 
 
 def fallback_reward(task: Any, feature_names: Sequence[str], rid: str) -> CompiledReward:
-    """The reward a slot gets when the LLM delivers no valid candidate at all: progress plus a success bonus.
+    """The reward a slot gets when the LLM delivers no valid candidate at all: approach (where the task names
+    one), progress, and a success bonus.
 
     Never silent: every use is logged as a `fallback` event, and its id says so.
     """
-    components = {"progress": f"-{task.progress_feature}"}
+    approach = getattr(task, "approach_feature", None)
+    components = {"approach": f"-{approach}"} if approach in feature_names else {}
+    components["progress"] = f"-{task.progress_feature}"
     if "success" in feature_names:
         components["success_bonus"] = "5*success"
     parsed = parse_candidate({"components": components, "rationale": "fallback: no valid LLM candidate"}, feature_names)
