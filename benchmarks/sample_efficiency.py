@@ -3,7 +3,7 @@
 For every (task, seed) it runs two sides with identical engine settings (networks, batch, UTD, warm-up,
 evaluation schedule and episodes, horizon): `lares` (from-scratch reward search with the local model) and
 `baseline` (one SAC learner on the task's own reward, `setting="baseline"`). Optional ablations of LaRes run
-on the first task only. Each run gets its own deterministic folder under `--out`; a finished run (its
+on one task (`--ablation-task`, default the first). Each run gets its own deterministic folder under `--out`; a finished run (its
 events.jsonl has `run_end` with `finished: true`) is skipped and an unfinished one is resumed, so the
 experiment can be spread over several sittings. Each run executes in a fresh process (the 1.5B model and
 MuJoCo are freed between runs).
@@ -13,6 +13,7 @@ Then it reads every run folder and writes
   to first reach 50% / 90% success, wall time, learner updates, LLM calls and tokens);
 - `summary.csv`: per task and side, mean and standard deviation over seeds;
 - `sample_efficiency.png`: success vs env steps, mean +- std over seeds, LaRes vs baseline per task.
+- `ablations.png`: the same curves for the ablations, beside full LaRes on the same task and seeds.
 
 "Population best" is the highest success among the learners at an evaluation (the reference's number,
 lares-reference §12 item 16); "selected" is the learner the last reward update ranked first, i.e. the
@@ -20,8 +21,8 @@ policy LaRes would hand over without looking at the evaluation it is scored on. 
 its one learner. Retrieval reads a case store private to `--out` (`LARES_HOME=<out>/home`), so results do
 not depend on the machine's earlier runs; later runs of the experiment do see earlier runs' cases.
 
-    python benchmarks/sample_efficiency.py                       # 3 tasks x 3 seeds x 2 sides, 8k steps each
-    python benchmarks/sample_efficiency.py --only lares --cpus 1 --ablations all --ablation-seeds 0
+    python benchmarks/sample_efficiency.py                       # 3 tasks x 3 seeds x 2 sides, 10k steps each
+    python benchmarks/sample_efficiency.py --only lares --cpus 1 --seeds "" --ablations all --ablation-seeds 0
     python benchmarks/sample_efficiency.py --aggregate-only      # rebuild results.csv, summary.csv, the plot
 
 Measured numbers and the exact setup are in docs/RESULTS.md.
@@ -325,7 +326,12 @@ def aggregate(out: Path, eval_every: int) -> list[dict[str, Any]]:
     write_csv(out / "results.csv", rows)
     summary = summarise(rows)
     write_csv(out / "summary.csv", summary)
-    plot(rows, out / "sample_efficiency.png", eval_every)
+    plot([r for r in rows if r["side"] in SIDES], out / "sample_efficiency.png", eval_every)
+    ablated = [r for r in rows if r["side"] not in SIDES and r["finished"]]
+    if ablated:  # full LaRes on the same task and seeds beside each ablation, in a figure of their own
+        task, seeds = ablated[0]["task"], {r["seed"] for r in ablated}
+        full = [r for r in rows if r["task"] == task and r["side"] == "lares" and r["seed"] in seeds]
+        plot(full + [r for r in ablated if r["task"] == task], out / "ablations.png", eval_every)
     return summary
 
 

@@ -6,6 +6,7 @@ actually happen; each env is made once per module (about 0.7 s each).
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 import warnings
 
@@ -178,6 +179,8 @@ def test_user_task_registers_runs_and_reports_no_human_reward():
 def test_bad_specs_and_shapes_are_rejected_with_a_reason():
     with pytest.raises(TaskSpecError, match="progress feature"):
         point_spec(progress="speed")
+    with pytest.raises(TaskSpecError, match="approach feature 'hand'"):
+        dataclasses.replace(point_spec(), approach_feature="hand")
     with pytest.raises(TaskSpecError, match="identifier"):
         Feature("obj-to-target", "bad name", "m")
     spec = point_spec()

@@ -32,5 +32,7 @@ def test_tasks_json_is_valid_and_complete():
     assert push["horizon"] == 150 and push["progress_feature"] == "obj_to_target" and push["has_human_reward"]
     names = [f["name"] for f in push["features"]]
     assert "tcp_to_obj" in names and "human_reward" not in names
+    assert push["approach_feature"] == "tcp_to_obj" and by_name["reach-v3"]["approach_feature"] is None
+    assert by_name["Pusher-v5"]["approach_feature"] == "tip_to_obj"
     assert all(set(f) == {"name", "meaning", "unit"} for entry in data for f in entry["features"])
     assert by_name["HalfCheetah-v5"]["horizon"] == 1000

@@ -15,13 +15,14 @@ from lares_agent.engine.tasks import list_tasks
 def tasks_command(
     json: Annotated[bool, typer.Option("--json", help="Print every task with its features as JSON.")] = False,
 ) -> None:
-    """List the registered tasks: name, family, horizon, progress feature, success test and feature count."""
+    """List the registered tasks: name, family, horizon, progress and approach features, success test."""
     specs = list_tasks()
     if json:
         typer.echo(_json.dumps([spec.to_dict() for spec in specs], indent=2))
         return
     table = Table(title=f"{len(specs)} tasks (details and feature meanings: lares tasks --json)")
-    for column in ("name", "family", "horizon", "features", "progress (lower is better)", "success", "human reward"):
+    for column in ("name", "family", "horizon", "features", "progress (lower is better)", "approach",
+                   "success", "human reward"):
         table.add_column(column)
     for spec in specs:
         table.add_row(
@@ -30,6 +31,7 @@ def tasks_command(
             str(spec.horizon),
             str(len(spec.feature_defs)),
             spec.progress_feature,
+            spec.approach_feature or "-",
             spec.success_test,
             "yes" if spec.has_human_reward else "no",
         )

@@ -1,10 +1,12 @@
 """The validate node's tools: parse, complexity cap, numeric checks, progress direction, duplicates.
 
 Thin over `lares_agent.rewards`: the reward language does the parsing and the numeric verdict; this module
-adds the checks that need the task and the population: the sign of the reward along the task's main
-progress feature (a wrong-signed distance term is the small model's most common mistake, feasibility §4.2),
-an approach term where the task names one (without it the learners get no signal until the object happens to be
-touched: every button-press reward of the first experiment ignored `tcp_to_obj`, docs/RESULTS.md), and duplicates of candidates already in the population (canonical sympy text, so `2*d` and `d*2` match).
+adds the checks that need the task and the population:
+- the sign of the reward along the task's main progress feature (a wrong-signed distance term is the small
+  model's most common mistake, feasibility §4.2), and progress terms that cancel out;
+- an approach term where the task names one (without it no learner gets a signal until the object happens to
+  be touched: no button-press reward of the experiment's second sitting used `tcp_to_obj`, docs/RESULTS.md);
+- duplicates of candidates already in the population (canonical sympy text, so `2*d` and `d*2` match).
 Every rejection carries a one-line reason that goes back to the LLM, replacing the reference's silent
 unbounded regeneration loop (lares-reference §12 item 28).
 """
@@ -120,6 +122,9 @@ def _check_compiled(
                 f"the reward increases as {progress_feature} grows on {rises:.0%} of samples, but {progress_feature} "
                 f"is lower-is-better: use -w*{progress_feature} or w*exp(-{progress_feature}/s)"
             )
+        if rises == 0.0 and falls == 0.0:  # e.g. `obj_to_target + (1 - obj_to_target)`, seen in the experiment
+            return (f"the reward does not change when {progress_feature} changes (its terms cancel, or only a "
+                    f"threshold uses it): add a term that grows as {progress_feature} shrinks")
     return None
 
 
