@@ -3,10 +3,10 @@
 For every (task, seed) it runs two sides with identical engine settings (networks, batch, UTD, warm-up,
 evaluation schedule and episodes, horizon): `lares` (from-scratch reward search with the local model) and
 `baseline` (one SAC learner on the task's own reward, `setting="baseline"`). Optional ablations of LaRes run
-on one task (`--ablation-task`, default the first). Each run gets its own deterministic folder under `--out`; a finished run (its
-events.jsonl has `run_end` with `finished: true`) is skipped and an unfinished one is resumed, so the
-experiment can be spread over several sittings. Each run executes in a fresh process (the 1.5B model and
-MuJoCo are freed between runs).
+on one task (`--ablation-task`, default the first). Each run gets its own deterministic folder under `--out`;
+a finished run (its events.jsonl has `run_end` with `finished: true`) is skipped and an unfinished one is
+resumed, so the experiment can be spread over several sittings. Each run executes in a fresh process (the
+1.5B model and MuJoCo are freed between runs).
 
 Then it reads every run folder and writes
 - `results.csv`: one row per run (final success of the population best and of the selected policy, env steps
