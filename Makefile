@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 STAMP := $(VENV)/.installed
 
-.PHONY: install install-test run test bench clean
+.PHONY: install install-test run test test-fast lint bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -27,8 +27,17 @@ install: $(STAMP)
 run: install
 	$(BIN)/lares run
 
-test: install
+# Everything CI runs: lint, types, then the whole suite (slow tests included).
+test: install lint
 	$(BIN)/python -m pytest -q
+
+# The inner loop: unit tests only (no real model, no long training), well under a minute.
+test-fast: install
+	$(BIN)/python -m pytest -q -m "not slow" -x
+
+lint: install
+	$(BIN)/ruff check lares_agent tests benchmarks
+	$(BIN)/mypy
 
 bench: install
 	$(BIN)/pip install -q -e ".[bench]"

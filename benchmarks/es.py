@@ -6,7 +6,7 @@ nothing is asserted (speed claims live here, not in tests). Target: vectorised >
 * vectorised: one SyncVectorEnv of P sub-envs, one batched policy call per step for all P perturbations,
   features and rewards computed once per generation over the whole [T * P] block (``engine.vec_rollout``).
 * sequential (reference style): one env, the perturbations one after another, a policy call and a feature +
-  reward call per step (the reference computed rewards per step in Python, lares-reference §12 items 19, 23).
+  reward call per step (the reference computed rewards per step in Python, docs/lares-reference.md §12 items 19, 23).
 * sequential, features per episode: the same loop with features batched per episode (a fairer baseline).
 * backend: ``ESEngine`` generations with the in-process backend vs the Ray backend (local Ray, 2 CPUs).
 """
@@ -20,15 +20,15 @@ from typing import Any
 
 import numpy as np
 
-from lares_agent.engine import es
-from lares_agent.engine.es_config import ESSearchConfig
-from lares_agent.engine.es_search import ESEngine
-from lares_agent.engine.policies import PolicyBatch, PolicySpec, act, num_params
-from lares_agent.engine.rewards_protocol import HumanReward
-from lares_agent.engine.rollout import to_env_action
-from lares_agent.engine.rollout_workers import RolloutWorkers
+from lares_agent.engine.es import strategy as es
+from lares_agent.engine.loop.es_config import ESSearchConfig
+from lares_agent.engine.loop.es_engine import ESEngine
+from lares_agent.engine.es.policies import PolicyBatch, PolicySpec, act, num_params
+from lares_agent.engine.contracts import HumanReward
+from lares_agent.engine.rollouts.episodes import to_env_action
+from lares_agent.engine.es.workers import RolloutWorkers
 from lares_agent.engine.tasks import get_task
-from lares_agent.engine.vec_rollout import make_vector_env, rollout
+from lares_agent.engine.rollouts.vector import make_vector_env, rollout
 
 TASK = "Reacher-v5"
 HORIZON = 50

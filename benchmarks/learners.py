@@ -24,9 +24,9 @@ import numpy as np
 import torch
 
 from lares_agent.engine.buffer import ReplayBuffer
-from lares_agent.engine.nets import layer_sizes, reuse_freed_memory
-from lares_agent.engine.population import Population
-from lares_agent.engine.sac import SACConfig, SACLearner
+from lares_agent.engine.learners.nets import layer_sizes, reuse_freed_memory
+from lares_agent.engine.learners.sac_population import Population
+from lares_agent.engine.learners.sac import SACConfig, SACLearner
 
 OBS, ACT = 39, 4
 

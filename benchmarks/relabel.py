@@ -1,6 +1,6 @@
 """Relabel a replay buffer with one reward candidate: lares-agent's API vs the reference's style.
 
-The reference (lares-reference §5, §12 item 19) keeps one info dict per transition and relabels with one
+The reference (docs/lares-reference.md §5, §12 item 19) keeps one info dict per transition and relabels with one
 Python call of the LLM's `compute_reward` per transition. lares-agent stores each step's named features as
 columns and evaluates a compiled candidate once over whole columns. Both sides compute the same reward
 (checked below) for a reach-style candidate:

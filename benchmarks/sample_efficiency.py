@@ -16,7 +16,7 @@ Then it reads every run folder and writes
 - `ablations.png`: the same curves for the ablations, beside full LaRes on the same task and seeds.
 
 "Population best" is the highest success among the learners at an evaluation (the reference's number,
-lares-reference §12 item 16); "selected" is the learner the last reward update ranked first, i.e. the
+docs/lares-reference.md §12 item 16); "selected" is the learner the last reward update ranked first, i.e. the
 policy LaRes would hand over without looking at the evaluation it is scored on. For the baseline both are
 its one learner. Retrieval reads a case store private to `--out` (`LARES_HOME=<out>/home`), so results do
 not depend on the machine's earlier runs; later runs of the experiment do see earlier runs' cases.
@@ -47,7 +47,7 @@ import numpy as np
 from lares_agent.search.config import ABLATIONS, SearchConfig, preset_config
 from lares_agent.search.rundir import atomic_write_text, read_jsonl
 
-# The reference's from-scratch MetaWorld set (lares-reference §10) that this project's task list covers.
+# The reference's from-scratch MetaWorld set (docs/lares-reference.md §10) that this project's task list covers.
 DEFAULT_TASKS = ("window-close-v3", "button-press-v3", "drawer-open-v3")
 SIDES = ("baseline", "lares")
 BENCH_FILE = "sample_efficiency.json"  # wall time of every sitting, written by this script

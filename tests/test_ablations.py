@@ -21,11 +21,11 @@ from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
 from lares_agent.engine.buffer import ReplayBuffer
-from lares_agent.engine.fitness import UpdateContext
-from lares_agent.engine.lares import EngineConfig, LaResEngine
-from lares_agent.engine.sac import SACConfig
+from lares_agent.engine.loop.fitness import UpdateContext
+from lares_agent.engine.loop.sac_engine import EngineConfig, LaResEngine
+from lares_agent.engine.learners.sac import SACConfig
 from lares_agent.engine.tasks import Feature, TaskSpec
-from lares_agent.engine.thompson import ThompsonSampler
+from lares_agent.engine.loop.thompson import ThompsonSampler
 from lares_agent.errors import LaresError
 from lares_agent.graphs.build import build_graph, run_round
 from lares_agent.graphs.deps import GraphDeps, GraphLimits

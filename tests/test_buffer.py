@@ -14,7 +14,7 @@ from lares_agent.engine.buffer import (
     ReplayBuffer,
     RewardColumnError,
 )
-from lares_agent.engine.rewards_protocol import HumanReward, RewardFunction
+from lares_agent.engine.contracts import HumanReward, RewardFunction
 
 OBS, ACT = 3, 2
 NAMES = ("dist", "speed", "human_reward")
@@ -129,7 +129,7 @@ def test_reference_scaling_matches_mean_and_std() -> None:
 
 
 def test_scaling_stays_consistent_across_appends() -> None:
-    """The map fixed at set_column applies to rows added later (no drift, lares-reference §12 item 4)."""
+    """The map fixed at set_column applies to rows added later (no drift, docs/lares-reference.md §12 item 4)."""
     buf = filled(capacity=500, n=100)
     buf.set_column(0, HumanReward(), reference=None)
     affine = buf.set_column(1, NEG_DIST, reference=0)

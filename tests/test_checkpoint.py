@@ -126,7 +126,7 @@ def test_engine_resume_reproduces_the_same_next_steps(tmp_path: Path) -> None:
 def test_restore_needs_load_reward_and_matching_task(tmp_path: Path) -> None:
     from test_lares_engine import LaResEngine, Proposer, load_reward, scratch_rewards, tiny_config, tiny_task
 
-    from lares_agent.engine.lares import EngineError
+    from lares_agent.engine.loop.sac_engine import EngineError
 
     a = LaResEngine(tiny_task(), tiny_config(total_steps=30), scratch_rewards(), Proposer(), run_dir=tmp_path)
     a.run()
@@ -167,7 +167,7 @@ def test_engine_resume_is_exact_on_reacher(tmp_path: Path) -> None:
 
 def test_metaworld_reset_depends_only_on_the_episode_seed() -> None:
     # MetaWorld v3 ignores reset(seed=...); seeded_reset must still make fresh envs replay an episode.
-    from lares_agent.engine.rollout import seeded_reset
+    from lares_agent.engine.rollouts.episodes import seeded_reset
     from lares_agent.engine.tasks import get_task
 
     task = get_task("reach-v3")

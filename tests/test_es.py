@@ -14,18 +14,18 @@ from typing import Any
 import numpy as np
 import pytest
 
-from lares_agent.engine import es
-from lares_agent.engine.es_config import ESSearchConfig, reward_population_size
-from lares_agent.engine.es_learner import ESLearner, LearnerSettings, generation_seeds
-from lares_agent.engine.es_search import ESEngine, ESUpdateContext
-from lares_agent.engine.lares_config import EngineError
-from lares_agent.engine.metrics import read_jsonl
-from lares_agent.engine.policies import PolicyBatch, PolicySpec, RunningNorm, act, init_params, num_params
-from lares_agent.engine.rewards_protocol import HumanReward
-from lares_agent.engine.selection import SelectionConfig
+from lares_agent.engine.es import strategy as es
+from lares_agent.engine.loop.es_config import ESSearchConfig, reward_population_size
+from lares_agent.engine.es.learner import ESLearner, LearnerSettings, generation_seeds
+from lares_agent.engine.loop.es_engine import ESEngine, ESUpdateContext
+from lares_agent.engine.loop.config import EngineError
+from lares_agent.runs.jsonl import read_jsonl
+from lares_agent.engine.es.policies import PolicyBatch, PolicySpec, RunningNorm, act, init_params, num_params
+from lares_agent.engine.contracts import HumanReward
+from lares_agent.engine.loop.selection import SelectionConfig
 from lares_agent.engine.tasks import get_task
-from lares_agent.engine.rollout_workers import RolloutWorkers
-from lares_agent.engine.vec_rollout import concat_rollouts, make_vector_env, rollout
+from lares_agent.engine.es.workers import RolloutWorkers
+from lares_agent.engine.rollouts.vector import concat_rollouts, make_vector_env, rollout
 
 from helpers import FeatureReward, TinyTask, final_state, load_reward, three_rewards
 

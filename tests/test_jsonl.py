@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lares_agent.engine.metrics import JsonlWriter, append_jsonl, read_jsonl
+from lares_agent.runs.jsonl import JsonlWriter, append_jsonl, read_jsonl
 from lares_agent.llm.replay import load_record
 
 

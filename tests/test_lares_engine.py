@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 import torch
 
-from lares_agent.engine.evaluation import MemberEvaluation
-from lares_agent.engine.fitness import UpdateContext, rank_slots, slot_evaluation
-from lares_agent.engine.lares import EngineConfig, EngineError, LaResEngine
-from lares_agent.engine.metrics import read_jsonl
-from lares_agent.engine.rewards_protocol import HumanReward
-from lares_agent.engine.sac import SACConfig
+from lares_agent.engine.rollouts.evaluation import MemberEvaluation
+from lares_agent.engine.loop.fitness import UpdateContext, rank_slots, slot_evaluation
+from lares_agent.engine.loop.sac_engine import EngineConfig, EngineError, LaResEngine
+from lares_agent.runs.jsonl import read_jsonl
+from lares_agent.engine.contracts import HumanReward
+from lares_agent.engine.learners.sac import SACConfig
 from lares_agent.engine.tasks import Feature, TaskSpec
 
 from helpers import PointMass, point_features

@@ -17,8 +17,8 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
-from lares_agent.engine.lares import EngineConfig, LaResEngine
-from lares_agent.engine.sac import SACConfig
+from lares_agent.engine.loop.sac_engine import EngineConfig, LaResEngine
+from lares_agent.engine.learners.sac import SACConfig
 from lares_agent.engine.tasks import get_task
 from lares_agent.graphs.build import build_graph, run_round
 from lares_agent.graphs.deps import GraphDeps, GraphLimits

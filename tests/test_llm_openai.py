@@ -53,7 +53,7 @@ def old_server() -> Iterator[FakeServer]:
 
 @pytest.fixture(autouse=True)
 def no_tiktoken(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Token counting must never need tiktoken (it downloads its BPE file; feasibility §1.3)."""
+    """Token counting must never need tiktoken (it downloads its BPE file; docs/feasibility.md §1.3)."""
     import tiktoken
 
     def refuse(*args, **kwargs):

@@ -22,8 +22,8 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
-from lares_agent.engine.lares import EngineConfig, IterationInfo, LaResEngine
-from lares_agent.engine.sac import SACConfig
+from lares_agent.engine.loop.sac_engine import EngineConfig, IterationInfo, LaResEngine
+from lares_agent.engine.learners.sac import SACConfig
 from lares_agent.engine.tasks import Feature, TaskSpec
 from lares_agent.graphs.build import build_graph
 from lares_agent.graphs.deps import GraphDeps, GraphLimits

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from lares_agent.engine.buffer import Batch
-from lares_agent.engine.nets import StackedAdam, member_seeds
-from lares_agent.engine.population import Population
-from lares_agent.engine.sac import SACConfig, SACLearner
+from lares_agent.engine.contracts import Batch
+from lares_agent.engine.learners.nets import StackedAdam, member_seeds
+from lares_agent.engine.learners.sac_population import Population
+from lares_agent.engine.learners.sac import SACConfig, SACLearner
 
 from helpers import random_transitions
 

@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from lares_agent.engine import es
-from lares_agent.engine.es_config import ESSearchConfig
-from lares_agent.engine.es_search import ESEngine
-from lares_agent.engine.metrics import read_jsonl
+from lares_agent.engine.es import strategy as es
+from lares_agent.engine.loop.es_config import ESSearchConfig
+from lares_agent.engine.loop.es_engine import ESEngine
+from lares_agent.runs.jsonl import read_jsonl
 
 import helpers
 from helpers import FeatureReward, TinyTask, final_state, load_reward, three_rewards
@@ -42,7 +42,7 @@ def _config(backend: str) -> ESSearchConfig:
 @pytest.fixture(scope="module")
 def ray_local() -> Iterator[Any]:
     ray = pytest.importorskip("ray", reason="Ray is not installed (extra lares-agent[ray])")
-    from lares_agent.engine.ray_backend import ensure_ray
+    from lares_agent.engine.es.ray_backend import ensure_ray
 
     for module in (sys.modules[__name__], helpers):  # test classes travel by value
         ray.cloudpickle.register_pickle_by_value(module)
@@ -86,7 +86,7 @@ def test_local_checkpoint_resumes_on_ray(ray_local: Any, tmp_path: Path) -> None
 
 
 def test_missing_ray_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    from lares_agent.engine.ray_backend import RayUnavailableError, import_ray
+    from lares_agent.engine.es.ray_backend import RayUnavailableError, import_ray
 
     real_import = builtins.__import__
 

@@ -13,7 +13,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lares_agent.engine.rewards_protocol import RewardFunction
+from lares_agent.engine.contracts import RewardFunction
 from lares_agent.rewards import (
     FeatureError,
     NumericThresholds,

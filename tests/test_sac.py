@@ -7,8 +7,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lares_agent.engine.buffer import Batch
-from lares_agent.engine.sac import SACConfig, SACLearner
+from lares_agent.engine.contracts import Batch
+from lares_agent.engine.learners.sac import SACConfig, SACLearner
 
 from helpers import random_transitions
 

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from lares_agent.engine.selection import (
+from lares_agent.engine.loop.selection import (
     DiversityConfig,
     SelectionConfig,
     behaviour_distance,

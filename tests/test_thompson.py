@@ -1,11 +1,11 @@
-"""Thompson sampling: a true sliding window (lares-reference §12 item 3), selection, reset, checkpoint."""
+"""Thompson sampling: a true sliding window (docs/lares-reference.md §12 item 3), selection, reset, checkpoint."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from lares_agent.engine.thompson import ThompsonSampler
+from lares_agent.engine.loop.thompson import ThompsonSampler
 
 
 def test_window_order_matters_reference_counterexample() -> None:

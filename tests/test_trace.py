@@ -23,7 +23,7 @@ from pydantic import PrivateAttr
 from typer.testing import CliRunner
 
 from lares_agent.cli.app import app
-from lares_agent.engine.fitness import SlotEvaluation, UpdateContext
+from lares_agent.engine.loop.fitness import SlotEvaluation, UpdateContext
 from lares_agent.engine.tasks import get_task
 from lares_agent.errors import LaresError
 from lares_agent.graphs.build import build_graph, open_trace

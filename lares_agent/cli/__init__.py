@@ -1,1 +1,1 @@
-"""cli layer of lares-agent (see DESIGN.md §2)."""
+"""cli layer of lares-agent (see docs/DESIGN.md §2)."""

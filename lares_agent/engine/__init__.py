@@ -1,1 +1,1 @@
-"""engine layer of lares-agent (see DESIGN.md §2)."""
+"""engine layer of lares-agent (see docs/DESIGN.md §2)."""

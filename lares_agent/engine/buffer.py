@@ -1,7 +1,7 @@
 """Shared replay buffer with the reward features of every step and one reward column per candidate.
 
 LaRes keeps one transition store for the whole policy population and gives every stored transition a
-reward under every reward candidate (lares-reference §4). The reference keeps Python tuples with info
+reward under every reward candidate (docs/lares-reference.md §4). The reference keeps Python tuples with info
 dicts and relabels in a per-transition loop (§12 items 19, 23, 24); here everything is a preallocated
 array, a reward column is relabelled with one vectorised call, and each column keeps one fixed affine
 map for its whole life, so old and new rows are scaled alike (no drift, §12 item 4).
@@ -15,23 +15,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from lares_agent.engine.rewards_protocol import RewardFunction
-
-
-class RewardColumnError(ValueError):
-    """A reward column cannot be set or used; `reason` is one line, fit for an LLM critique."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-class ConstantRewardError(RewardColumnError):
-    """The candidate gives (nearly) the same reward on every stored row: it cannot be scaled (§12 item 5)."""
-
-
-class NonFiniteRewardError(RewardColumnError):
-    """The candidate gives NaN or infinite rewards on stored rows (§12 item 5)."""
+from lares_agent.engine.contracts import Batch, RewardFunction
+from lares_agent.engine.errors import ConstantRewardError, NonFiniteRewardError, RewardColumnError
 
 
 @dataclass(frozen=True)
@@ -44,26 +29,6 @@ class Affine:
     def apply(self, raw: np.ndarray) -> np.ndarray:
         """Apply the map to raw rewards."""
         return raw * self.scale + self.shift
-
-
-class Batch(NamedTuple):
-    """Minibatches for C columns, stacked for the population update (float32 unless noted).
-
-    obs [C, B, obs_dim], action [C, B, act_dim], reward [C, B], next_obs [C, B, obs_dim],
-    terminated [C, B] (1.0 where the episode really ended; time-limit cuts are 0, §12 item 12),
-    indices [C, B] (int64 buffer rows, for diagnostics).
-    """
-
-    obs: np.ndarray
-    action: np.ndarray
-    reward: np.ndarray
-    next_obs: np.ndarray
-    terminated: np.ndarray
-    indices: np.ndarray
-
-    def column(self, i: int) -> Batch:
-        """The minibatch of the i-th sampled column, with the leading C axis dropped ([B, ...])."""
-        return Batch(*(x[i] for x in self))
 
 
 # A column whose standard deviation is below this fraction of its magnitude is treated as constant:
@@ -175,7 +140,7 @@ class ReplayBuffer:
         """Relabel column j over every stored row with `fn`, and fix its affine map for life.
 
         With a `reference` column, the new column's mean/std over the buffer are matched to the reference
-        column's *scaled* mean/std (LaRes, lares-reference §6); without one the map is the identity.
+        column's *scaled* mean/std (LaRes, docs/lares-reference.md §6); without one the map is the identity.
         `relabel=False` (ablation of LaRes' relabelling) fixes the map from `fn`'s statistics as usual but
         leaves the stored rows with the values they already had (as learners sampled them); only rows added
         later get `fn`'s reward. An unset column is always labelled (its rows have no value yet).
@@ -207,7 +172,7 @@ class ReplayBuffer:
             )
         if reference is None:
             affine = Affine(shift=0.0, scale=1.0)
-        else:  # (x - m_j) * sigma_E / sigma_j + mu_E, lares-reference §6
+        else:  # (x - m_j) * sigma_E / sigma_j + mu_E, docs/lares-reference.md §6
             scale = ref_std / std
             affine = Affine(shift=ref_mean - mean * scale, scale=scale)
         if relabel or self._affine[j] is None:

@@ -8,7 +8,7 @@ Layout under a ``checkpoints/`` root::
 
 A checkpoint directory is written under a temporary name, every file and the directory are fsynced, and only
 then is it renamed into place with ``os.replace`` and ``LATEST`` swapped (also by ``os.replace``). A run killed
-at any moment therefore leaves ``LATEST`` naming a complete checkpoint (DESIGN §6: nothing accepted is lost).
+at any moment therefore leaves ``LATEST`` naming a complete checkpoint (docs/DESIGN.md §6: nothing accepted is lost).
 
 No pickle: a state tree is split into JSON (structure, scalars), one ``.npz`` of numpy arrays (loaded with
 ``allow_pickle=False``) and one torch file of tensors (loaded with ``weights_only=True``), so that loading a

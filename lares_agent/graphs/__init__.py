@@ -1,1 +1,1 @@
-"""graphs layer of lares-agent (see DESIGN.md §2)."""
+"""graphs layer of lares-agent (see docs/DESIGN.md §2)."""

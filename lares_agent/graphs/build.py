@@ -52,7 +52,7 @@ def build_graph(deps: GraphDeps, checkpointer: BaseCheckpointSaver | None = None
 
 def open_trace(run_dir: Path) -> SqliteSaver:
     """A SQLite checkpointer on `run_dir/trace.sqlite` (built from a connection: SqliteSaver 3.x is not a
-    context manager, feasibility §4.5). Close it with `saver.conn.close()`."""
+    context manager, docs/feasibility.md §4.5). Close it with `saver.conn.close()`."""
     run_dir.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(str(run_dir / TRACE_NAME), check_same_thread=False)
     return SqliteSaver(conn)

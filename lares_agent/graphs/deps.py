@@ -1,7 +1,7 @@
 """What the graph's nodes need that is not state: the LLM, the task, the persona, data sources, limits.
 
 Kept out of the state on purpose: the state is checkpointed after every node (trace.sqlite), and clients,
-buffers and compiled functions do not belong in a checkpoint (DESIGN §2: the state holds ids, expressions,
+buffers and compiled functions do not belong in a checkpoint (docs/DESIGN.md §2: the state holds ids, expressions,
 verdicts and summaries). The search layer owns one `GraphDeps` per run and refreshes `sample` and
 `rollouts` before each round; compiled rewards of accepted candidates land in `registry`.
 """
@@ -30,7 +30,7 @@ Sample = Mapping[str, np.ndarray]
 class GraphLimits:
     """Bounds and sampling settings of one round."""
 
-    retry_budget: int = 3  # extra propose passes after the first; bounds LLM cost (lares-reference §12 item 28)
+    retry_budget: int = 3  # extra propose passes after the first; bounds LLM cost (docs/lares-reference.md §12 item 28)
     per_call: int = 1  # candidates asked for in one LLM call (1 is the most reliable for 0.5B/1.5B models)
     max_calls_per_pass: int = 8  # cap on LLM calls in one propose pass
     temperature: float = 0.4  # the seed's 0.3-0.5

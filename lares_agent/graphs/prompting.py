@@ -1,9 +1,9 @@
 """Prompt assembly for the nodes and the one strict extractor of candidates from an LLM answer.
 
-Message layout for llama.cpp's prefix cache (feasibility §4.4, 5x faster): the system message is the long
+Message layout for llama.cpp's prefix cache (docs/feasibility.md §4.4, 5x faster): the system message is the long
 fixed part (task, features, language, sign conventions, few-shot examples, persona) and is byte-identical
 for every call of a run; the user message carries what varies (elites, critique, reasons). The previous
-best answer is never replayed as a `system` turn (the reference's role bug, lares-reference §12 item 9).
+best answer is never replayed as a `system` turn (the reference's role bug, docs/lares-reference.md §12 item 9).
 """
 
 from __future__ import annotations
@@ -170,7 +170,7 @@ def proposal_schema(n: int, max_components: int) -> dict[str, Any]:
     One candidate (n == 1) is a bare candidate object, exactly like the few-shot examples, which small
     models follow best; several come wrapped as {"candidates": [...]}. The rationale is capped: an
     uncapped one costs ~100 tokens and 5 s per call and got the 0.5B model truncated mid-JSON
-    (feasibility §4.3).
+    (docs/feasibility.md §4.3).
     """
     candidate = {
         "type": "object",

@@ -38,7 +38,7 @@ class LLMConfig:
     model: str | None = None  # local: known name or GGUF path (None = default 1.5B); openai: model name
     base_url: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
-    temperature: float = 0.4  # the seed recommends 0.3-0.5 (DESIGN §4)
+    temperature: float = 0.4  # the seed recommends 0.3-0.5 (docs/DESIGN.md §4)
     max_tokens: int = 384
     n_ctx: int = 4096
     n_threads: int | None = None  # None: every core this process may use

@@ -1,7 +1,7 @@
 """Fault injection for LLM backends: a chat model that wraps another and fails on purpose, reproducibly.
 
-A run must survive whatever a model or server does (DESIGN §4: nodes never crash on garbage; the reference
-regenerated without bound on bad answers, lares-reference §12 item 28). `FaultyChatModel` sits between the
+A run must survive whatever a model or server does (docs/DESIGN.md §4: nodes never crash on garbage; the reference
+regenerated without bound on bad answers, docs/lares-reference.md §12 item 28). `FaultyChatModel` sits between the
 `LLMClient` and any LangChain chat model and, at a configurable rate drawn from a seeded generator, replaces
 an answer by one of the faults below. Every injected fault is kept (`faults()`), optionally appended to an
 events file, and carries its kind so `LLMClient` writes it into `llm_calls.jsonl` next to the call it spoiled.
@@ -26,7 +26,7 @@ from langchain_core.messages import BaseMessage
 from langchain_core.outputs import ChatResult
 from pydantic import PrivateAttr
 
-from lares_agent.engine.metrics import read_jsonl
+from lares_agent.runs.jsonl import read_jsonl
 from lares_agent.llm.answers import one_answer
 from lares_agent.llm.errors import LLMTimeout
 from lares_agent.llm.replay import append_record, call_key

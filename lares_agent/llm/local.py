@@ -2,7 +2,7 @@
 
 One `Llama` object is kept per (path, n_ctx, n_threads) for the life of the process: llama.cpp reuses the KV
 cache for the longest shared token prefix of consecutive prompts, so a long fixed system prompt is evaluated
-once and later calls only pay for their new tokens (5x faster in feasibility §4.4).
+once and later calls only pay for their new tokens (5x faster in docs/feasibility.md §4.4).
 """
 
 from __future__ import annotations

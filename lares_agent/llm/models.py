@@ -46,7 +46,7 @@ class KnownModel:
 DEFAULT_MODEL = "qwen2.5-coder-1.5b"
 
 # Upstream weights: Qwen2.5-Coder-{1.5B,0.5B}-Instruct (Apache-2.0), Q4_K_M GGUF; sha256 pinned because the
-# part packages carry no licence or provenance (feasibility §3).
+# part packages carry no licence or provenance (docs/feasibility.md §3).
 KNOWN_MODELS: dict[str, KnownModel] = {
     "qwen2.5-coder-1.5b": KnownModel(
         name="qwen2.5-coder-1.5b",

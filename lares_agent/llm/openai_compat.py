@@ -1,7 +1,7 @@
 """OpenAI-compatible chat model (OpenAI, vLLM, Ollama, llama-server) through `langchain-openai`.
 
 Token usage is read from each response's `usage` (LangChain's `usage_metadata`); nothing here calls
-`get_num_tokens`, which loads a tiktoken BPE file from the internet and fails offline (feasibility §1.3).
+`get_num_tokens`, which loads a tiktoken BPE file from the internet and fails offline (docs/feasibility.md §1.3).
 Retries belong to `LLMClient`, so the OpenAI SDK's own retries are switched off (no retry storms).
 """
 

@@ -21,7 +21,7 @@ from langchain_core.messages import BaseMessage
 from langchain_core.outputs import ChatResult
 from pydantic import PrivateAttr
 
-from lares_agent.engine.metrics import append_jsonl, read_jsonl
+from lares_agent.runs.jsonl import append_jsonl, read_jsonl
 from lares_agent.llm.answers import one_answer
 from lares_agent.llm.errors import LLMError, ReplayMissing
 from lares_agent.llm.local import to_openai_messages

@@ -1,1 +1,1 @@
-"""memory layer of lares-agent (see DESIGN.md §2)."""
+"""memory layer of lares-agent (see docs/DESIGN.md §2)."""

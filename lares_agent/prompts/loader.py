@@ -4,7 +4,7 @@ Templates use `string.Template` placeholders (`$name` / `${name}`) because promp
 expressions full of braces; `$$` is a literal dollar. Rendering is strict both ways: a placeholder without
 a value and a value without a placeholder both raise, so a renamed variable can never silently drop the
 critique or the elites from a prompt (the reference filled `code_feedback.txt` slots with mislabelled
-values, lares-reference §12 item 14).
+values, docs/lares-reference.md §12 item 14).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Two views answer "what does this reward actually pay for?":
 
 * component share: mean |component| / sum of mean |components| over buffer states. The search logs these
-  statistics with each candidate (LaRes never logged components at all, lares-reference §12 fix list: "log
+  statistics with each candidate (LaRes never logged components at all, docs/lares-reference.md §12 fix list: "log
   reward components"); without them, they are recomputed from a feature sample if the run saved one.
 * feature influence: mean |dr/dx_j| * std(x_j) over a feature sample, from the reward's differentiable torch
   form. Scaling the gradient by the feature's spread makes features with different units comparable.

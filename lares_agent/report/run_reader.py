@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from lares_agent.engine.metrics import read_jsonl
+from lares_agent.runs.jsonl import read_jsonl
 from lares_agent.errors import LaresError
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""Reward language of lares-agent: ast allow-list -> sympy -> complexity -> compiled numpy/torch (DESIGN §3).
+"""Reward language of lares-agent: ast allow-list -> sympy -> complexity -> compiled numpy/torch (docs/DESIGN.md §3).
 
 LLM text is parsed as data (never eval'd), checked against `Limits`, compiled once, and checked numerically
 on sample states; `validate` does all of it and returns a `Verdict`.

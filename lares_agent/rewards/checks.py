@@ -1,7 +1,7 @@
 """Numeric checks of a compiled reward on sample states, and `validate`: text -> verdict + compiled reward.
 
 The reference validates by running LLM code over every stored info dict in a subprocess with no timeout
-(lares-reference §12 item 20); here a candidate is checked vectorised on a bounded sample of states
+(docs/lares-reference.md §12 item 20); here a candidate is checked vectorised on a bounded sample of states
 before any policy trains on it, and each failure names the component to fix.
 """
 

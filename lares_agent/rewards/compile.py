@@ -2,7 +2,7 @@
 
 No generated source and no `exec` (unlike `lambdify`): the sympy tree is walked once into a list of
 instructions with common subexpressions shared across components, and both backends run the same list,
-so numpy (relabelling whole buffer columns, lares-reference §12 item 19) and torch (gradients w.r.t.
+so numpy (relabelling whole buffer columns, docs/lares-reference.md §12 item 19) and torch (gradients w.r.t.
 features) cannot drift apart. Evaluation costs one array operation per instruction, whatever N is.
 """
 

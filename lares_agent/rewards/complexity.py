@@ -1,6 +1,6 @@
 """Complexity of a reward: weighted operation count plus depth.
 
-It enters fitness as a penalty (fitness = success - lambda * complexity, DESIGN §1) so that, between two
+It enters fitness as a penalty (fitness = success - lambda * complexity, docs/DESIGN.md §1) so that, between two
 candidates that train equally well, the simpler one survives; it is reported for every candidate.
 """
 

@@ -1,7 +1,7 @@
 """Limits of the reward language and the error every rejection raises.
 
 Every bound here exists so that parsing LLM text takes bounded time and memory whatever the text is:
-the reference `exec`s LLM code unsandboxed (lares-reference §12 item 27); we parse it as data instead,
+the reference `exec`s LLM code unsandboxed (docs/lares-reference.md §12 item 27); we parse it as data instead,
 and these limits are checked on the Python `ast` before any sympy object is built.
 """
 

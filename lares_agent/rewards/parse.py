@@ -1,6 +1,6 @@
 """Expression text -> sympy, through Python's `ast` and an allow-list; nothing is ever evaluated.
 
-`sympify`/`parse_expr` call `eval` on their input, and the reference `exec`s LLM code (lares-reference §12
+`sympify`/`parse_expr` call `eval` on their input, and the reference `exec`s LLM code (docs/lares-reference.md §12
 item 27), so LLM text only ever reaches `ast.parse`. Size and depth are checked on the `ast` before a
 single sympy object is built. No simplify/expand ever runs: the only rewriting is sympy's automatic
 evaluation of arithmetic; Min/Max/where/Piecewise are the opaque functions of `functions.py`, because

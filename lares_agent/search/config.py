@@ -122,7 +122,7 @@ class SearchConfig:
 
 
 # The embedded default finishes in under 10 minutes on 2 cores (see README); `paper` is the reference's setup
-# (lares-reference §10: K=5, E=3, 1e6 steps, reward period 2e5, 10k warm-up, 3x256 networks, batch 128, UTD 1).
+# (docs/lares-reference.md §10: K=5, E=3, 1e6 steps, reward period 2e5, 10k warm-up, 3x256 networks, batch 128, UTD 1).
 PRESETS: dict[str, dict[str, Any]] = {
     "demo": {},
     "paper": {

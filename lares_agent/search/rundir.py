@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lares_agent.engine.metrics import append_jsonl as _append
-from lares_agent.engine.metrics import read_jsonl as _read
+from lares_agent.runs.jsonl import append_jsonl as _append
+from lares_agent.runs.jsonl import read_jsonl as _read
 from lares_agent.errors import LaresError
 
 
@@ -51,7 +51,7 @@ def _json_default(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class RunDir:
-    """Paths of one run (DESIGN §6)."""
+    """Paths of one run (docs/DESIGN.md §6)."""
 
     root: Path
 

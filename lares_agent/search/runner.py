@@ -1,4 +1,4 @@
-"""Start, resume and finish a reward-search run: the outer loop of DESIGN §1 over the engine and the graph.
+"""Start, resume and finish a reward-search run: the outer loop of docs/DESIGN.md §1 over the engine and the graph.
 
 `start_run` writes `config.json` first, so that whatever happens next the folder is a run that `resume_run`
 can continue: a run killed before its first engine checkpoint starts the engine again (the graph's round 0
@@ -20,11 +20,11 @@ from typing import Any
 
 import numpy as np
 
-from lares_agent.engine.lares import LaResEngine
-from lares_agent.engine.lares_config import EngineConfig, EngineError
-from lares_agent.engine.rewards_protocol import RewardFunction
-from lares_agent.engine.rollout import EnvPool, batch_features, run_episodes
-from lares_agent.engine.sac import SACConfig
+from lares_agent.engine.loop.sac_engine import LaResEngine
+from lares_agent.engine.loop.config import EngineConfig, EngineError
+from lares_agent.engine.contracts import RewardFunction
+from lares_agent.engine.rollouts.episodes import EnvPool, batch_features, run_episodes
+from lares_agent.engine.learners.sac import SACConfig
 from lares_agent.engine.tasks import TaskSpec, get_task
 from lares_agent.errors import LaresError
 from lares_agent.search.config import SearchConfig
@@ -94,9 +94,9 @@ def reflects(cfg: SearchConfig) -> bool:
 
 def es_config(cfg: SearchConfig) -> Any:
     """The ES engine's view (`--learner es`): linear policies, the same reward period in env steps."""
-    from lares_agent.engine.es import ESConfig
-    from lares_agent.engine.es_config import ESSearchConfig
-    from lares_agent.engine.selection import SelectionConfig
+    from lares_agent.engine.es.strategy import ESConfig
+    from lares_agent.engine.loop.es_config import ESSearchConfig
+    from lares_agent.engine.loop.selection import SelectionConfig
 
     return ESSearchConfig(
         setting=cfg.setting,
@@ -199,7 +199,7 @@ class Search:
     # ------------------------------------------------------------------ engine
     def _engine_class(self) -> tuple[Any, Any]:
         if self.cfg.learner == "es":
-            from lares_agent.engine.es_search import ESEngine
+            from lares_agent.engine.loop.es_engine import ESEngine
 
             return ESEngine, es_config(self.cfg)
         if self.cfg.backend != "local":

@@ -1,1 +1,1 @@
-"""tools layer of lares-agent (see DESIGN.md §2)."""
+"""tools layer of lares-agent (see docs/DESIGN.md §2)."""

@@ -3,12 +3,12 @@
 Thin over `lares_agent.rewards`: the reward language does the parsing and the numeric verdict; this module
 adds the checks that need the task and the population:
 - the sign of the reward along the task's main progress feature (a wrong-signed distance term is the small
-  model's most common mistake, feasibility §4.2), and progress terms that cancel out;
+  model's most common mistake, docs/feasibility.md §4.2), and progress terms that cancel out;
 - an approach term where the task names one (without it no learner gets a signal until the object happens to
   be touched: no button-press reward of the experiment's second sitting used `tcp_to_obj`, docs/RESULTS.md);
 - duplicates of candidates already in the population (canonical sympy text, so `2*d` and `d*2` match).
 Every rejection carries a one-line reason that goes back to the LLM, replacing the reference's silent
-unbounded regeneration loop (lares-reference §12 item 28).
+unbounded regeneration loop (docs/lares-reference.md §12 item 28).
 """
 
 from __future__ import annotations

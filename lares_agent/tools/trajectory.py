@@ -1,11 +1,11 @@
 """Deterministic trajectory encoder: a rollout's per-step arrays -> a short text for the analyse node.
 
-No LLM is involved (DESIGN §4): the same rollout always gives the same text, and the text fits a token
+No LLM is involved (docs/DESIGN.md §4): the same rollout always gives the same text, and the text fits a token
 budget (default 512, the seed's "limit trajectory descriptions to 512 tokens"). Tokens are estimated as
 about 4 characters each, which over-counts slightly for English and numbers and so stays safely under
 the model's context without downloading a tokenizer.
 
-The text covers what the reference never fed back (lares-reference §2.2: only final-step `info` dicts):
+The text covers what the reference never fed back (docs/lares-reference.md §2.2: only final-step `info` dicts):
 progress toward the goal over time, speeds, stops and jerk, contacts/grasp, success, and which reward
 components dominated.
 """

@@ -2,9 +2,9 @@
 
 One generic feature set serves every task; a `MetaWorldTask` says what "obj" and "target" are and how the
 env itself measures progress (which axes, which point), so `obj_to_target` is the distance the env's own
-success test uses. The raw state is captured after every step (lares-reference §2.5: LaRes reward functions
+success test uses. The raw state is captured after every step (docs/lares-reference.md §2.5: LaRes reward functions
 read tcp, pads, init positions and the goal from the post-step state) and holds copies, never live
-references (lares-reference §12 item 17).
+references (docs/lares-reference.md §12 item 17).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ __all__ = [
 ]
 
 HORIZON = 150
-"""Episode length in env steps, as LaRes (lares-reference §9: `--episode-length` 150), truncation only."""
+"""Episode length in env steps, as LaRes (docs/lares-reference.md §9: `--episode-length` 150), truncation only."""
 MW_DT = 0.0125
 """Seconds per env step: MuJoCo timestep 0.0025 s x frame skip 5 (checked against `env.unwrapped.dt` in tests)."""
 OBS_DIM, ACT_DIM = 39, 4
@@ -137,7 +137,7 @@ def make_metaworld_env(env_name: str, horizon: int, seed: int) -> gymnasium.Env:
 
     MT1's chain is TimeLimit(500) -> AutoTerminateOnSuccess -> RecordEpisodeStatistics -> RandomTaskSelect
     (a new goal variation on every reset) -> Checkpoint. MT1 already builds AutoTerminateOnSuccess switched
-    off; it is switched off again explicitly because LaRes always runs to the horizon (lares-reference §8-9).
+    off; it is switched off again explicitly because LaRes always runs to the horizon (docs/lares-reference.md §8-9).
     """
     import metaworld  # noqa: F401  (importing registers the Meta-World/* ids; slow, so only here)
     from metaworld.wrappers import AutoTerminateOnSuccessWrapper

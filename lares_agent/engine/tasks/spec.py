@@ -1,9 +1,9 @@
 """What a task is for the reward search: an env factory, named scalar reward features and a success test.
 
-A reward candidate may only read the features a task declares (DESIGN §3), so each feature carries a one-line
+A reward candidate may only read the features a task declares (docs/DESIGN.md §3), so each feature carries a one-line
 meaning and a unit that go into the LLM prompt. Features are computed in one vectorised call from a float64
 "raw state" captured right after every env step, so relabelling a whole replay buffer never touches the
-simulator again (lares-reference §12 items 19 and 24: no per-step info dicts, no Python reward loops).
+simulator again (docs/lares-reference.md §12 items 19 and 24: no per-step info dicts, no Python reward loops).
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ class Feature:
 class FeatureView(tuple):
     """The declared features of a task (a tuple of `Feature`) that can also be called to compute them.
 
-    ARCHITECTURE.md names both `spec.features` (the tuple) and `spec.features(raw, action)` (the computation);
+    docs/ARCHITECTURE.md names both `spec.features` (the tuple) and `spec.features(raw, action)` (the computation);
     a dataclass cannot hold a field and a method under one name, so the property returns this view.
     """
 

@@ -1,4 +1,4 @@
-"""Save and restore the whole LaRes engine state (DESIGN §6: a killed run resumes with nothing lost).
+"""Save and restore the whole LaRes engine state (docs/DESIGN.md §6: a killed run resumes with nothing lost).
 
 The state holds learners with their optimisers, anchors and noise generators (``Population.state_dict``),
 the buffer arrays and column maps, every reward function as ``to_json()``, Thompson windows, the engine's
@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from lares_agent.engine.checkpoint import load_checkpoint, save_checkpoint
-from lares_agent.engine.lares_config import EngineConfig, EngineError
-from lares_agent.engine.rewards_protocol import HumanReward, RewardFunction
+from lares_agent.engine.loop.config import EngineConfig, EngineError
+from lares_agent.engine.contracts import HumanReward, RewardFunction
 
 if TYPE_CHECKING:
-    from lares_agent.engine.lares import LaResEngine, ProposeFn
+    from lares_agent.engine.loop.sac_engine import LaResEngine, ProposeFn
     from lares_agent.engine.tasks import TaskSpec
 
 __all__ = ["EngineStateMixin", "LoadReward", "restored_engine"]

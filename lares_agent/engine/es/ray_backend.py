@@ -1,12 +1,12 @@
 """Ray backend for the ES search (``--backend ray``, extra ``lares-agent[ray]``): one Ray actor per learner.
 
-Each actor is an :class:`~lares_agent.engine.es_learner.ESLearner`: it owns its policy, its ES state, its
+Each actor is an :class:`~lares_agent.engine.es.learner.ESLearner`: it owns its policy, its ES state, its
 reward and its own rollout vector env, so a population spreads over a Ray cluster (``--ray-address``) with
 one round trip per generation. The actor runs exactly the code of the in-process backend, so results and
 checkpoints are the same for the same seeds.
 
 Ray is imported inside functions only: the package imports and runs without it. On a 2-core laptop Ray adds
-about 3 s of start-up and 700 MiB of memory for nothing (feasibility §7), so the in-process backend stays
+about 3 s of start-up and 700 MiB of memory for nothing (docs/feasibility.md §7), so the in-process backend stays
 the default.
 """
 
@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from lares_agent.engine.es_learner import ESLearner, LearnerSettings
-from lares_agent.engine.evaluation import MemberEvaluation
+from lares_agent.engine.es.learner import ESLearner, LearnerSettings
+from lares_agent.engine.rollouts.evaluation import MemberEvaluation
 
 if TYPE_CHECKING:
-    from lares_agent.engine.rewards_protocol import RewardFunction
+    from lares_agent.engine.contracts import RewardFunction
     from lares_agent.engine.tasks import TaskSpec
 
 __all__ = ["RayBackend", "RayUnavailableError", "ensure_ray", "import_ray"]
@@ -52,7 +52,7 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = 2) -> bool:
 
     Returns True when this call started/connected Ray (the caller then owns the shutdown). Local mode turns
     off token authentication, usage statistics and the dashboard: the machine may be offline and a local
-    instance serves only this process (feasibility §7 lists the warning this avoids).
+    instance serves only this process (docs/feasibility.md §7 lists the warning this avoids).
     """
     ray = import_ray()
     if ray.is_initialized():

@@ -1,7 +1,7 @@
 """Soft Actor-Critic, one learner, readable top to bottom (CleanRL style, paper names).
 
 This is the reference implementation: `Population` trains K of these as one batched computation and is
-tested against this file. Settings follow LaRes' learner (lares-reference §9: 3x256 ReLU MLPs, Adam 3e-4,
+tested against this file. Settings follow LaRes' learner (docs/lares-reference.md §9: 3x256 ReLU MLPs, Adam 3e-4,
 batch 128, gamma 0.99, tau 0.005, automatic entropy with target -|A|), with its defects fixed: the actor
 loss is built after the critic step on fresh critic values (§12 item 11, also correct on current torch),
 and bootstrapping stops only at real terminations, never at time-limit cuts (§12 item 12).
@@ -18,13 +18,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lares_agent.engine.buffer import Batch
-from lares_agent.engine.nets import init_mlp, layer_sizes, squashed_gaussian
+from lares_agent.engine.contracts import Batch
+from lares_agent.engine.learners.nets import init_mlp, layer_sizes, squashed_gaussian
 
 
 @dataclass(frozen=True, kw_only=True)
 class SACConfig:
-    """Hyper-parameters of every SAC learner (defaults: LaRes reference, lares-reference §9)."""
+    """Hyper-parameters of every SAC learner (defaults: LaRes reference, docs/lares-reference.md §9)."""
 
     hidden: tuple[int, ...] = (256, 256, 256)
     """Hidden layer widths of the actor and of each critic."""

@@ -1,10 +1,10 @@
-"""Deterministic evaluation of population members (LaRes fitness, lares-reference §3 and §9).
+"""Deterministic evaluation of population members (LaRes fitness, docs/lares-reference.md §3 and §9).
 
 Every evaluated member plays the same ``episodes`` deterministic episodes (common reset seeds, so members
 are compared on identical initial conditions). Per member it reports:
 
 * success rate, where an episode succeeds if the task's success flag is set at ANY step (the reference's
-  elite rule; TS uses the same rule so the two agree, lares-reference §12 item 15);
+  elite rule; TS uses the same rule so the two agree, docs/lares-reference.md §12 item 15);
 * task return = sum of ``human_reward`` (NaN for tasks without one);
 * own return = sum of the member's *raw* reward (its function's output before the buffer's affine map);
 * mean and final value of the task's progress feature (the from-scratch tie-break, §12 item 14);
@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from lares_agent.engine.rewards_protocol import HUMAN_REWARD_FEATURE, RewardFunction
-from lares_agent.engine.rollout import EnvPool, batch_features, run_episodes
+from lares_agent.engine.contracts import HUMAN_REWARD_FEATURE, RewardFunction
+from lares_agent.engine.rollouts.episodes import EnvPool, batch_features, run_episodes
 
 __all__ = ["ComponentStats", "MemberEvaluation", "component_stats", "evaluate_members"]
 

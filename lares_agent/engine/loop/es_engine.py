@@ -23,20 +23,20 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lares_agent.engine.checkpoint import load_checkpoint, save_checkpoint
-from lares_agent.engine.engine_state import LoadReward, restored_engine
-from lares_agent.engine.es_config import ESSearchConfig
-from lares_agent.engine.es_learner import ESBackend, LearnerSettings, LocalBackend
-from lares_agent.engine.evaluation import MemberEvaluation
-from lares_agent.engine.fitness import UpdateContext, rank_slots, slot_evaluation
-from lares_agent.engine.lares_config import EngineError
-from lares_agent.engine.metrics import JsonlWriter
-from lares_agent.engine.rewards_protocol import (
+from lares_agent.engine.loop.state import LoadReward, restored_engine
+from lares_agent.engine.loop.es_config import ESSearchConfig
+from lares_agent.engine.es.learner import ESBackend, LearnerSettings, LocalBackend
+from lares_agent.engine.rollouts.evaluation import MemberEvaluation
+from lares_agent.engine.loop.fitness import UpdateContext, rank_slots, slot_evaluation
+from lares_agent.engine.loop.config import EngineError
+from lares_agent.runs.jsonl import JsonlWriter
+from lares_agent.engine.contracts import (
     HUMAN_REWARD_FEATURE,
     RewardFunction,
     initial_slot_rewards,
 )
-from lares_agent.engine.rollout import EVAL_STREAM, episode_seed
-from lares_agent.engine.selection import Diversity, measure_diversity, select_elites
+from lares_agent.engine.rollouts.episodes import EVAL_STREAM, episode_seed
+from lares_agent.engine.loop.selection import Diversity, measure_diversity, select_elites
 
 if TYPE_CHECKING:
     from lares_agent.engine.tasks import TaskSpec
@@ -75,7 +75,7 @@ def _make_backend(task: TaskSpec, rewards: Sequence[RewardFunction], config: ESS
                                horizon=config.horizon, asynchronous=config.asynchronous_envs,
                                rollout_workers=config.rollout_workers)
     if config.backend == "ray":
-        from lares_agent.engine.ray_backend import RayBackend  # optional extra: import only when chosen
+        from lares_agent.engine.es.ray_backend import RayBackend  # optional extra: import only when chosen
 
         return RayBackend(task, rewards, settings, config.seed, address=config.ray_address,
                           num_cpus=config.ray_num_cpus)

@@ -1,6 +1,6 @@
 """OpenAI-ES (Salimans et al. 2017) as pure functions over an explicit state: ``init / ask / tell``.
 
-The shape follows evosax / EvoTorch's functional API (style-anchors §1.5): the configuration is static,
+The shape follows evosax / EvoTorch's functional API (docs/style-anchors.md §1.5): the configuration is static,
 everything that changes lives in an immutable ``ESState``, randomness comes in as an ``np.random.Generator``
 on every call, and no function keeps hidden globals. Unlike evosax we *maximise* fitness (RL returns).
 
@@ -12,7 +12,7 @@ One generation::
 
 Details that matter for RL (Salimans et al. §2.1–2.3): antithetic (mirrored) noise halves the gradient
 variance; centred ranks make the step invariant to the scale of the reward (LLM rewards have arbitrary
-scales, DESIGN §3); weight decay keeps parameters small; the learning rate is cosine-annealed as the seed
+scales, docs/DESIGN.md §3); weight decay keeps parameters small; the learning rate is cosine-annealed as the seed
 text recommends ("ES 学习率应采用余弦退火调度").
 """
 

@@ -2,18 +2,40 @@
 
 The engine never imports `lares_agent.rewards` (layers point down): it relabels buffer columns with any
 object that satisfies `RewardFunction`. Reward functions are vectorised over rows (one call per buffer
-column, lares-reference §12 items 19 and 23) and serialise themselves for checkpoints.
+column, docs/lares-reference.md §12 items 19 and 23) and serialise themselves for checkpoints.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
+from lares_agent.engine.errors import EngineError
+
 HUMAN_REWARD_FEATURE = "human_reward"
 """Feature name under which tasks expose the environment's own reward (NaN where none exists)."""
+
+
+class Batch(NamedTuple):
+    """Minibatches for C columns, stacked for the population update (float32 unless noted).
+
+    obs [C, B, obs_dim], action [C, B, act_dim], reward [C, B], next_obs [C, B, obs_dim],
+    terminated [C, B] (1.0 where the episode really ended; time-limit cuts are 0, §12 item 12),
+    indices [C, B] (int64 buffer rows, for diagnostics).
+    """
+
+    obs: np.ndarray
+    action: np.ndarray
+    reward: np.ndarray
+    next_obs: np.ndarray
+    terminated: np.ndarray
+    indices: np.ndarray
+
+    def column(self, i: int) -> Batch:
+        """The minibatch of the i-th sampled column, with the leading C axis dropped ([B, ...])."""
+        return Batch(*(x[i] for x in self))
 
 
 @runtime_checkable
@@ -40,7 +62,7 @@ class HumanReward:
     """The task's own (human-designed) reward, read from the `human_reward` feature.
 
     Used for the "with human reward" setting and as a baseline; it is never shown to the LLM in the
-    from-scratch setting (ARCHITECTURE.md, engine/tasks).
+    from-scratch setting (docs/ARCHITECTURE.md, engine/tasks).
     """
 
     id: str = "human"
@@ -72,9 +94,6 @@ def initial_slot_rewards(
     scratch: the K given candidates; init: the human reward in slot 0, then K - 1 given ones; baseline: the human
     reward alone. Raises EngineError with a one-line reason when the count or the task does not fit the setting.
     """
-    # Imported here: lares_config -> sac -> buffer -> this module would be a cycle at import time.
-    from lares_agent.engine.lares_config import EngineError
-
     rewards = list(given)
     if setting in ("init", "baseline") and not has_human_reward:
         raise EngineError(f"setting {setting!r} needs a human reward, task {task_name} has none")

@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lares_agent.engine.es import ESConfig
-from lares_agent.engine.lares_config import EngineError
-from lares_agent.engine.selection import DiversityConfig, SelectionConfig
+from lares_agent.engine.es.strategy import ESConfig
+from lares_agent.engine.loop.config import EngineError
+from lares_agent.engine.loop.selection import DiversityConfig, SelectionConfig
 
 __all__ = ["BACKENDS", "ES_SETTINGS", "ESSearchConfig", "reward_population_size"]
 

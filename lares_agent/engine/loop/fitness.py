@@ -1,6 +1,6 @@
 """Fitness of reward candidates, elite ranking and the context handed to the reward-proposal hook.
 
-A candidate is judged by how well the policy trained on it solves the task (LaRes, lares-reference §3):
+A candidate is judged by how well the policy trained on it solves the task (LaRes, docs/lares-reference.md §3):
 fitness = success rate - lambda * complexity. Ties are broken by the task return where the setting may use
 the human reward, otherwise by the negative final progress feature: the reference fell back to MetaWorld's
 dense reward even in the from-scratch setting (§12 item 14) and had no tie-break on equal success (§12
@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from lares_agent.engine.evaluation import ComponentStats, MemberEvaluation
-from lares_agent.engine.rewards_protocol import RewardFunction
+from lares_agent.engine.rollouts.evaluation import ComponentStats, MemberEvaluation
+from lares_agent.engine.contracts import RewardFunction
 
 __all__ = ["SlotEvaluation", "UpdateContext", "rank_slots", "slot_evaluation"]
 

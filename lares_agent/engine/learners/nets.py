@@ -70,7 +70,7 @@ def squashed_gaussian(
     """Reparameterised tanh-Gaussian action and its log-probability (summed over action dims).
 
     `noise` is a standard normal draw, so u = mean + std * noise and (u - mean) / std = noise exactly.
-    The change-of-variables term uses the reference's -log(1 - tanh(u)^2 + 1e-6) (lares-reference §9).
+    The change-of-variables term uses the reference's -log(1 - tanh(u)^2 + 1e-6) (docs/lares-reference.md §9).
     """
     log_std = log_std.clamp(*log_std_bounds)
     u = mean + log_std.exp() * noise

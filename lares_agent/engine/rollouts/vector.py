@@ -4,7 +4,7 @@ Every sub-env is wrapped so that its ``info`` carries ``raw_state`` (the task's 
 computed inside the sub-env, so it also works with ``AsyncVectorEnv`` where the driver cannot reach the env
 objects). A rollout runs one episode per sub-env, steps all of them together and stores per step the policy's
 observation, the action, the raw state after the step and an ``alive`` mask; features are computed once for
-the whole [T * N] block with the task's vectorised ``features`` (lares-reference §12 items 19 and 23: no
+the whole [T * N] block with the task's vectorised ``features`` (docs/lares-reference.md §12 items 19 and 23: no
 per-step Python reward calls).
 """
 
@@ -19,10 +19,10 @@ import gymnasium
 import numpy as np
 from gymnasium.vector import AsyncVectorEnv, SyncVectorEnv, VectorEnv
 
-from lares_agent.engine.rollout import to_env_action
+from lares_agent.engine.rollouts.episodes import to_env_action
 
 if TYPE_CHECKING:
-    from lares_agent.engine.rewards_protocol import RewardFunction
+    from lares_agent.engine.contracts import RewardFunction
     from lares_agent.engine.tasks import TaskSpec
 
 __all__ = ["RAW_STATE_KEY", "RawStateWrapper", "Rollout", "concat_rollouts", "make_vector_env", "rollout"]

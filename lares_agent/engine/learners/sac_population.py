@@ -3,7 +3,7 @@
 Every weight matrix of the K actors is one stacked tensor [K, in, out], and the 2K critics (two per
 learner) are one ensemble [2K, in, out] with row c*K + k for critic c of member k, so each layer of the
 whole population is a single `torch.baddbmm`. Each member reads its own reward column and its own
-minibatch (lares-reference §12 item 13); losses are summed over members, which leaves every member's
+minibatch (docs/lares-reference.md §12 item 13); losses are summed over members, which leaves every member's
 gradient its own, and Adam is elementwise, so a member's update is exactly `SACLearner.update` (tested).
 This replaces the reference's one-process-per-learner layout (§12 items 21–23, 26).
 """
@@ -17,8 +17,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from lares_agent.engine.buffer import Batch
-from lares_agent.engine.nets import (
+from lares_agent.engine.contracts import Batch
+from lares_agent.engine.learners.nets import (
     StackedAdam,
     init_mlp,
     layer_sizes,
@@ -27,7 +27,7 @@ from lares_agent.engine.nets import (
     squashed_gaussian,
     stacked_mlp,
 )
-from lares_agent.engine.sac import SACConfig, SACLearner
+from lares_agent.engine.learners.sac import SACConfig, SACLearner
 
 __all__ = ["Population", "SACConfig"]
 

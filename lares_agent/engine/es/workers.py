@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from lares_agent.engine.policies import PolicyBatch
-from lares_agent.engine.vec_rollout import Rollout, concat_rollouts, make_vector_env, rollout
+from lares_agent.engine.es.policies import PolicyBatch
+from lares_agent.engine.rollouts.vector import Rollout, concat_rollouts, make_vector_env, rollout
 
 if TYPE_CHECKING:
     from lares_agent.engine.tasks import TaskSpec

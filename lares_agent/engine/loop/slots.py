@@ -1,4 +1,4 @@
-"""The reward-population update of the LaRes engine (lares-reference §3, §5-7; DESIGN §1).
+"""The reward-population update of the LaRes engine (docs/lares-reference.md §3, §5-7; docs/DESIGN.md §1).
 
 Every ``reward_period`` env steps: evaluate every learner, rank the slots by fitness (success rate minus
 lambda x complexity, then the setting's tie-break, then lower complexity), keep the top E, ask the ``propose``
@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from lares_agent.engine.buffer import RewardColumnError
-from lares_agent.engine.fitness import UpdateContext, rank_slots, slot_evaluation
-from lares_agent.engine.lares_config import EngineError
-from lares_agent.engine.rewards_protocol import HUMAN_REWARD_FEATURE
+from lares_agent.engine.errors import RewardColumnError
+from lares_agent.engine.loop.fitness import UpdateContext, rank_slots, slot_evaluation
+from lares_agent.engine.loop.config import EngineError
+from lares_agent.engine.contracts import HUMAN_REWARD_FEATURE
 
 if TYPE_CHECKING:
-    from lares_agent.engine.lares import LaResEngine
+    from lares_agent.engine.loop.sac_engine import LaResEngine
 
 __all__ = ["RewardUpdateMixin"]
 

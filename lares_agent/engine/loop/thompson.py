@@ -2,7 +2,7 @@
 
 Each learner is one arm with a Beta(1 + S, 1 + F) posterior on episode success, where S and F count the
 successes and failures among the arm's *last W outcomes*. The reference keeps two separate lists capped at
-W entries, which caps counts instead of forgetting old outcomes (lares-reference §12 item 3): 100 successes
+W entries, which caps counts instead of forgetting old outcomes (docs/lares-reference.md §12 item 3): 100 successes
 then 100 failures ends at the same posterior as the reverse order. Here each arm keeps a ring of its last W
 outcomes, so recent behaviour dominates, which is the point of a window for non-stationary learners.
 """

@@ -1,6 +1,6 @@
 """The LaRes loop: warm-up, Thompson-sampled interaction, population updates, reward-population updates.
 
-One iteration (lares-reference §1, with §12's fixes): Thompson sampling picks distinct learners, each plays
+One iteration (docs/lares-reference.md §1, with §12's fixes): Thompson sampling picks distinct learners, each plays
 one stochastic episode; the steps enter the shared buffer with the features of every step and the reward of
 every candidate; then every learner does ``utd_ratio * steps`` updates on its own reward column. Every
 ``reward_period`` env steps the population is evaluated, the top ``elites`` candidates are kept and the other
@@ -25,21 +25,22 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from lares_agent.engine.buffer import ReplayBuffer, RewardColumnError
-from lares_agent.engine.engine_state import EngineStateMixin
-from lares_agent.engine.evaluation import MemberEvaluation, evaluate_members
-from lares_agent.engine.fitness import UpdateContext
-from lares_agent.engine.lares_config import EngineConfig, EngineError
-from lares_agent.engine.metrics import JsonlWriter
-from lares_agent.engine.population import Population
-from lares_agent.engine.reward_update import RewardUpdateMixin
-from lares_agent.engine.rewards_protocol import (
+from lares_agent.engine.buffer import ReplayBuffer
+from lares_agent.engine.errors import RewardColumnError
+from lares_agent.engine.loop.state import EngineStateMixin
+from lares_agent.engine.rollouts.evaluation import MemberEvaluation, evaluate_members
+from lares_agent.engine.loop.fitness import UpdateContext
+from lares_agent.engine.loop.config import EngineConfig, EngineError
+from lares_agent.runs.jsonl import JsonlWriter
+from lares_agent.engine.learners.sac_population import Population
+from lares_agent.engine.loop.slots import RewardUpdateMixin
+from lares_agent.engine.contracts import (
     HUMAN_REWARD_FEATURE,
     HumanReward,
     RewardFunction,
     initial_slot_rewards,
 )
-from lares_agent.engine.rollout import (
+from lares_agent.engine.rollouts.episodes import (
     EVAL_STREAM,
     TRAIN_STREAM,
     WARMUP_STREAM,
@@ -48,7 +49,7 @@ from lares_agent.engine.rollout import (
     episode_seed,
     run_episodes,
 )
-from lares_agent.engine.thompson import ThompsonSampler
+from lares_agent.engine.loop.thompson import ThompsonSampler
 
 if TYPE_CHECKING:
     from lares_agent.engine.tasks import TaskSpec
@@ -209,7 +210,7 @@ class LaResEngine(RewardUpdateMixin, EngineStateMixin):
     # ------------------------------------------------------------------ warm-up
     def warmup(self) -> None:
         """Fill the buffer with uniform-random episodes (not counted in the budget, as the reference),
-        then label every column with its initial reward (identity map, lares-reference §6)."""
+        then label every column with its initial reward (identity map, docs/lares-reference.md §6)."""
         n_envs = max(1, self.num_learners)
         stored, counter = 0, 0
         while stored < self.config.warmup_steps:

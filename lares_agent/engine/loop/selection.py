@@ -4,7 +4,7 @@ Truncation (LaRes: the top E of K by fitness) is the default. Tournament selecti
 for stalled progress ("策略收敛停滞 / 进化种群多样性不足 / 引入锦标赛选择机制"): weaker candidates keep a chance
 to survive, so the population does not collapse onto one reward family. Diversity is logged every reward
 update; when it falls below a threshold the proposer is asked to explore (new structure) instead of refining
-the elites (DESIGN §4: exploring proposals may also use a higher temperature).
+the elites (docs/DESIGN.md §4: exploring proposals may also use a higher temperature).
 
 All randomness comes from an explicit ``np.random.Generator``.
 """

@@ -18,15 +18,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from lares_agent.engine import es
-from lares_agent.engine.evaluation import MemberEvaluation, evaluate_members
-from lares_agent.engine.policies import PolicyBatch, PolicySpec, RunningNorm, act, init_params
-from lares_agent.engine.rollout import EnvPool
-from lares_agent.engine.rollout_workers import RolloutWorkers
-from lares_agent.engine.vec_rollout import make_vector_env, rollout
+from lares_agent.engine.es import strategy as es
+from lares_agent.engine.rollouts.evaluation import MemberEvaluation, evaluate_members
+from lares_agent.engine.es.policies import PolicyBatch, PolicySpec, RunningNorm, act, init_params
+from lares_agent.engine.rollouts.episodes import EnvPool
+from lares_agent.engine.es.workers import RolloutWorkers
+from lares_agent.engine.rollouts.vector import make_vector_env, rollout
 
 if TYPE_CHECKING:
-    from lares_agent.engine.rewards_protocol import RewardFunction
+    from lares_agent.engine.contracts import RewardFunction
     from lares_agent.engine.tasks import TaskSpec
 
 __all__ = ["ESBackend", "ESLearner", "LearnerSettings", "LocalBackend", "generation_seeds"]

@@ -1,4 +1,4 @@
-"""Configuration of the LaRes engine (defaults: the reference's run.sh values, lares-reference §10)."""
+"""Configuration of the LaRes engine (defaults: the reference's run.sh values, docs/lares-reference.md §10)."""
 
 from __future__ import annotations
 
@@ -7,19 +7,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lares_agent.engine.sac import SACConfig
+from lares_agent.engine.errors import EngineError
+from lares_agent.engine.learners.sac import SACConfig
 
 __all__ = ["SETTINGS", "EngineConfig", "EngineError"]
 
 SETTINGS = ("scratch", "init", "baseline")
-
-
-class EngineError(RuntimeError):
-    """The engine cannot continue or was configured inconsistently; ``reason`` is one line."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,7 +1,7 @@
 """Lock-step episodes of several policies, one environment each (training, warm-up and evaluation share it).
 
 The M acting members step M environments together so that the policy forward pass is one batched call per
-step instead of M (lares-reference §12 item 23). Episode reset seeds are derived from (run seed, stream,
+step instead of M (docs/lares-reference.md §12 item 23). Episode reset seeds are derived from (run seed, stream,
 episode counter), never from an environment's internal RNG, so that a run restored from a checkpoint with
 fresh environments replays exactly the same episodes.
 """
@@ -112,7 +112,7 @@ def run_episodes(
     """Play one episode in each env in lock step, at most ``horizon`` steps.
 
     ``act(obs [M, obs_dim]) -> [M, act_dim]`` in [-1, 1] (policy space). An episode ends when the env reports
-    termination or truncation, or at ``horizon`` (stored as truncation, never termination: lares-reference
+    termination or truncation, or at ``horizon`` (stored as truncation, never termination: docs/lares-reference.md
     §12 item 12).
     """
     m = len(envs)
