@@ -1,0 +1,66 @@
+"""runs layer: the single owner of a run folder's files (docs/ARCHITECTURE.md, "Run directory").
+
+Every file name (:mod:`~lares_agent.runs.layout`), atomic writes (:mod:`~lares_agent.runs.atomic`), JSONL
+append/read with torn-line mending (:mod:`~lares_agent.runs.jsonl`) and one typed schema per record kind,
+shared by the writers and the readers: metrics, events, candidates, LLM calls.
+"""
+
+from lares_agent.runs.atomic import atomic_write_bytes, atomic_write_text
+from lares_agent.runs.candidates import VERDICTS, CandidateRow, Verdict
+from lares_agent.runs.events import EVENT_KINDS, Event, EventKind, RewardUpdateRecord, SlotFitness
+from lares_agent.runs.files import RecordFile, RunLog
+from lares_agent.runs.jsonl import JsonlWriter, append_jsonl, read_jsonl, to_jsonable
+from lares_agent.runs.layout import (
+    CANDIDATES_NAME,
+    CHECKPOINTS_NAME,
+    CONFIG_NAME,
+    EVENTS_NAME,
+    FEATURE_SAMPLE_NAME,
+    LLM_CALLS_NAME,
+    METRICS_NAME,
+    REPORT_NAME,
+    RUN_FILE_NAMES,
+    RUN_MARKERS,
+    TRACE_NAME,
+    NotARunError,
+    RunLayout,
+)
+from lares_agent.runs.llm_calls import LLMCallRow
+from lares_agent.runs.metrics import METRIC_KINDS, MetricKind, MetricRow, SlotMetric
+
+__all__ = [
+    "CANDIDATES_NAME",
+    "CHECKPOINTS_NAME",
+    "CONFIG_NAME",
+    "EVENTS_NAME",
+    "EVENT_KINDS",
+    "FEATURE_SAMPLE_NAME",
+    "LLM_CALLS_NAME",
+    "METRICS_NAME",
+    "METRIC_KINDS",
+    "REPORT_NAME",
+    "RUN_FILE_NAMES",
+    "RUN_MARKERS",
+    "TRACE_NAME",
+    "VERDICTS",
+    "CandidateRow",
+    "Event",
+    "EventKind",
+    "JsonlWriter",
+    "LLMCallRow",
+    "MetricKind",
+    "MetricRow",
+    "NotARunError",
+    "RecordFile",
+    "RewardUpdateRecord",
+    "RunLayout",
+    "RunLog",
+    "SlotFitness",
+    "SlotMetric",
+    "Verdict",
+    "append_jsonl",
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "read_jsonl",
+    "to_jsonable",
+]

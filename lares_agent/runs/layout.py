@@ -1,0 +1,127 @@
+"""Where every file of a run lives: the one place that knows the run folder's names (docs/ARCHITECTURE.md,
+"Run directory").
+
+A run folder holds ``config.json`` (the search config, written first), ``metrics.jsonl`` (evaluations),
+``events.jsonl`` (reward updates, quarantines, checkpoints, ...), ``candidates.jsonl`` (every proposal and its
+verdict), ``llm_calls.jsonl`` (every LLM call, what a replay answers from), ``trace.sqlite`` (the graph's
+checkpoints), ``checkpoints/`` (engine state) and ``report/`` (the HTML report).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from lares_agent.errors import LaresError
+
+__all__ = [
+    "CANDIDATES_NAME",
+    "CHECKPOINTS_NAME",
+    "CONFIG_NAME",
+    "EVENTS_NAME",
+    "FEATURE_SAMPLE_NAME",
+    "LLM_CALLS_NAME",
+    "METRICS_NAME",
+    "REPORT_NAME",
+    "RUN_FILE_NAMES",
+    "RUN_MARKERS",
+    "TRACE_NAME",
+    "NotARunError",
+    "RunLayout",
+]
+
+CONFIG_NAME = "config.json"
+METRICS_NAME = "metrics.jsonl"
+EVENTS_NAME = "events.jsonl"
+CANDIDATES_NAME = "candidates.jsonl"
+LLM_CALLS_NAME = "llm_calls.jsonl"
+TRACE_NAME = "trace.sqlite"
+CHECKPOINTS_NAME = "checkpoints"
+REPORT_NAME = "report"
+FEATURE_SAMPLE_NAME = "feature_sample.npz"  # inside checkpoints/: buffer features for the report's influence
+
+RUN_FILE_NAMES: tuple[str, ...] = (
+    CONFIG_NAME, METRICS_NAME, EVENTS_NAME, CANDIDATES_NAME, LLM_CALLS_NAME, TRACE_NAME, CHECKPOINTS_NAME,
+    REPORT_NAME, FEATURE_SAMPLE_NAME,
+)
+# Files whose presence marks a run folder (config.json alone is enough: a run killed before its first
+# evaluation still deserves a report that says so).
+RUN_MARKERS: tuple[str, ...] = (CONFIG_NAME, METRICS_NAME, EVENTS_NAME)
+
+
+class NotARunError(LaresError, ValueError):
+    """The given path is not a run folder; ``reason`` is one line fit for the CLI."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class RunLayout:
+    """The paths of one run folder (nothing is created or read by building one)."""
+
+    root: Path
+
+    @property
+    def config(self) -> Path:
+        return self.root / CONFIG_NAME
+
+    @property
+    def metrics(self) -> Path:
+        return self.root / METRICS_NAME
+
+    @property
+    def events(self) -> Path:
+        return self.root / EVENTS_NAME
+
+    @property
+    def candidates(self) -> Path:
+        return self.root / CANDIDATES_NAME
+
+    @property
+    def llm_calls(self) -> Path:
+        return self.root / LLM_CALLS_NAME
+
+    @property
+    def trace(self) -> Path:
+        return self.root / TRACE_NAME
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.root / CHECKPOINTS_NAME
+
+    @property
+    def feature_sample(self) -> Path:
+        return self.checkpoints / FEATURE_SAMPLE_NAME
+
+    @property
+    def report(self) -> Path:
+        return self.root / REPORT_NAME
+
+    def is_run(self) -> bool:
+        """True when the folder holds at least one run marker (config, metrics or events)."""
+        return self.root.is_dir() and any((self.root / m).is_file() for m in RUN_MARKERS)
+
+    @classmethod
+    def create(cls, base: Path, task: str, run_id: str | None = None) -> RunLayout:
+        """A new, empty run folder ``base/<task>-<timestamp>`` (or ``base/run_id``; a suffix when it is taken)."""
+        name = run_id or f"{task}-{time.strftime('%Y%m%d-%H%M%S')}"
+        root = base / name
+        suffix = 1
+        while root.exists() and any(root.iterdir()):
+            root = base / f"{name}-{suffix}"
+            suffix += 1
+        root.mkdir(parents=True, exist_ok=True)
+        return cls(root)
+
+    @classmethod
+    def open(cls, path: Path) -> RunLayout:
+        """An existing run; a folder without ``config.json`` is not a run and says so."""
+        run = cls(Path(path))
+        if not run.config.is_file():
+            raise NotARunError(
+                f"{path} is not a lares run directory (no {CONFIG_NAME}); pass the folder `lares run` printed"
+            )
+        return run
