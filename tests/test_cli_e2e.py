@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from lares_agent.cli.app import app
-from lares_agent.search.rundir import read_jsonl
+from lares_agent.runs import read_jsonl
 
 from fake_openai import FakeOpenAI, chat_completion, serving
 

@@ -32,7 +32,7 @@ import numpy as np
 import pytest
 
 from lares_agent.engine.checkpoint import latest_checkpoint, load_checkpoint
-from lares_agent.search.rundir import read_jsonl
+from lares_agent.runs import read_jsonl
 
 from fake_openai import FakeOpenAI, chat_completion, serving
 

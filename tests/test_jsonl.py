@@ -24,6 +24,6 @@ def test_replay_skips_torn_records_and_keeps_the_rest(tmp_path: Path) -> None:
     append_jsonl(path, {"answer": "x", "ok": True})
     with path.open("a", encoding="utf-8") as fh:
         fh.write('{"answer": "y", "o')
-    assert [r["answer"] for r in load_record(path)] == ["x"]
+    assert [r.answer for r in load_record(path)] == ["x"]
     append_jsonl(path, {"answer": "z", "ok": True})
-    assert [r["answer"] for r in load_record(path)] == ["x", "z"]  # the mended fragment is its own (skipped) line
+    assert [r.answer for r in load_record(path)] == ["x", "z"]  # the mended fragment is its own (skipped) line

@@ -13,7 +13,6 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.outputs import ChatGeneration, ChatResult
 
 from lares_agent.llm import (
-    RECORD_NAME,
     BudgetExceeded,
     LLMClient,
     LLMConfig,
@@ -23,6 +22,7 @@ from lares_agent.llm import (
     make_client,
 )
 from lares_agent.llm.local import LlamaCppChatModel
+from lares_agent.runs import LLM_CALLS_NAME as RECORD_NAME
 
 SCHEMA = {"type": "object", "properties": {"components": {"type": "object"}}, "required": ["components"]}
 

@@ -22,11 +22,12 @@ from lares_agent.engine.learners.sac import SACConfig
 from lares_agent.engine.tasks import get_task
 from lares_agent.graphs.build import build_graph, run_round
 from lares_agent.graphs.deps import GraphDeps, GraphLimits
-from lares_agent.llm import RECORD_NAME, LLMClient, LLMConfig
+from lares_agent.llm import LLMClient, LLMConfig
+from lares_agent.runs import LLM_CALLS_NAME as RECORD_NAME
 from lares_agent.llm.faults import FAULT_KINDS, FaultyChatModel, read_faults
 from lares_agent.rewards import synthetic_sample
 from lares_agent.search.proposer import GraphProposer
-from lares_agent.search.rundir import RunDir, read_jsonl
+from lares_agent.runs import RunLog, read_jsonl
 
 torch.set_num_threads(1)
 TASK = get_task("Reacher-v5")
@@ -132,7 +133,7 @@ def test_half_faulty_rounds_complete_and_log_every_fault(seed: int, tmp_path: Pa
 def _engine_run(tmp_path: Path, rate: float, seed: int) -> tuple[LaResEngine, GraphProposer, FaultyChatModel]:
     from lares_agent.search.runner import random_feature_sample
 
-    run = RunDir(tmp_path)
+    run = RunLog(tmp_path)
     client, model = _client(tmp_path, rate=rate, seed=seed)
     deps = GraphDeps(llm=client, task=TASK, sample={}, limits=GraphLimits(retry_budget=2))
     proposer = GraphProposer(build_graph(deps), deps, run, TASK.name)

@@ -31,7 +31,7 @@ from lares_agent.llm import LLMClient, LLMConfig
 from lares_agent.llm.faults import FaultyChatModel
 from lares_agent.rewards import compile_reward, parse_candidate
 from lares_agent.search.proposer import GraphProposer
-from lares_agent.search.rundir import RunDir, read_jsonl
+from lares_agent.runs import RunLog, read_jsonl
 from lares_agent.search.runner import random_feature_sample
 
 from helpers import PointMass
@@ -99,7 +99,7 @@ def _run(tmp_path: Path, *, fault_rate: float, poison: bool, on_iteration: Any =
     model = FaultyChatModel(inner=ChildModel(), rate=fault_rate, seed=0)
     client = LLMClient(model, LLMConfig(max_retries=0), None, sleep=lambda s: None)
     deps = GraphDeps(llm=client, task=TASK, sample={}, limits=GraphLimits(retry_budget=1))
-    run = RunDir(tmp_path)
+    run = RunLog(tmp_path)
     proposer = GraphProposer(build_graph(deps), deps, run, TASK.name)
     given = [_poisoned()] if poison else []
     sample = random_feature_sample(TASK, 40, seed=0)

@@ -31,7 +31,7 @@ from lares_agent.graphs.deps import GraphDeps
 from lares_agent.llm import LLMClient, LLMConfig, LLMError
 from lares_agent.search.config import SearchConfig
 from lares_agent.search.proposer import GraphProposer
-from lares_agent.search.rundir import RunDir
+from lares_agent.runs import RunLayout, RunLog
 from lares_agent.search.runner import random_feature_sample
 from lares_agent.trace import UnknownCandidateError, read_trace
 
@@ -75,14 +75,14 @@ class ScriptedChat(BaseChatModel):
 @pytest.fixture(scope="module")
 def traced_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     root = tmp_path_factory.mktemp("runs") / "Reacher-v5-test"
-    run = RunDir.create(root.parent, "Reacher-v5", root.name)
+    run = RunLayout.create(root.parent, "Reacher-v5", root.name)
     SearchConfig(task="Reacher-v5", population=2, elites=1, llm_backend="openai", llm_model="scripted").save(run.config)
     task = get_task("Reacher-v5")
     client = LLMClient(ScriptedChat(), LLMConfig(max_retries=0), run.llm_calls, sleep=lambda s: None)
     deps = GraphDeps(llm=client, task=task, sample={}, run_id=run.root.name, id_prefix="t-")
     saver = open_trace(run.root)
     try:
-        proposer = GraphProposer(build_graph(deps, saver), deps, run, task.name)
+        proposer = GraphProposer(build_graph(deps, saver), deps, RunLog(run), task.name)
         sample = random_feature_sample(task, 100, seed=0)
         rewards = tuple(proposer.initial(2, sample))
         slots = tuple(

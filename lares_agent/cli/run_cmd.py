@@ -122,10 +122,10 @@ def resume_command(
     report: Annotated[bool, typer.Option(help="Write the HTML report at the end.")] = True,
 ) -> None:
     """Continue a stopped or killed run from its newest checkpoint and graph state."""
-    from lares_agent.search.rundir import RunDir
+    from lares_agent.runs import RunLayout
     from lares_agent.search.runner import check_llm, read_config, resume_run
 
-    cfg = read_config(RunDir.open(run))
+    cfg = read_config(RunLayout.open(run))
     if cfg.setting != "baseline":
         check_llm(cfg)  # one error line before the progress bar appears
     with _progress(cfg.budget) as update:

@@ -25,11 +25,10 @@ from lares_agent.graphs.nodes import RoundNodes
 from lares_agent.graphs.routing import route_after_validate, route_start
 from lares_agent.graphs.state import CandidateRecord, RoundInput, RoundState, StepRecord
 from lares_agent.rewards import CompiledReward, compile_reward, parse_candidate
+from lares_agent.runs.layout import TRACE_NAME
 from lares_agent.tools.checks import allowed_features
 
 __all__ = ["TRACE_NAME", "RoundResult", "build_graph", "open_trace", "run_round", "compile_accepted"]
-
-TRACE_NAME = "trace.sqlite"
 
 
 def build_graph(deps: GraphDeps, checkpointer: BaseCheckpointSaver | None = None) -> Any:

@@ -4,15 +4,15 @@ Backends: llama.cpp in process with a GGUF file (default; the model ships as par
 once, `models.py`), any OpenAI-compatible endpoint (`openai_compat.py`) and record/replay (`replay.py`).
 """
 
-from lares_agent.llm.client import LLMAnswer, LLMClient, LLMConfig, build_chat_model, make_client
+from lares_agent.llm.client import LLMAnswer, LLMClient, build_chat_model, make_client
+from lares_agent.llm.config import LLMConfig
 from lares_agent.llm.errors import BudgetExceeded, LLMError, LLMTimeout, ModelNotFound, ReplayMissing
 from lares_agent.llm.models import DEFAULT_MODEL, KNOWN_MODELS, resolve_model
-from lares_agent.llm.replay import RECORD_NAME, ReplayChatModel
+from lares_agent.llm.replay import ReplayChatModel
 
 __all__ = [
     "DEFAULT_MODEL",
     "KNOWN_MODELS",
-    "RECORD_NAME",
     "BudgetExceeded",
     "LLMAnswer",
     "LLMClient",

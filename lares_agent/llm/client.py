@@ -19,34 +19,17 @@ from typing import Any
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 
+from lares_agent.llm.config import LLMConfig
 from lares_agent.llm.errors import BudgetExceeded, LLMError, LLMTimeout
 from lares_agent.llm.local import LlamaCppChatModel, to_openai_messages
-from lares_agent.llm.replay import RECORD_NAME, ReplayChatModel, append_record, call_key, record_path
+from lares_agent.llm.replay import ReplayChatModel, call_key, record_file, record_path
 from lares_agent.llm.usage import UsageLedger
+from lares_agent.runs import LLM_CALLS_NAME, LLMCallRow
 
 _BACKOFF_BASE_S = 0.5
 _BACKOFF_CAP_S = 8.0
 # OpenAI-compatible servers differ in what they accept; on a 400 the client steps down this ladder once.
 _FORMAT_LADDER = ("json_schema", "json_object", "none")
-
-
-@dataclass(frozen=True)
-class LLMConfig:
-    """How a run talks to its LLM. Budgets are per run (per client); None means unlimited."""
-
-    backend: str = "local"  # "local" | "openai" | "replay"
-    model: str | None = None  # local: known name or GGUF path (None = default 1.5B); openai: model name
-    base_url: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
-    temperature: float = 0.4  # the seed recommends 0.3-0.5 (docs/DESIGN.md §4)
-    max_tokens: int = 384
-    n_ctx: int = 4096
-    n_threads: int | None = None  # None: every core this process may use
-    seed: int = 0
-    timeout_s: float = 120.0
-    max_retries: int = 2
-    max_total_tokens: int | None = None
-    max_wall_s: float | None = None  # seconds spent inside LLM calls, retries and back-off included
 
 
 @dataclass(frozen=True)
@@ -131,6 +114,7 @@ class LLMClient:
         self.chat_model = chat_model
         self.config = config
         self.record_path = record_path
+        self._record_file = record_file(record_path) if record_path is not None else None
         self.kind = _kind(chat_model)
         self._sleep = sleep
         self._clock = clock
@@ -212,7 +196,7 @@ class LLMClient:
             start = self._clock()
             try:
                 message = self.chat_model.invoke(list(messages), **kwargs)
-            except Exception as exc:  # noqa: BLE001 - every backend error is classified below
+            except Exception as exc:
                 took = self._clock() - start
                 spent += took
                 self._ledger.failure(tag, took)
@@ -287,32 +271,32 @@ class LLMClient:
         error: BaseException | None = None,
         fault: str | None = None,
     ) -> None:
-        if self.record_path is None:
+        if self._record_file is None:
             return
         plain = to_openai_messages(messages)
-        row = {
-            "call": index,
-            "tag": tag,
-            "round": (meta or {}).get("round"),
-            "meta": dict(meta or {}),
-            "key": call_key(plain, json_schema),
-            "messages": plain,
-            "schema": json_schema,
-            "answer": answer,
-            "ok": error is None,
-            "error": None if error is None else _one_line(error),
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "seconds": round(seconds, 4),
-            "attempt": attempt,
-            "backend": self.kind,
-            "time": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        }
-        fault = fault or getattr(error, "fault_kind", None)
-        if fault:  # set only by the fault injector (faults.py), so a test can match each fault to its call
-            row["fault"] = fault
+        meta = dict(meta or {})
+        row = LLMCallRow(
+            call=index,
+            tag=tag,
+            round=meta.get("round"),
+            meta=meta,
+            key=call_key(plain, json_schema),
+            messages=tuple(plain),
+            schema=json_schema,
+            answer=answer,
+            ok=error is None,
+            error=None if error is None else _one_line(error),
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            seconds=round(seconds, 4),
+            attempt=attempt,
+            backend=self.kind,
+            time=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+            # set only by the fault injector (faults.py), so a test can match each fault to its call
+            fault=fault or getattr(error, "fault_kind", None) or None,
+        )
         with self._lock:
-            append_record(self.record_path, row)
+            self._record_file.append(row)
 
 
 def build_chat_model(config: LLMConfig, replay_from: Path | None = None) -> BaseChatModel:
@@ -346,7 +330,7 @@ def make_client(config: LLMConfig, run_dir: Path | None, replay_from: Path | Non
     path: Path | None = None
     if run_dir is not None:
         run_dir.mkdir(parents=True, exist_ok=True)
-        path = run_dir / RECORD_NAME
+        path = run_dir / LLM_CALLS_NAME
         if replay_from is not None and record_path(replay_from).resolve() == path.resolve():
             path = None
     return LLMClient(chat_model, config, path)

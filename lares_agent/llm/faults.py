@@ -26,10 +26,10 @@ from langchain_core.messages import BaseMessage
 from langchain_core.outputs import ChatResult
 from pydantic import PrivateAttr
 
-from lares_agent.runs.jsonl import read_jsonl
 from lares_agent.llm.answers import one_answer
 from lares_agent.llm.errors import LLMTimeout
-from lares_agent.llm.replay import append_record, call_key
+from lares_agent.llm.replay import call_key
+from lares_agent.runs import Event, RecordFile
 
 __all__ = [
     "FAULT_KINDS",
@@ -90,17 +90,22 @@ class FaultRecord:
     reason: str
     key: str  # call_key of the messages, as LLMClient records it (schema omitted: generic backends get none)
 
-    def to_json(self) -> dict[str, Any]:
-        return {"event": "llm_fault", **asdict(self)}
+    def to_event(self, when: float | None = None) -> Event:
+        """The fault as an ``llm_fault`` event line (``when``: Unix time)."""
+        return Event.of("llm_fault", **asdict(self), time=when)
 
 
 def read_faults(path: Path) -> list[FaultRecord]:
     """The fault records an events file holds (other lines, and a line torn by a kill, are skipped)."""
     return [
-        FaultRecord(int(row["call"]), str(row["kind"]), str(row["reason"]), str(row.get("key", "")))
-        for row in read_jsonl(path)
-        if row.get("event") == "llm_fault"
+        FaultRecord(int(e.fields["call"]), str(e.fields["kind"]), str(e.fields["reason"]), str(e.get("key", "")))
+        for e in _fault_file(path).read()
+        if e.event == "llm_fault"
     ]
+
+
+def _fault_file(path: Path) -> RecordFile[Event]:
+    return RecordFile(Path(path), Event.from_json)
 
 
 class FaultyChatModel(BaseChatModel):
@@ -163,7 +168,7 @@ class FaultyChatModel(BaseChatModel):
         with self._lock:
             self._faults.append(record)
         if self.events_path is not None:
-            append_record(Path(self.events_path), {**record.to_json(), "time": time.time()})
+            _fault_file(Path(self.events_path)).append(record.to_event(time.time()))
 
     def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
                   run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:

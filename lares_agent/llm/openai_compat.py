@@ -10,12 +10,11 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
+from lares_agent.llm.config import LLMConfig
 from lares_agent.llm.errors import LLMError
 
 if TYPE_CHECKING:
     from langchain_openai import ChatOpenAI
-
-    from lares_agent.llm.client import LLMConfig
 
 # Local servers (vLLM, Ollama, llama-server) accept any key but the SDK insists on one being set.
 _PLACEHOLDER_KEY = "not-needed"
@@ -32,7 +31,9 @@ def make_openai_chat_model(config: LLMConfig) -> ChatOpenAI:
     key = os.environ.get(config.api_key_env, "")
     if not key:
         if config.base_url is None:
-            raise LLMError(f"no API key: ${config.api_key_env} is empty; fix: export it, or pass --base-url for a local server")
+            raise LLMError(
+                f"no API key: ${config.api_key_env} is empty; fix: export it, or pass --base-url for a local server"
+            )
         key = _PLACEHOLDER_KEY
     try:
         from langchain_openai import ChatOpenAI

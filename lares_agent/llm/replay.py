@@ -21,13 +21,10 @@ from langchain_core.messages import BaseMessage
 from langchain_core.outputs import ChatResult
 from pydantic import PrivateAttr
 
-from lares_agent.runs.jsonl import append_jsonl, read_jsonl
 from lares_agent.llm.answers import one_answer
 from lares_agent.llm.errors import LLMError, ReplayMissing
 from lares_agent.llm.local import to_openai_messages
-
-RECORD_NAME = "llm_calls.jsonl"
-
+from lares_agent.runs import LLM_CALLS_NAME, LLMCallRow, RecordFile
 
 def call_key(messages: Sequence[BaseMessage] | Sequence[Mapping[str, str]], json_schema: Mapping | None) -> str:
     """Stable hash of what determines an answer: the messages (role, text) and the requested schema."""
@@ -40,23 +37,23 @@ def call_key(messages: Sequence[BaseMessage] | Sequence[Mapping[str, str]], json
     return hashlib.sha256(body.encode("utf-8")).hexdigest()
 
 
-def append_record(path: Path, row: Mapping[str, Any]) -> None:
-    """Append one JSON line and flush it to the OS (a crash loses at most the call in flight)."""
-    append_jsonl(path, row, default=str)
-
-
 def record_path(source: Path) -> Path:
     """The record file for `source`: the path itself, or `llm_calls.jsonl` inside a run directory."""
-    return source / RECORD_NAME if source.is_dir() else source
+    return source / LLM_CALLS_NAME if source.is_dir() else source
 
 
-def load_record(source: Path) -> list[dict[str, Any]]:
+def record_file(path: Path) -> RecordFile[LLMCallRow]:
+    """The typed call record at `path` (what `LLMClient` appends to and a replay reads)."""
+    return RecordFile(path, LLMCallRow.from_json)
+
+
+def load_record(source: Path) -> list[LLMCallRow]:
     """The answered calls of a record, in call order; failed attempts are skipped, and so are lines torn by a
     killed run (a kill loses at most the call in flight, never the record). A missing file raises LLMError."""
     path = record_path(source)
     if not path.is_file():
-        raise LLMError(f"replay record {path} does not exist; fix: pass a run directory that has {RECORD_NAME}")
-    return [row for row in read_jsonl(path) if row.get("ok", True) and isinstance(row.get("answer"), str)]
+        raise LLMError(f"replay record {path} does not exist; fix: pass a run directory that has {LLM_CALLS_NAME}")
+    return [row for row in record_file(path).read() if row.ok and row.answer is not None]
 
 
 class ReplayChatModel(BaseChatModel):
@@ -66,7 +63,7 @@ class ReplayChatModel(BaseChatModel):
     With `strict=True` only exact (messages, schema) matches are accepted.
     """
 
-    rows: list[dict[str, Any]]
+    rows: list[LLMCallRow]
     strict: bool = False
     source: str = ""
     _used: list[bool] = PrivateAttr(default_factory=list)
@@ -91,10 +88,10 @@ class ReplayChatModel(BaseChatModel):
         if len(self._used) != len(self.rows):
             self._used = [False] * len(self.rows)
 
-    def _pick(self, key: str) -> dict[str, Any]:
+    def _pick(self, key: str) -> LLMCallRow:
         self._sync()
         for i, row in enumerate(self.rows):
-            if not self._used[i] and row.get("key") == key:
+            if not self._used[i] and row.key == key:
                 self._used[i] = True
                 return row
         if not self.strict:
@@ -102,8 +99,12 @@ class ReplayChatModel(BaseChatModel):
                 if not self._used[i]:
                     self._used[i] = True
                     return row
-        reason = "no recorded call has these messages" if self.strict else f"all {len(self.rows)} recorded answers are used"
-        raise ReplayMissing(f"replay record {self.source or '(in memory)'} has no answer for call #{self._calls}: {reason}")
+        reason = (
+            "no recorded call has these messages" if self.strict else f"all {len(self.rows)} recorded answers are used"
+        )
+        raise ReplayMissing(
+            f"replay record {self.source or '(in memory)'} has no answer for call #{self._calls}: {reason}"
+        )
 
     def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
                   run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
@@ -111,5 +112,5 @@ class ReplayChatModel(BaseChatModel):
         with self._lock:
             self._calls += 1
             row = self._pick(key)
-        tokens = (int(row.get("prompt_tokens", 0)), int(row.get("completion_tokens", 0)))
-        return one_answer(row["answer"], {"replayed": True, "matched": row.get("key") == key}, tokens)
+        tokens = (row.prompt_tokens, row.completion_tokens)
+        return one_answer(row.answer or "", {"replayed": True, "matched": row.key == key}, tokens)

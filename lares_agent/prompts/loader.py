@@ -12,9 +12,9 @@ from __future__ import annotations
 import difflib
 import re
 import string
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from collections.abc import Mapping
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path

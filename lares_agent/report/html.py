@@ -16,7 +16,7 @@ from lares_agent.report.plots import plot_influence, plot_lineage, plot_llm_cost
 from lares_agent.report.run_reader import RunData, read_run
 from lares_agent.report.summary import RunSummary, summarize
 
-__all__ = ["write_report", "render_html", "FIGURES"]
+__all__ = ["FIGURES", "render_html", "write_report"]
 
 # (file name, caption): the caption says how to read the figure.
 FIGURES: tuple[tuple[str, str], ...] = (

@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -93,7 +92,7 @@ def _compile(run: RunData, reward_id: str, sample: Mapping[str, np.ndarray]) -> 
     try:
         parsed = parse_candidate({"components": dict(cand.components), "rationale": cand.rationale}, names)
         return compile_reward(parsed, reward_id)
-    except Exception:  # noqa: BLE001 - a reward that no longer parses only drops an optional figure
+    except Exception:
         return None
 
 
@@ -118,7 +117,7 @@ def component_influence(run: RunData, reward_id: str) -> Influence | None:
         return None
     try:
         comps = compiled.components(sample)
-    except Exception:  # noqa: BLE001 - see _compile
+    except Exception:
         return None
     names = list(comps)
     mean_abs = np.array([np.mean(np.abs(np.asarray(comps[n], dtype=np.float64))) for n in names])
@@ -143,7 +142,7 @@ def gradient_influence(run: RunData, reward_id: str) -> Influence | None:
     try:
         total, _ = compiled.torch(inputs)
         total.sum().backward()
-    except Exception:  # noqa: BLE001 - see _compile
+    except Exception:
         return None
     weights = np.zeros(len(names))
     for j, n in enumerate(names):

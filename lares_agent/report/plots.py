@@ -22,7 +22,7 @@ from lares_agent.report.summary import best_reward_id, lineage
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["plot_success", "plot_return", "plot_lineage", "plot_influence", "plot_llm_cost"]
+__all__ = ["plot_influence", "plot_lineage", "plot_llm_cost", "plot_return", "plot_success"]
 
 _DPI = 110
 _BASELINE_COLOR = "#c0392b"

@@ -18,18 +18,18 @@ from typing import Any
 
 import numpy as np
 
-from lares_agent.runs.jsonl import read_jsonl
 from lares_agent.errors import LaresError
+from lares_agent.runs.jsonl import read_jsonl
 
 __all__ = [
-    "NotARunError",
-    "SlotEval",
-    "Evaluation",
-    "RewardUpdate",
-    "RunEvent",
     "Candidate",
+    "Evaluation",
     "LLMCall",
+    "NotARunError",
+    "RewardUpdate",
     "RunData",
+    "RunEvent",
+    "SlotEval",
     "is_run_dir",
     "read_run",
 ]

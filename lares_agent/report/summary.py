@@ -14,7 +14,7 @@ import numpy as np
 
 from lares_agent.report.run_reader import Evaluation, RunData
 
-__all__ = ["LineageCell", "Member", "RunSummary", "lineage", "final_population", "best_reward_id", "summarize"]
+__all__ = ["LineageCell", "Member", "RunSummary", "best_reward_id", "final_population", "lineage", "summarize"]
 
 
 @dataclass(frozen=True)

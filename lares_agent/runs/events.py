@@ -56,7 +56,7 @@ class Event:
     fields: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, kind: EventKind, **fields: Any) -> Event:
+    def of(cls, kind: EventKind, /, **fields: Any) -> Event:
         """``Event.of("quarantine", learner=2, reason=..., env_steps=n)``: the common fields are picked out."""
         return cls(
             event=kind,

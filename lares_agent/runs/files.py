@@ -69,7 +69,7 @@ class RunLog:
         self.candidates: RecordFile[CandidateRow] = RecordFile(self.layout.candidates, CandidateRow.from_json)
         self.llm_calls: RecordFile[LLMCallRow] = RecordFile(self.layout.llm_calls, LLMCallRow.from_json)
 
-    def event(self, kind: EventKind, **fields: Any) -> Event:
+    def event(self, kind: EventKind, /, **fields: Any) -> Event:
         """Append one event stamped with the current time (the search's events); returns it."""
         record = Event.of(kind, **fields, time=self._clock())
         self.events.append(record)

@@ -116,7 +116,7 @@ class SearchConfig:
         return cls(**kwargs)
 
     def save(self, path: Path) -> None:
-        from lares_agent.search.rundir import atomic_write_text
+        from lares_agent.runs import atomic_write_text
 
         atomic_write_text(path, json.dumps(self.to_json(), indent=2))
 

@@ -22,7 +22,7 @@ from lares_agent.graphs.deps import GraphDeps
 from lares_agent.graphs.state import EliteInfo
 from lares_agent.memory.cases import Case
 from lares_agent.rewards import CompiledReward, compile_reward, parse_candidate
-from lares_agent.search.rundir import RunDir, append_jsonl, read_jsonl
+from lares_agent.runs import CandidateRow, RunLog, Verdict
 from lares_agent.tools.checks import allowed_features
 from lares_agent.tools.trajectory import Rollout
 
@@ -48,14 +48,14 @@ def fallback_reward(task: Any, feature_names: Sequence[str], rid: str) -> Compil
 class GraphProposer:
     """Connects `LaResEngine`'s hook to the round graph; logs candidates and feeds the case store."""
 
-    def __init__(self, graph: Any, deps: GraphDeps, run: RunDir, task_name: str) -> None:
-        self.graph, self.deps, self.run, self.task_name = graph, deps, run, task_name
+    def __init__(self, graph: Any, deps: GraphDeps, log: RunLog, task_name: str) -> None:
+        self.graph, self.deps, self.log, self.task_name = graph, deps, log, task_name
         self.feature_names = allowed_features(deps.task)
         self.in_flight = False
         self.fallbacks = 0
         # A resumed run replays rounds the trace already holds (their stored results come back without new LLM
         # calls); rows logged before the kill are not written again, so candidates.jsonl lists each once.
-        self._logged = {_row_key(r) for r in read_jsonl(run.candidates)}
+        self._logged = {r.key for r in log.candidates.read()}
 
     # ------------------------------------------------------------------ engine hook
     def initial(self, n: int, sample: Mapping[str, np.ndarray], given: Sequence[RewardFunction] = ()) -> list[RewardFunction]:
@@ -64,9 +64,9 @@ class GraphProposer:
         for slot, reward in enumerate(rewards):
             parsed = getattr(reward, "parsed", None)
             self._append(
-                {"id": reward.id, "round": 0, "slot": slot, "verdict": "accepted", "reason": "given (--rewards)",
-                 "components": dict(parsed.canonical) if parsed else {}, "complexity": reward.complexity,
-                 "rationale": parsed.rationale if parsed else ""},
+                CandidateRow(id=reward.id, round=0, slot=slot, verdict="accepted", reason="given (--rewards)",
+                             components=dict(parsed.canonical) if parsed else {}, complexity=reward.complexity,
+                             rationale=parsed.rationale if parsed else ""),
             )
         need = n - len(rewards)
         if need > 0:
@@ -137,39 +137,38 @@ class GraphProposer:
     def _fallback(self, round_: int, slot: int) -> RewardFunction:
         self.fallbacks += 1
         rid = f"fallback-r{round_}-s{slot}"
-        self.run.event("fallback", round=round_, slot=slot, reward_id=rid, reason="the LLM gave no valid candidate")
+        self.log.event("fallback", round=round_, slot=slot, reward_id=rid, reason="the LLM gave no valid candidate")
         reward = fallback_reward(self.deps.task, self.feature_names, rid)
         self._append(
-            {"id": rid, "round": round_, "slot": slot, "components": reward.parsed.canonical, "verdict": "accepted",
-             "reason": "fallback", "complexity": reward.complexity, "rationale": reward.parsed.rationale},
+            CandidateRow(id=rid, round=round_, slot=slot, components=reward.parsed.canonical, verdict="accepted",
+                         reason="fallback", complexity=reward.complexity, rationale=reward.parsed.rationale),
         )
         return reward
 
-    def _append(self, row: dict[str, Any]) -> None:
+    def _append(self, row: CandidateRow) -> None:
         """Append a candidates.jsonl row unless the same row (id, round, verdict, slot) is already there."""
-        key = _row_key(row)
-        if key in self._logged:
+        if row.key in self._logged:
             return
-        self._logged.add(key)
-        append_jsonl(self.run.candidates, row)
+        self._logged.add(row.key)
+        self.log.candidates.append(row)
 
     def _log_candidate(
-        self, rec: Mapping[str, Any], round_: int, verdict: str, slot: int | None, parent: str | None = None
+        self, rec: Mapping[str, Any], round_: int, verdict: Verdict, slot: int | None, parent: str | None = None
     ) -> None:
         self._append(
-            {
-                "id": rec.get("id"),
-                "round": round_,
-                "slot": slot,
-                "components": rec.get("components") or {},
-                "rationale": rec.get("rationale") or "",
-                "verdict": verdict,
-                "reason": rec.get("reason") or "",
-                "complexity": rec.get("complexity"),
-                "parent_id": rec.get("parent_id") or parent,
-                "critique_id": rec.get("critique_id"),
-                "attempt": rec.get("attempt"),
-            },
+            CandidateRow(
+                id=str(rec.get("id")),
+                round=round_,
+                slot=slot,
+                components=rec.get("components") or {},
+                rationale=rec.get("rationale") or "",
+                verdict=verdict,
+                reason=rec.get("reason") or "",
+                complexity=rec.get("complexity"),
+                parent_id=rec.get("parent_id") or parent,
+                critique_id=rec.get("critique_id"),
+                attempt=rec.get("attempt"),
+            ),
         )
 
     def _remember_fitness(self, ctx: UpdateContext) -> None:
@@ -179,9 +178,9 @@ class GraphProposer:
             if reward is None:
                 continue
             self._append(
-                {"id": reward.id, "round": ctx.round, "slot": ev.slot, "verdict": "evaluated",
-                 "fitness": _finite(ev.fitness), "success": _finite(ev.success_rate),
-                 "complexity": ev.complexity, "component_stats": ev.to_json()["components"]},
+                CandidateRow(id=reward.id, round=ctx.round, slot=ev.slot, verdict="evaluated",
+                             fitness=_finite(ev.fitness), success=_finite(ev.success_rate),
+                             complexity=ev.complexity, component_stats=ev.to_json()["components"]),
             )
             if self.deps.cases is not None:
                 self.deps.cases.update_fitness(self.deps.run_id, reward.id, _finite(ev.fitness), _finite(ev.success_rate))
@@ -214,12 +213,8 @@ class GraphProposer:
         return out
 
     def _recent_rejections(self, k: int = 6) -> list[str]:
-        reasons = [r.get("reason", "") for r in read_jsonl(self.run.candidates) if r.get("verdict") == "rejected"]
+        reasons = [r.reason or "" for r in self.log.candidates.read() if r.verdict == "rejected"]
         return [r for r in reasons if r][-k:]
-
-
-def _row_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
-    return (row.get("id"), row.get("round"), row.get("verdict"), row.get("slot"))
 
 
 def _finite(x: float) -> float:

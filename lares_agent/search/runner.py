@@ -28,7 +28,7 @@ from lares_agent.engine.learners.sac import SACConfig
 from lares_agent.engine.tasks import TaskSpec, get_task
 from lares_agent.errors import LaresError
 from lares_agent.search.config import SearchConfig
-from lares_agent.search.rundir import RunDir
+from lares_agent.runs import RunLayout, RunLog
 
 ProgressFn = Callable[["RunStatus"], None]
 
@@ -47,7 +47,7 @@ class RunStatus:
 
 @dataclass(frozen=True)
 class RunOutcome:
-    run: RunDir
+    run: RunLayout
     env_steps: int
     finished: bool
     best_success: float
@@ -145,8 +145,8 @@ def random_feature_sample(task: TaskSpec, steps: int, seed: int, horizon: int | 
 class Search:
     """One run's live objects: task, engine, graph, LLM. Built by `start_run` / `resume_run`."""
 
-    def __init__(self, cfg: SearchConfig, run: RunDir) -> None:
-        self.cfg, self.run = cfg, run
+    def __init__(self, cfg: SearchConfig, run: RunLayout) -> None:
+        self.cfg, self.run, self.log = cfg, run, RunLog(run)
         self.started = time.monotonic()  # wall time counts the initial proposals too
         self.task = get_task(cfg.task)
         if cfg.torch_threads > 0:
@@ -194,7 +194,7 @@ class Search:
             limits=GraphLimits(reflect=reflects(cfg)),
         )
         self._trace = open_trace(self.run.root)
-        self.proposer = GraphProposer(build_graph(deps, self._trace), deps, self.run, self.task.name)
+        self.proposer = GraphProposer(build_graph(deps, self._trace), deps, self.log, self.task.name)
 
     # ------------------------------------------------------------------ engine
     def _engine_class(self) -> tuple[Any, Any]:
@@ -240,14 +240,14 @@ class Search:
                 )
 
         stop = (lambda: time.monotonic() > deadline) if deadline else None
-        self.run.event("run_start", env_steps=engine.env_steps, round=engine.round)
+        self.log.event("run_start", env_steps=engine.env_steps, round=engine.round)
         steps = engine.run(progress=on_iteration, should_stop=stop)
         engine.save_checkpoint()
         finished = engine.done
         wall = time.monotonic() - start
         best[0] = max(best[0], _best_success(engine))
         usage = self.llm.usage if self.llm is not None else {}
-        self.run.event("run_end", env_steps=steps, finished=finished, wall_s=wall, best_success=best[0], llm=usage)
+        self.log.event("run_end", env_steps=steps, finished=finished, wall_s=wall, best_success=best[0], llm=usage)
         return RunOutcome(self.run, steps, finished, best[0], wall)
 
     def close(self) -> None:
@@ -290,7 +290,7 @@ def load_rewards_file(path: Path, task: TaskSpec) -> list[RewardFunction]:
     return out
 
 
-def read_config(run: RunDir) -> SearchConfig:
+def read_config(run: RunLayout) -> SearchConfig:
     """A run's `config.json`; a damaged one is a one-line error, not a JSON traceback."""
     try:
         data = json.loads(run.config.read_text(encoding="utf-8"))
@@ -365,7 +365,7 @@ def start_run(cfg: SearchConfig, runs_base: Path, run_id: str | None = None,
               progress: ProgressFn | None = None) -> RunOutcome:
     """A new run: folder, config, initial population, training to the budget."""
     check_start(cfg)  # fail on bad input before creating anything
-    run = RunDir.create(runs_base, cfg.task, run_id)
+    run = RunLayout.create(runs_base, cfg.task, run_id)
     cfg.save(run.config)
     search = Search(cfg, run)
     try:
@@ -382,7 +382,7 @@ def resume_run(path: Path, progress: ProgressFn | None = None, extra_minutes: fl
     """Continue a stopped or killed run from its newest checkpoint (or from the start if it has none)."""
     from lares_agent.engine.checkpoint import latest_checkpoint
 
-    run = RunDir.open(path)
+    run = RunLayout.open(path)
     cfg = read_config(run)
     if extra_minutes is not None:
         cfg = SearchConfig.from_json({**cfg.to_json(), "max_minutes": extra_minutes})

@@ -3,8 +3,8 @@
 from lares_agent.trace.reader import (
     NODES,
     CandidateTrace,
-    LLMCall,
     Lineage,
+    LLMCall,
     RunTrace,
     TraceStep,
     UnknownCandidateError,

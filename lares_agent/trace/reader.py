@@ -28,10 +28,18 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from lares_agent.errors import LaresError
 from lares_agent.graphs.prompting import AnswerError, extract_candidates
-from lares_agent.search.rundir import RunDir, read_jsonl
+from lares_agent.runs import CandidateRow, LLMCallRow, RunLayout, RunLog
 
-__all__ = ["NODES", "LLMCall", "TraceStep", "CandidateTrace", "Lineage", "RunTrace", "UnknownCandidateError",
-           "read_trace"]
+__all__ = [
+    "NODES",
+    "CandidateTrace",
+    "LLMCall",
+    "Lineage",
+    "RunTrace",
+    "TraceStep",
+    "UnknownCandidateError",
+    "read_trace",
+]
 
 NODES = ("analyse", "critique", "propose", "validate")
 # What each node writes into the state (graphs/nodes.py); list channels with a reducer are shown as the delta.
@@ -42,7 +50,6 @@ _OUTPUT_KEYS: Mapping[str, tuple[str, ...]] = {
     "validate": ("accepted", "rejected"),
 }
 _APPENDED = ("accepted", "rejected")
-_RAW_CUT = 8000  # propose stores `json.dumps(item)[:8000]` as a candidate's raw text (graphs/nodes.py)
 
 
 class UnknownCandidateError(LaresError):
@@ -141,7 +148,7 @@ class RunTrace:
     def rounds(self) -> tuple[int, ...]:
         return tuple(sorted({s.round for s in self.steps}))
 
-    def select(self, node: str | None = None, round: int | None = None) -> tuple[TraceStep, ...]:  # noqa: A002
+    def select(self, node: str | None = None, round: int | None = None) -> tuple[TraceStep, ...]:
         """The steps of one node and/or one round; raises LaresError for a node or round the run does not have."""
         if node is not None and node not in NODES:
             raise LaresError(f"--node must be one of {', '.join(NODES)}, not {node!r}")
@@ -191,7 +198,7 @@ class RunTrace:
             items = _items(c.answer) if c.ok else None
             if items is None:
                 failed.append(c)
-            elif raw is not None and any(json.dumps(i, default=str)[:_RAW_CUT] == raw for i in items):
+            elif raw is not None and any(_is_raw_of(raw, i) for i in items):
                 return c
         errors = [p.get("id") for p in step.output.get("pending") or [] if p.get("error")]
         if candidate_id in errors and errors.index(candidate_id) < len(failed):
@@ -206,6 +213,13 @@ def _items(answer: str | None) -> list[dict[str, Any]] | None:
         return None
 
 
+def _is_raw_of(raw: str, item: Any) -> bool:
+    """Whether `raw` (a proposal's text as propose stored it, possibly cut to a length) is `item` written as
+    JSON. A prefix test, so the reader needs no copy of the cut length: a whole JSON object is never a proper
+    prefix of another one, and a cut text is a prefix of exactly the items that start with it."""
+    return json.dumps(item, default=str).startswith(raw)
+
+
 def _holds(step: TraceStep, key: str, candidate_id: str) -> bool:
     return any(r.get("id") == candidate_id for r in step.output.get(key) or [])
 
@@ -215,7 +229,7 @@ def _when(text: str | None) -> _dt.datetime | None:
         when = _dt.datetime.fromisoformat(str(text))
     except ValueError:
         return None
-    return when if when.tzinfo else when.replace(tzinfo=_dt.timezone.utc)
+    return when if when.tzinfo else when.replace(tzinfo=_dt.UTC)
 
 
 def _int(value: Any) -> int | None:
@@ -305,27 +319,26 @@ def _steps(threads: Mapping[str, list[Any]], persona: str) -> tuple[list[TraceSt
 
 
 # ---------------------------------------------------------------------------------------------- llm_calls.jsonl
-def _calls(rows: Iterable[Mapping[str, Any]]) -> list[LLMCall]:
-    out = []
-    for row in rows:
-        meta = row.get("meta") if isinstance(row.get("meta"), Mapping) else {}
-        out.append(LLMCall(
-            call=_int(row.get("call")) or 0,
-            node=str(meta.get("node") or row.get("tag") or "?"),
-            round=_int(meta.get("round", row.get("round"))),
-            attempt=_int(meta.get("attempt")),
-            persona=meta.get("persona"),
-            messages=tuple(m for m in row.get("messages") or [] if isinstance(m, Mapping)),
-            answer=row.get("answer") if isinstance(row.get("answer"), str) else None,
-            ok=bool(row.get("ok", True)),
-            error=row.get("error"),
-            prompt_tokens=_int(row.get("prompt_tokens")) or 0,
-            completion_tokens=_int(row.get("completion_tokens")) or 0,
-            seconds=float(row.get("seconds") or 0.0),
-            time=str(row.get("time") or ""),
-            try_number=_int(row.get("attempt")) or 1,
-        ))
-    return out
+def _calls(rows: Iterable[LLMCallRow]) -> list[LLMCall]:
+    return [
+        LLMCall(
+            call=row.call,
+            node=row.node,
+            round=row.round,
+            attempt=_int(row.meta.get("attempt")),
+            persona=None if row.meta.get("persona") is None else str(row.meta["persona"]),
+            messages=row.messages,
+            answer=row.answer,
+            ok=row.ok,
+            error=row.error,
+            prompt_tokens=row.prompt_tokens,
+            completion_tokens=row.completion_tokens,
+            seconds=row.seconds,
+            time=row.time,
+            try_number=row.attempt,
+        )
+        for row in rows
+    ]
 
 
 def _join(steps: list[TraceStep], calls: list[LLMCall]) -> tuple[list[TraceStep], list[LLMCall]]:
@@ -355,7 +368,7 @@ def _join(steps: list[TraceStep], calls: list[LLMCall]) -> tuple[list[TraceStep]
 
 
 # ---------------------------------------------------------------------------------------------- candidates
-def _candidates(steps: Iterable[TraceStep], rows: Iterable[Mapping[str, Any]]) -> dict[str, CandidateTrace]:
+def _candidates(steps: Iterable[TraceStep], rows: Iterable[CandidateRow]) -> dict[str, CandidateTrace]:
     """Verdicts from the validate steps, then candidates.jsonl (slots, fallbacks, fitness) on top."""
     found: dict[str, dict[str, Any]] = {}
     evaluations: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -363,12 +376,9 @@ def _candidates(steps: Iterable[TraceStep], rows: Iterable[Mapping[str, Any]]) -
         for key in _APPENDED if s.node == "validate" else ():
             for rec in s.output.get(key) or []:
                 found[str(rec.get("id"))] = {**rec, "verdict": key}
-    for row in rows:
-        cid = row.get("id")
-        if cid is None:
-            continue
-        cid = str(cid)
-        if row.get("verdict") == "evaluated":
+    for record in rows:
+        cid, row = record.id, record.to_json()
+        if record.verdict == "evaluated":
             evaluations[cid].append({k: row.get(k) for k in ("round", "slot", "fitness", "success")})
             found.setdefault(cid, {"verdict": "evaluated", "complexity": row.get("complexity")})
             continue
@@ -390,7 +400,8 @@ def _candidates(steps: Iterable[TraceStep], rows: Iterable[Mapping[str, Any]]) -
 
 def read_trace(path: Path) -> RunTrace:
     """Read a run directory's graph trace; raises LaresError when `path` is not a run or its trace is unreadable."""
-    run = RunDir.open(Path(path))
+    run = RunLayout.open(Path(path))
+    log = RunLog(run)
     try:
         config = json.loads(run.config.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
@@ -399,14 +410,14 @@ def read_trace(path: Path) -> RunTrace:
         raise LaresError(f"{run.config} is not a run configuration (a JSON object is expected)")
     persona = str(config.get("persona") or "")
     steps, raw = _steps(_checkpoints(run.trace), persona)
-    steps, unmatched = _join(steps, _calls(read_jsonl(run.llm_calls)))
+    steps, unmatched = _join(steps, _calls(log.llm_calls.read()))
     return RunTrace(
         root=run.root,
         task=str(config.get("task") or "?"),
         persona=persona,
         llm_backend=str(config.get("llm_backend") or "?"),
         steps=tuple(steps),
-        candidates=_candidates(steps, read_jsonl(run.candidates)),
+        candidates=_candidates(steps, log.candidates.read()),
         unmatched_calls=tuple(unmatched),
         raw=raw,
     )
