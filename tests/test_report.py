@@ -35,7 +35,7 @@ def make_run(root: Path, name: str, *, slots: int = 3, rounds: int = 3, seed: in
     run.mkdir(parents=True)
     budget = rounds * PERIOD
     (run / "config.json").write_text(
-        json.dumps({"task": "reach-v3", "setting": "from_scratch", "population": slots, "search": {"budget": budget}})
+        json.dumps({"task": "reach-v3", "setting": "from_scratch", "population": slots, "budget": budget})
     )
     holders = {s: f"r0-{s}" for s in range(slots)}
     candidates = []
@@ -48,16 +48,18 @@ def make_run(root: Path, name: str, *, slots: int = 3, rounds: int = 3, seed: in
         succ = np.clip(rng.uniform(0, 1, slots) * step / budget, 0, 1).round(3)
         metrics.append(
             {
+                "kind": "eval",
                 "env_steps": step,
                 "round": rnd,
-                "wall_s": step / 100.0,
+                "wall_time": step / 100.0,
                 "slots": [
                     {"slot": s, "reward_id": holders[s], "success": float(succ[s]),
-                     "task_return": float(100 * succ[s] + s), "own_return": 1.0, "alpha": 0.1,
-                     "q_loss": 0.5, "actor_loss": -1.0, "unknown_extra": [1, 2]}
+                     "task_return": float(100 * succ[s] + s), "own_return": 1.0, "unknown_extra": [1, 2]}
                     for s in range(slots)
                 ],
-                "acted": {str(s): 1 for s in range(slots)},
+                "acted": [1] * slots,
+                "losses": {"q_loss": [0.5] * slots, "actor_loss": [-1.0] * slots},
+                "alpha": [0.1] * slots,
             }
         )
         if step % PERIOD == 0 and step < budget:
@@ -69,7 +71,7 @@ def make_run(root: Path, name: str, *, slots: int = 3, rounds: int = 3, seed: in
             replaced = {worst: new_id} if slots > 1 else {}
             ev = {"event": "reward_update", "round": rnd, "env_steps": step, "fitness": {str(k): v for k, v in
                   fitness.items()}, "elites": elites, "replaced": {str(k): v for k, v in replaced.items()},
-                  "best_slot": order[0]}
+                  "best": order[0]}
             events.append(ev)
             updates.append(ev)
             if replaced:
@@ -78,7 +80,7 @@ def make_run(root: Path, name: str, *, slots: int = 3, rounds: int = 3, seed: in
                                    "components": {"x": "1"}, "complexity": 1.0})
                 holders.update(replaced)
             for tag in ("analyse", "critique", "propose"):
-                calls.append({"tag": tag, "meta": {"round": rnd}, "prompt_tokens": int(rng.integers(200, 900)),
+                calls.append({"tag": tag, "round": rnd, "meta": {"round": rnd}, "prompt_tokens": int(rng.integers(200, 900)),
                               "completion_tokens": int(rng.integers(20, 300)), "seconds": float(rng.uniform(1, 9))})
     events.insert(0, {"event": "run_start", "round": 0, "env_steps": 0})
     events.append({"event": "run_end", "env_steps": budget, "wall_s": budget / 100.0 + 1.5})
@@ -163,7 +165,7 @@ def test_lineage_and_final_population_follow_the_updates(tmp_path: Path) -> None
         got = {c.slot: c for c in cells if c.round == u["round"]}
         assert {s for s, c in got.items() if c.elite} == set(u["elites"])
         assert {str(s): c.replaced_by for s, c in got.items() if c.replaced_by} == u["replaced"]
-        assert [s for s, c in got.items() if c.best] == [u["best_slot"]]
+        assert [s for s, c in got.items() if c.best] == [u["best"]]
         for s, c in got.items():
             assert c.fitness == pytest.approx(u["fitness"][str(s)])
             assert c.complexity == syn["complexity"][c.reward_id]
@@ -230,14 +232,14 @@ def test_cli_report_writes_the_page(tmp_path: Path) -> None:
     assert str(syn["path"] / "report" / "index.html") in result.stdout
 
 
-def test_reader_tolerates_renames_gaps_and_junk(tmp_path: Path) -> None:
+def test_reader_tolerates_gaps_and_junk(tmp_path: Path) -> None:
     run = tmp_path / "odd"
     run.mkdir()
     (run / "metrics.jsonl").write_text(
-        '{"env_steps": 200, "slots": [{"member": 4, "success": 0.25}], "new_field": {"x": 1}}\n'
+        '{"env_steps": 200, "slots": [{"slot": 4, "success": 0.25}], "new_field": {"x": 1}}\n'
         "[1, 2, 3]\n"
         "not json at all\n"
-        '{"env_steps": 100, "slots": [{"member": 4, "success": null, "task_return": 7}]}\n'
+        '{"env_steps": 100, "slots": [{"slot": 4, "success": null, "task_return": 7}]}\n'
     )
     (run / "events.jsonl").write_text('{"event": "quarantine", "slot": 4}\n{"event": "reward_update", "fitness": {"4": 0.5}}\n')
     data = read_run(run)
@@ -322,7 +324,7 @@ def test_engine_style_records(tmp_path: Path) -> None:
                           for i, (r, s) in enumerate(zip(ids, succ, strict=True))],
                 "acted": [3, 1], "losses": {"q_loss": [0.5, 0.7], "actor_loss": [-1.0, -2.0]}, "alpha": [0.2, 0.3]}
 
-    _write_jsonl(run / "metrics.jsonl", [ev(50, ["a", "b"], [0.2, 0.1], "periodic"),
+    _write_jsonl(run / "metrics.jsonl", [ev(50, ["a", "b"], [0.2, 0.1], "eval"),
                                          ev(100, ["a", "c"], [0.6, 0.0], "update")])
     _write_jsonl(run / "events.jsonl", [{
         "event": "reward_update", "round": 1, "env_steps": 100, "fitness": {"0": 0.55, "1": -0.05},

@@ -139,7 +139,9 @@ class LLMClient:
                 f"LLM time budget spent ({self._ledger.seconds:.1f} of {cfg.max_wall_s:g} s); call {tag!r} refused"
             )
 
-    def _kwargs(self, json_schema: Mapping | None, temperature: float, max_tokens: int, seed: int) -> dict[str, Any]:
+    def _kwargs(
+        self, json_schema: Mapping[str, Any] | None, temperature: float, max_tokens: int, seed: int
+    ) -> dict[str, Any]:
         """Backend-specific call options: the schema translation lives here and nowhere else."""
         if self.kind == "replay":
             return {"json_schema": dict(json_schema) if json_schema is not None else None}
@@ -148,13 +150,16 @@ class LLMClient:
         kw: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed}
         if self.kind == "local":
             remaining = None if self.config.max_wall_s is None else self.config.max_wall_s - self._ledger.seconds
-            kw["timeout"] = self.config.timeout_s if remaining is None else max(0.01, min(self.config.timeout_s, remaining))
+            timeout = self.config.timeout_s
+            kw["timeout"] = timeout if remaining is None else max(0.01, min(timeout, remaining))
             if json_schema is not None:
                 kw["response_format"] = {"type": "json_object", "schema": dict(json_schema)}
         elif json_schema is not None:  # openai-compatible
             level = _FORMAT_LADDER[self._format_level]
             if level == "json_schema":
-                kw["response_format"] = {"type": "json_schema", "json_schema": {"name": "answer", "schema": dict(json_schema)}}
+                kw["response_format"] = {
+                    "type": "json_schema", "json_schema": {"name": "answer", "schema": dict(json_schema)}
+                }
             elif level == "json_object":
                 kw["response_format"] = {"type": "json_object"}
         return kw
@@ -163,11 +168,11 @@ class LLMClient:
         self,
         messages: Sequence[BaseMessage],
         *,
-        json_schema: dict | None = None,
+        json_schema: dict[str, Any] | None = None,
         temperature: float | None = None,
         max_tokens: int | None = None,
         tag: str = "",
-        meta: Mapping | None = None,
+        meta: Mapping[str, Any] | None = None,
     ) -> LLMAnswer:
         """Ask the model once (retrying transient failures) and return its answer with usage.
 
@@ -243,7 +248,7 @@ class LLMClient:
         """About 4 characters per token; used only when a server reports no usage (no tokenizer download)."""
         return max(1, sum(len(_text(m)) for m in messages) // 4)
 
-    def _step_down_format(self, exc: BaseException, json_schema: Mapping | None) -> bool:
+    def _step_down_format(self, exc: BaseException, json_schema: Mapping[str, Any] | None) -> bool:
         """On a 400 from an OpenAI-compatible server, try a weaker response_format (json_schema ->
         json_object -> none) and remember it for the rest of the run."""
         if self.kind != "openai" or json_schema is None or _status(exc) != 400:
@@ -260,9 +265,9 @@ class LLMClient:
         self,
         index: int,
         tag: str,
-        meta: Mapping | None,
+        meta: Mapping[str, Any] | None,
         messages: Sequence[BaseMessage],
-        json_schema: Mapping | None,
+        json_schema: Mapping[str, Any] | None,
         answer: str | None,
         prompt_tokens: int,
         completion_tokens: int,

@@ -120,8 +120,8 @@ def _with_deadline(llama: Any, deadline: _Deadline) -> Iterator[None]:
     from llama_cpp import Llama, StoppingCriteriaList
 
     def create_completion(*args: Any, stopping_criteria: Any = None, **kwargs: Any) -> Any:
-        criteria = StoppingCriteriaList([*(stopping_criteria or []), deadline])
-        return Llama.create_completion(llama, *args, stopping_criteria=criteria, **kwargs)
+        kwargs["stopping_criteria"] = StoppingCriteriaList([*(stopping_criteria or []), deadline])
+        return Llama.create_completion(llama, *args, **kwargs)
 
     llama.create_completion = create_completion
     try:

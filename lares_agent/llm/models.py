@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lares_agent.llm.errors import ModelNotFound
+from lares_agent.runs import atomic_write_text
 
 _CHUNK = 8 << 20  # bytes per read while copying and hashing
 _GGUF_MAGIC = b"GGUF"
@@ -96,7 +97,9 @@ def locate_parts(model: KnownModel) -> list[Path]:
             ) from None
         path = Path(str(traversable))
         if not path.is_file():
-            raise ModelNotFound(f"model {model.name!r}: part file {path} is missing; fix: reinstall {model.distribution}{i}")
+            raise ModelNotFound(
+                f"model {model.name!r}: part file {path} is missing; fix: reinstall {model.distribution}{i}"
+            )
         paths.append(path)
     return paths
 
@@ -128,19 +131,6 @@ def _stamp(path: Path) -> dict[str, int]:
     return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
 
 
-def _atomic_write_text(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".partial")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-
-
 def recorded_sha256(path: Path) -> str | None:
     """The sha256 remembered for `path` if the file is unchanged since it was hashed (same size and mtime)."""
     side = _sidecar(path)
@@ -155,7 +145,7 @@ def recorded_sha256(path: Path) -> str | None:
 
 def remember_sha256(path: Path, sha256: str) -> None:
     """Write the sidecar that lets later loads trust `path` without hashing it again."""
-    _atomic_write_text(_sidecar(path), json.dumps({"sha256": sha256, **_stamp(path)}))
+    atomic_write_text(_sidecar(path), json.dumps({"sha256": sha256, **_stamp(path)}), fsync=False, mode=0o644)
 
 
 @contextlib.contextmanager
@@ -269,7 +259,9 @@ def resolve_model(
     with path.open("rb") as fh:
         magic = fh.read(4)
     if magic != _GGUF_MAGIC:
-        raise ModelNotFound(f"model file {path} is not a GGUF file (starts with {magic!r}); pass a .gguf file or one of: {names}")
+        raise ModelNotFound(
+            f"model file {path} is not a GGUF file (starts with {magic!r}); pass a .gguf file or one of: {names}"
+        )
     return path
 
 

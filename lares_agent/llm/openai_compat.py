@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
+from pydantic import SecretStr
+
 from lares_agent.llm.config import LLMConfig
 from lares_agent.llm.errors import LLMError
 
@@ -42,9 +44,9 @@ def make_openai_chat_model(config: LLMConfig) -> ChatOpenAI:
     return ChatOpenAI(
         model=config.model,
         base_url=config.base_url,
-        api_key=key,
+        api_key=SecretStr(key),
         temperature=config.temperature,
-        max_tokens=config.max_tokens,
+        max_completion_tokens=config.max_tokens,  # the alias of ChatOpenAI's `max_tokens` field
         seed=config.seed,
         timeout=config.timeout_s,
         max_retries=0,

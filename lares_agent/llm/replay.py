@@ -26,9 +26,14 @@ from lares_agent.llm.errors import LLMError, ReplayMissing
 from lares_agent.llm.local import to_openai_messages
 from lares_agent.runs import LLM_CALLS_NAME, LLMCallRow, RecordFile
 
-def call_key(messages: Sequence[BaseMessage] | Sequence[Mapping[str, str]], json_schema: Mapping | None) -> str:
+
+def call_key(
+    messages: Sequence[BaseMessage] | Sequence[Mapping[str, str]], json_schema: Mapping[str, Any] | None
+) -> str:
     """Stable hash of what determines an answer: the messages (role, text) and the requested schema."""
-    plain = messages if messages and isinstance(messages[0], Mapping) else to_openai_messages(messages)  # type: ignore[arg-type]
+    plain: Sequence[Mapping[str, str]] = [
+        m if isinstance(m, Mapping) else to_openai_messages([m])[0] for m in messages
+    ]
     body = json.dumps(
         {"messages": [[m["role"], m["content"]] for m in plain], "schema": json_schema},
         sort_keys=True,

@@ -169,7 +169,9 @@ class CaseStore:
         ).fetchall()
         return [_row_to_case(r) for r in rows]
 
-    def search(self, query: str, k: int = 3, exclude_run: str | None = None, min_fitness: float | None = None) -> list[Case]:
+    def search(
+        self, query: str, k: int = 3, exclude_run: str | None = None, min_fitness: float | None = None
+    ) -> list[Case]:
         """The k cases best matching `query` (BM25 over task, description, rationale, expressions).
 
         Ties in text relevance are broken by fitness, then by lower complexity. Returns [] for a query

@@ -15,6 +15,7 @@ from pathlib import Path
 from lares_agent.report.plots import plot_influence, plot_lineage, plot_llm_cost, plot_return, plot_success
 from lares_agent.report.run_reader import RunData, read_run
 from lares_agent.report.summary import RunSummary, summarize
+from lares_agent.runs import RunLayout
 
 __all__ = ["FIGURES", "render_html", "write_report"]
 
@@ -68,7 +69,7 @@ def _num(x: float | int | None, fmt: str = "{:.2f}") -> str:
 def _duration(seconds: float) -> str:
     if not math.isfinite(seconds):
         return "–"
-    h, rem = divmod(int(round(seconds)), 3600)
+    h, rem = divmod(round(seconds), 3600)
     m, s = divmod(rem, 60)
     return f"{seconds:.0f} s ({h}h {m:02d}m {s:02d}s)"
 
@@ -160,7 +161,7 @@ def write_report(run: str | Path, compare: str | Path | None = None, out_dir: st
     """
     data = read_run(run)
     baseline = read_run(compare) if compare is not None else None
-    out = Path(out_dir) if out_dir is not None else data.path / "report"
+    out = Path(out_dir) if out_dir is not None else RunLayout(data.path).report
     out.mkdir(parents=True, exist_ok=True)
     makers: dict[str, Callable[[], Path | None]] = {
         "success.png": lambda: plot_success(data, out, baseline),

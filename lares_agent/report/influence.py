@@ -22,11 +22,10 @@ from typing import Any
 import numpy as np
 
 from lares_agent.report.run_reader import RunData
+from lares_agent.runs import RunLayout
 
 __all__ = ["Influence", "component_influence", "gradient_influence", "load_feature_sample"]
 
-# Where a run may keep a sample of buffer features (name -> [N] array), relative to the run directory.
-FEATURE_SAMPLE_PATHS = ("checkpoints/feature_sample.npz", "feature_sample.npz")
 # Rows used from the sample: enough for stable means, small enough to stay instant on a laptop.
 MAX_SAMPLE_ROWS = 4096
 # Not reward features: the success flag and the env's own reward are never inputs of a candidate.
@@ -45,23 +44,21 @@ class Influence:
 
 def load_feature_sample(run: RunData) -> dict[str, np.ndarray] | None:
     """The run's saved feature sample (evenly thinned to MAX_SAMPLE_ROWS), or None if there is none."""
-    for rel in FEATURE_SAMPLE_PATHS:
-        path = run.path / rel
-        if not path.is_file():
-            continue
-        try:
-            with np.load(path, allow_pickle=False) as npz:
-                arrays = {k: np.asarray(npz[k], dtype=np.float64).reshape(-1) for k in npz.files}
-        except (OSError, ValueError):
-            return None
-        if not arrays:
-            return None
-        n = min(len(a) for a in arrays.values())
-        if n == 0:
-            return None
-        idx = np.linspace(0, n - 1, num=min(n, MAX_SAMPLE_ROWS)).astype(np.int64)
-        return {k: a[idx] for k, a in arrays.items()}
-    return None
+    path = RunLayout(run.path).feature_sample
+    if not path.is_file():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            arrays = {k: np.asarray(npz[k], dtype=np.float64).reshape(-1) for k in npz.files}
+    except (OSError, ValueError):
+        return None
+    if not arrays:
+        return None
+    n = min(len(a) for a in arrays.values())
+    if n == 0:
+        return None
+    idx = np.linspace(0, n - 1, num=min(n, MAX_SAMPLE_ROWS)).astype(np.int64)
+    return {k: a[idx] for k, a in arrays.items()}
 
 
 def _normalise(names: list[str], weights: np.ndarray, reward_id: str, source: str) -> Influence | None:
@@ -102,7 +99,6 @@ def component_influence(run: RunData, reward_id: str) -> Influence | None:
     stats = cand.component_stats if cand is not None else {}
     if not stats:  # the engine logs them per judged slot with each reward update: take the latest
         logged = [u.component_stats.get(s, {}) for u in run.updates for s, r in u.judged.items() if r == reward_id]
-        logged += [s.component_stats for e in run.evaluations for s in e.slots if s.reward_id == reward_id]
         stats = next((st for st in reversed(logged) if st), {})
     if stats:
         names = list(stats)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lares_agent.report.run_reader import Evaluation, RunData
+from lares_agent.runs.coerce import as_float
 
 __all__ = ["LineageCell", "Member", "RunSummary", "best_reward_id", "final_population", "lineage", "summarize"]
 
@@ -202,11 +203,8 @@ def summarize(run: RunData) -> RunSummary:
         best_steps = int(steps[int(np.argmax(pop_max))])
     final = success[-1] if len(steps) else np.array([])
     walls = [e.wall_s for e in run.evaluations if math.isfinite(e.wall_s)]
-    walls += [
-        float(ev.data["wall_s"])
-        for ev in run.events
-        if isinstance(ev.data.get("wall_s"), (int, float)) and math.isfinite(float(ev.data["wall_s"]))
-    ]
+    ends = [as_float(ev.get("wall_s")) for ev in run.events if ev.event == "run_end"]
+    walls += [w for w in ends if math.isfinite(w)]
     seconds = [c.seconds for c in run.llm_calls if math.isfinite(c.seconds)]
     return RunSummary(
         name=run.name,
