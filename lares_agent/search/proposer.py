@@ -180,7 +180,8 @@ class GraphProposer:
             self._append(
                 CandidateRow(id=reward.id, round=ctx.round, slot=ev.slot, verdict="evaluated",
                              fitness=_finite(ev.fitness), success=_finite(ev.success_rate),
-                             complexity=ev.complexity, component_stats=ev.to_json()["components"]),
+                             complexity=ev.complexity,
+                             component_stats={k: v.to_json() for k, v in ev.component_stats.items()}),
             )
             if self.deps.cases is not None:
                 self.deps.cases.update_fitness(self.deps.run_id, reward.id, _finite(ev.fitness), _finite(ev.success_rate))
