@@ -81,6 +81,7 @@ class Linear:
     def __init__(self, feature: str, scale: float, offset: float = 0.0, id: str = "") -> None:
         self.feature, self.scale, self.offset = feature, scale, offset
         self.id = id or f"{feature}-{scale:g}-{offset:g}"
+        self.key = self.id  # the reward's identity (rewards.reward_key in a real run)
 
     def __call__(self, features: Mapping[str, np.ndarray]) -> np.ndarray:
         return -self.scale * np.asarray(features[self.feature], np.float64) + self.offset
