@@ -16,14 +16,13 @@ import pytest
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
-
 from langgraph.runtime import Runtime
 
 from lares_agent.graphs import nodes
 from lares_agent.graphs.build import build_graph, open_trace
 from lares_agent.graphs.context import GraphLimits, RunContext
-from lares_agent.graphs.round import run_round
 from lares_agent.graphs.prompting import AnswerError, extract_candidates
+from lares_agent.graphs.round import run_round
 from lares_agent.graphs.routing import route_after_validate, route_start
 from lares_agent.llm.client import LLMClient, LLMConfig, make_client
 from lares_agent.memory.cases import Case, CaseStore
@@ -110,8 +109,8 @@ def test_initial_round_goes_straight_to_propose_and_compiles_the_accepted_reward
 
 def test_full_round_reads_rollouts_then_critiques_then_proposes_from_the_elite() -> None:
     t = np.arange(20.0)
-    deps = make_deps(["- it stalls at 0.1 m", "- the distance term is too flat: scale it", GOOD])
-    deps = replace(deps, rollouts={"p0": Rollout({"tcp_to_goal": 0.3 - 0.01 * t, "success": 0 * t}, {"d": -(0.3 - 0.01 * t)})})
+    rollout = Rollout({"tcp_to_goal": 0.3 - 0.01 * t, "success": 0 * t}, {"d": -(0.3 - 0.01 * t)})
+    deps = make_deps(["- it stalls at 0.1 m", "- the distance term is too flat: scale it", GOOD], rollouts={"p0": rollout})
     result = run_round(build_graph(), {"round": 2, "elites": [ELITE], "rollout_ids": ["p0"], "n_wanted": 1}, "r2", deps)
     assert [s["node"] for s in result.steps] == ["analyse", "critique", "propose", "validate"]
     assert result.analysis == "- it stalls at 0.1 m" and "too flat" in result.critique
