@@ -90,8 +90,9 @@ def check_command(
 ) -> None:
     """Check EXPRESSION with the validator a search applies; print the verdict, complexity and canonical form.
 
-    Parse, limits, complexity cap, progress use and approach term give exactly a search's verdict; numeric checks
-    and the progress sign are judged on --sample; duplicates of a population are not checked.
+    Parse, limits, complexity cap, progress use and approach term: exactly a search's verdict.
+
+    Numeric checks and the progress sign: judged on --sample. Duplicates of a population: not checked.
     """
     spec = _load_task(task)
     if sample is SampleKind.rollout:
