@@ -106,7 +106,7 @@ class _FeatureReward:
     """Reward = one named feature (enough to fill reward columns for timing)."""
 
     def __init__(self, name: str) -> None:
-        self.id, self.complexity, self.name = name, 1.0, name
+        self.id, self.key, self.complexity, self.name = name, name, 1.0, name
 
     def __call__(self, features):  # type: ignore[no-untyped-def]
         return np.asarray(features[self.name], np.float64)

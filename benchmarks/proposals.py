@@ -30,14 +30,15 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+from langgraph.runtime import Runtime
 
 from lares_agent.engine.tasks import get_task
-from lares_agent.graphs.deps import GraphDeps, GraphLimits
-from lares_agent.graphs.nodes import RoundNodes
+from lares_agent.graphs import nodes
+from lares_agent.graphs.context import GraphLimits, RunContext
 from lares_agent.llm.client import LLMConfig, make_client
 from lares_agent.prompts.loader import load_persona
+from lares_agent.rewards import progress_monotonicity, validate
 from lares_agent.rewards.sampling import synthetic_sample
-from lares_agent.tools.checks import check_candidate, progress_monotonicity
 
 TASKS = ("reach-v3", "push-v3", "pick-place-v3")
 
@@ -48,9 +49,10 @@ def bench_task(task_name: str, n: int, args: argparse.Namespace, run_dir: Path) 
     llm = make_client(LLMConfig(backend="local", model=args.model, temperature=args.temperature,
                                 seed=args.seed, timeout_s=600.0), run_dir=run_dir)
     limits = GraphLimits(per_call=args.per_call, temperature=args.temperature)
-    deps = GraphDeps(llm=llm, task=task, sample=sample, persona=load_persona(args.persona), limits=limits)
-    nodes = RoundNodes(deps)
-    no_sign = replace(limits.checks, require_progress_sign=False)
+    runtime = Runtime(context=RunContext(llm=llm, task=task, sample=sample, persona=load_persona(args.persona),
+                                         limits=limits))
+    # the sign and the approach term are counted below, not required
+    no_sign = replace(limits.checks, require_progress_sign=False, require_approach_use=False)
     valid = sane = approach = 0
     uses_approach = re.compile(rf"\b{task.approach_feature}\b") if task.approach_feature else None
     keys: set[str] = set()
@@ -59,19 +61,18 @@ def bench_task(task_name: str, n: int, args: argparse.Namespace, run_dir: Path) 
     while made < n:
         want = min(args.per_round, n - made)
         state = {"round": rnd, "n_wanted": want, "elites": [], "accepted": [], "rejected": [], "attempts": 0}
-        for rec in nodes.propose(state)["pending"]:
+        for rec in nodes.propose(state, runtime)["pending"]:
             made += 1
             if rec.get("error"):
                 reasons.append(rec["error"])
                 continue
-            res = check_candidate(rec["raw"], feature_names=nodes.feature_names, sample=sample,
-                                  candidate_id=rec["id"], progress_feature=task.progress_feature, config=no_sign)
+            res = validate(rec["candidate"], task, sample, id=rec["id"], config=no_sign)
             if not res.accepted or res.reward is None:
                 reasons.append(res.reason)
                 continue
             valid += 1
             keys.add(res.key or "")
-            approach += bool(uses_approach and any(uses_approach.search(x) for x in res.canonical.values()))
+            approach += bool(uses_approach and any(uses_approach.search(x) for x in (res.canonical or {}).values()))
             rises, falls = progress_monotonicity(res.reward, sample, task.progress_feature)
             if rises <= 0.01 and falls > 0.0:
                 sane += 1

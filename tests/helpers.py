@@ -88,6 +88,7 @@ class FeatureReward:
     def __init__(self, feature: str, scale: float = 1.0, id: str | None = None) -> None:
         self.feature, self.scale = feature, scale
         self.id = id or f"neg-{feature}-{scale:g}"
+        self.key = f"-{scale:g}*{feature}"  # the reward's identity (rewards.reward_key in a real run)
         self.complexity = 1.0
 
     def __call__(self, features: Mapping[str, np.ndarray]) -> np.ndarray:

@@ -21,14 +21,15 @@ from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
 from lares_agent.engine.buffer import ReplayBuffer
+from lares_agent.engine.learners.sac import SACConfig
 from lares_agent.engine.loop.fitness import UpdateContext
 from lares_agent.engine.loop.sac_engine import EngineConfig, LaResEngine
-from lares_agent.engine.learners.sac import SACConfig
-from lares_agent.engine.tasks import Feature, TaskSpec
 from lares_agent.engine.loop.thompson import ThompsonSampler
+from lares_agent.engine.tasks import Feature, TaskSpec
 from lares_agent.errors import LaresError
-from lares_agent.graphs.build import build_graph, run_round
-from lares_agent.graphs.deps import GraphDeps, GraphLimits
+from lares_agent.graphs.build import build_graph
+from lares_agent.graphs.context import GraphLimits, RunContext
+from lares_agent.graphs.round import run_round
 from lares_agent.graphs.routing import route_start
 from lares_agent.llm.client import LLMClient, LLMConfig
 from lares_agent.search.config import ABLATIONS, SearchConfig
@@ -81,6 +82,7 @@ class Linear:
     def __init__(self, feature: str, scale: float, offset: float = 0.0, id: str = "") -> None:
         self.feature, self.scale, self.offset = feature, scale, offset
         self.id = id or f"{feature}-{scale:g}-{offset:g}"
+        self.key = self.id  # the reward's identity (rewards.reward_key in a real run)
 
     def __call__(self, features: Mapping[str, np.ndarray]) -> np.ndarray:
         return -self.scale * np.asarray(features[self.feature], np.float64) + self.offset
@@ -220,6 +222,7 @@ class GraphTask:
     horizon = 150
     features = (Feature("tcp_to_goal", "gripper to goal", "m"), Feature("success", "goal reached", "bool"))
     progress_feature = "tcp_to_goal"
+    approach_feature = None
 
 
 def test_graph_without_reflection_goes_straight_to_propose() -> None:
@@ -233,9 +236,10 @@ def test_graph_without_reflection_goes_straight_to_propose() -> None:
     steps = {}
     for reflect, script in ((False, [good]), (True, ["it stalls", "too flat", good])):
         llm = LLMClient(Scripted(script=script, calls=[]), LLMConfig(max_retries=0), sleep=lambda s: None)
-        deps = GraphDeps(llm=llm, task=GraphTask(), sample=sample, limits=GraphLimits(reflect=reflect))
-        deps.rollouts = {"p0": Rollout({"tcp_to_goal": 0.3 - 0.01 * t, "success": 0 * t}, {"d": -(0.3 - 0.01 * t)})}
-        result = run_round(build_graph(deps), round_input, f"r-{reflect}")
+        rollout = Rollout({"tcp_to_goal": 0.3 - 0.01 * t, "success": 0 * t}, {"d": -(0.3 - 0.01 * t)})
+        deps = RunContext(llm=llm, task=GraphTask(), sample=sample, rollouts={"p0": rollout},
+                          limits=GraphLimits(reflect=reflect))
+        result = run_round(build_graph(), round_input, f"r-{reflect}", deps)
         assert len(result.accepted) == 1
         steps[reflect] = [s["node"] for s in result.steps]
     assert steps[False] == ["propose", "validate"]

@@ -11,7 +11,7 @@ import pytest
 from lares_agent.engine.tasks import get_task
 from lares_agent.search.proposer import fallback_reward
 from lares_agent.search.runner import random_feature_sample
-from lares_agent.tools.checks import CheckConfig, CheckResult, allowed_features, check_candidate
+from lares_agent.rewards import CheckConfig, Verdict, validate
 
 
 @pytest.fixture(scope="module")
@@ -20,11 +20,8 @@ def sample() -> dict[str, np.ndarray]:
 
 
 def _check(task_name: str, components: dict[str, str], sample: dict[str, np.ndarray],
-           config: CheckConfig = CheckConfig()) -> CheckResult:
-    task = get_task(task_name)
-    return check_candidate({"components": components}, feature_names=allowed_features(task), sample=sample,
-                           candidate_id="c", progress_feature=task.progress_feature, config=config,
-                           approach_feature=task.approach_feature)
+           config: CheckConfig = CheckConfig()) -> Verdict:
+    return validate({"components": components}, get_task(task_name), sample, id="c", config=config)
 
 
 def test_a_reward_without_the_approach_term_is_rejected_with_the_fix(sample) -> None:
@@ -43,11 +40,11 @@ def test_tasks_without_an_object_need_no_approach_term() -> None:
 
 
 def test_the_fallback_reward_shapes_the_approach_where_the_task_has_one(sample) -> None:
-    names = allowed_features(get_task("button-press-v3"))
-    fallback = fallback_reward(get_task("button-press-v3"), names, "fallback-0")
+    fallback = fallback_reward(get_task("button-press-v3"), "fallback-0")
     assert {"tcp_to_obj", "obj_to_target"} <= set(fallback.feature_names)
-    assert "tcp_to_obj" not in fallback_reward(get_task("reach-v3"), allowed_features(get_task("reach-v3")),
-                                               "fallback-1").feature_names
+    assert "tcp_to_obj" not in fallback_reward(get_task("reach-v3"), "fallback-1").feature_names
+    # the fallback passes the one validator's checks (it is what a slot gets when nothing else did)
+    assert validate(fallback.to_json(), get_task("button-press-v3"), sample).accepted
 
 
 def test_progress_terms_that_cancel_or_never_switch_are_rejected(sample) -> None:

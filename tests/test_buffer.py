@@ -24,7 +24,7 @@ class FnReward:
     """A minimal RewardFunction around a vectorised callable."""
 
     def __init__(self, id: str, fn: Callable[[Mapping[str, np.ndarray]], np.ndarray]) -> None:
-        self.id, self.complexity, self._fn = id, 1.0, fn
+        self.id, self.key, self.complexity, self._fn = id, id, 1.0, fn
 
     def __call__(self, features: Mapping[str, np.ndarray]) -> np.ndarray:
         return self._fn(features)

@@ -30,12 +30,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+from fake_openai import FakeOpenAI, chat_completion, serving
 
 from lares_agent.engine.checkpoint import latest_checkpoint, load_checkpoint
 from lares_agent.runs import read_jsonl
-
-from fake_openai import FakeOpenAI, chat_completion, serving
-
 
 WAIT_S = 240.0  # upper bound on any one wait for a child (a hang guard; nothing is timed)
 BUDGET, PERIOD, POPULATION, ELITES = 900, 200, 3, 1  # Reacher episodes are 50 steps, 3 per iteration
@@ -165,18 +163,11 @@ def _run_dir(base: Path) -> Path:
 
 def _rounds_in_trace(run: Path) -> dict[int, list[str]]:
     """round -> accepted ids, for every round thread that the trace holds as finished."""
-    from langchain_core.language_models.fake_chat_models import FakeListChatModel
-
-    from lares_agent.engine.tasks import get_task
     from lares_agent.graphs.build import build_graph, open_trace
-    from lares_agent.graphs.deps import GraphDeps
-    from lares_agent.llm import LLMClient, LLMConfig
 
     saver = open_trace(run)
     try:
-        deps = GraphDeps(llm=LLMClient(FakeListChatModel(responses=["unused"]), LLMConfig()),
-                         task=get_task("Reacher-v5"), sample={})
-        graph = build_graph(deps, saver)
+        graph = build_graph(saver)  # reading stored state needs no run context
         threads = {row[0] for row in saver.conn.execute("SELECT DISTINCT thread_id FROM checkpoints")}
         out: dict[int, list[str]] = {}
         for thread in sorted(threads):
@@ -198,20 +189,21 @@ def test_round_killed_between_its_first_writes_and_checkpoint_resumes(tmp_path: 
     from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
     from lares_agent.engine.tasks import get_task
-    from lares_agent.graphs.build import build_graph, open_trace, run_round
-    from lares_agent.graphs.deps import GraphDeps
+    from lares_agent.graphs.build import build_graph, open_trace
+    from lares_agent.graphs.context import RunContext
+    from lares_agent.graphs.round import run_round
     from lares_agent.llm import LLMClient, LLMConfig
     from lares_agent.rewards import synthetic_sample
 
     task = get_task("Reacher-v5")
     answers = [json.dumps({"candidates": [{"components": {"reach": f"-{w}*fingertip_to_target"}}]}) for w in (2, 3)]
     fake = FakeListChatModel(responses=["the arm overshoots", *answers])
-    deps = GraphDeps(llm=LLMClient(fake, LLMConfig()), task=task,
-                     sample=synthetic_sample(task.features, 64, np.random.default_rng(0)))
+    deps = RunContext(llm=LLMClient(fake, LLMConfig()), task=task,
+                      sample=synthetic_sample(task.features, 64, np.random.default_rng(0)))
     elite = {"id": "e", "components": {"reach": "-fingertip_to_target"}, "fitness": 0.0}
     saver = open_trace(tmp_path)
-    graph = build_graph(deps, saver)
-    first = run_round(graph, {"round": 1, "n_wanted": 2, "elites": [elite]}, "round-1")
+    graph = build_graph(saver)
+    first = run_round(graph, {"round": 1, "n_wanted": 2, "elites": [elite]}, "round-1", deps)
     assert len(first.accepted) == 2
     db = sqlite3.connect(tmp_path / "trace.sqlite")
     (start,) = db.execute("SELECT checkpoint_id FROM checkpoints WHERE thread_id = 'round-1' ORDER BY checkpoint_id "
@@ -222,7 +214,7 @@ def test_round_killed_between_its_first_writes_and_checkpoint_resumes(tmp_path: 
     db.close()
     snapshot = graph.get_state({"configurable": {"thread_id": "round-1"}})
     assert snapshot.values and not snapshot.next and snapshot.tasks  # the misleading state
-    again = run_round(graph, {"round": 1, "n_wanted": 2, "elites": [elite]}, "round-1")
+    again = run_round(graph, {"round": 1, "n_wanted": 2, "elites": [elite]}, "round-1", deps)
     assert len(again.accepted) == 2 and [s["node"] for s in again.steps][-1] == "validate"
     saver.conn.close()
 

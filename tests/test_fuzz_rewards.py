@@ -1,8 +1,8 @@
 """Fuzzing the reward language: random and adversarial text and JSON are parsed or refused, never executed.
 
 For every input, `parse_expression` / `parse_candidate` either return or raise `RewardRejected` with a one-line
-reason; `validate` and the validate node's `check_candidate` never raise; nothing evaluates text (eval, exec and
-sympy's parser are trapped); and each example finishes within the hypothesis deadline (a hang guard, not a
+reason; `validate` (the one candidate validator, with or without the task checks) never raises; nothing
+evaluates text (eval, exec and sympy's parser are trapped); and each example finishes within the hypothesis deadline (a hang guard, not a
 speed claim). What is accepted is finite on the sample and survives the checkpoint round trip (its canonical
 text parses back to the same tree and the same values), since `lares resume` rebuilds rewards from that text.
 
@@ -32,6 +32,7 @@ from hypothesis import strategies as st
 
 from lares_agent.rewards import (
     FUNCTION_NAMES,
+    CheckConfig,
     RewardRejected,
     feature_symbol,
     load_reward,
@@ -41,12 +42,31 @@ from lares_agent.rewards import (
     validate,
 )
 from lares_agent.rewards.candidate import canonical_text
-from lares_agent.tools.checks import check_candidate
 
 FEATURES = ("tcp_to_obj", "obj_to_target", "tcp_speed", "action_norm", "grasp")
 SYMBOLS = {feature_symbol(n) for n in FEATURES}
 DATA = Path(__file__).parent / "data"
 SAMPLE = synthetic_sample(FEATURES, 64, np.random.default_rng(0))
+
+
+@dataclass(frozen=True)
+class _Feature:
+    name: str
+    unit: str = "m"
+
+
+@dataclass(frozen=True)
+class _Task:
+    """The validator's view of a task; without progress requirements so that fuzzed text reaches every check."""
+
+    name: str = "fuzz"
+    features: tuple[_Feature, ...] = tuple(_Feature(n) for n in FEATURES)
+    progress_feature: str = "obj_to_target"
+    approach_feature: str | None = None
+
+
+TASK = _Task()
+LOOSE = CheckConfig(require_progress_use=False, require_progress_sign=False, require_approach_use=False)
 
 CI = settings(
     max_examples=200,
@@ -106,8 +126,9 @@ def _check_accepted(expr: sympy.Expr, text: str) -> None:
 
 
 def _check_validated(data: Any) -> None:
-    """validate and check_candidate never raise; what they accept is finite and reloads identically."""
-    verdict, compiled = validate(data, FEATURES, SAMPLE)
+    """validate never raises (with or without the task checks); what it accepts is finite and reloads identically."""
+    verdict = validate(data, TASK, SAMPLE, config=LOOSE)
+    compiled = verdict.reward
     _assert_reason(verdict.reason)
     assert verdict.accepted == (compiled is not None)
     if compiled is not None:
@@ -115,8 +136,7 @@ def _check_validated(data: Any) -> None:
         assert total.shape == (64,) and np.isfinite(total).all()
         again = load_reward(compiled.to_json(), FEATURES)
         assert np.array_equal(again(SAMPLE), total)
-    result = check_candidate(data, feature_names=FEATURES, sample=SAMPLE, candidate_id="fuzz",
-                             progress_feature="obj_to_target")
+    result = validate(data, TASK, SAMPLE, id="fuzz")
     _assert_reason(result.reason)
     assert result.accepted == (result.reward is not None)
 
@@ -345,8 +365,9 @@ def test_corpus_entry_is_refused_everywhere_with_its_reason(case: Case, tmp_path
                     parse_expression(text, FEATURES)
                 reason = info.value.reason
             as_json = json.dumps({"components": {"hostile": text}, "rationale": "corpus"})
-        verdict, compiled = validate(as_json, FEATURES, SAMPLE)
-        result = check_candidate(as_json, feature_names=FEATURES, sample=SAMPLE, candidate_id="corpus")
+        verdict = validate(as_json, TASK, SAMPLE, config=LOOSE)
+        compiled = verdict.reward
+        result = validate(as_json, TASK, SAMPLE, id="corpus")
     if case.stage == "check":
         reason = verdict.reason
     assert case.fragment in reason, f"{reason!r} lacks {case.fragment!r}"

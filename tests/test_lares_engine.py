@@ -60,6 +60,7 @@ class FeatureReward:
                  complexity: float = 1.0) -> None:
         self.feature, self.scale, self.offset = feature, scale, offset
         self.id = id or f"neg-{feature}-{scale:g}-{offset:g}"
+        self.key = f"-{scale:g}*{feature} + {offset:g}"  # the reward's identity (rewards.reward_key in a real run)
         self.complexity = complexity
 
     def __call__(self, features: Mapping[str, np.ndarray]) -> np.ndarray:

@@ -17,11 +17,12 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
-from lares_agent.engine.loop.sac_engine import EngineConfig, LaResEngine
 from lares_agent.engine.learners.sac import SACConfig
+from lares_agent.engine.loop.sac_engine import EngineConfig, LaResEngine
 from lares_agent.engine.tasks import get_task
-from lares_agent.graphs.build import build_graph, run_round
-from lares_agent.graphs.deps import GraphDeps, GraphLimits
+from lares_agent.graphs.build import build_graph
+from lares_agent.graphs.context import GraphLimits, RunContext
+from lares_agent.graphs.round import run_round
 from lares_agent.llm import LLMClient, LLMConfig
 from lares_agent.runs import LLM_CALLS_NAME as RECORD_NAME
 from lares_agent.llm.faults import FAULT_KINDS, FaultyChatModel, read_faults
@@ -61,9 +62,9 @@ def _client(
     return LLMClient(model, LLMConfig(max_retries=2), tmp_path / RECORD_NAME, sleep=lambda s: None), model
 
 
-def _deps(client: LLMClient, retry_budget: int = 3) -> GraphDeps:
+def _deps(client: LLMClient, retry_budget: int = 3) -> RunContext:
     sample = synthetic_sample(TASK.features, 256, np.random.default_rng(0))
-    return GraphDeps(llm=client, task=TASK, sample=sample, limits=GraphLimits(retry_budget=retry_budget))
+    return RunContext(llm=client, task=TASK, sample=sample, limits=GraphLimits(retry_budget=retry_budget))
 
 
 def _records(tmp_path: Path) -> list[dict[str, Any]]:
@@ -100,8 +101,8 @@ EXPECTED_REASON = {
 @pytest.mark.parametrize("kind", FAULT_KINDS)
 def test_every_fault_kind_becomes_a_rejection_with_its_reason(kind: str, tmp_path: Path) -> None:
     client, model = _client(tmp_path, rate=1.0, seed=3, kinds=(kind,))
-    graph = build_graph(_deps(client, retry_budget=1))
-    result = run_round(graph, {"round": 1, "n_wanted": 2, "elites": [ELITE]}, thread_id="r1")
+    deps = _deps(client, retry_budget=1)
+    result = run_round(build_graph(), {"round": 1, "n_wanted": 2, "elites": [ELITE]}, "r1", deps)
     assert result.accepted == ()
     assert result.attempts == 2 and len(result.rejected) == 4  # 2 passes x 2 calls, each a rejection
     for rec in result.rejected:
@@ -121,8 +122,7 @@ def test_every_fault_kind_becomes_a_rejection_with_its_reason(kind: str, tmp_pat
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
 def test_half_faulty_rounds_complete_and_log_every_fault(seed: int, tmp_path: Path) -> None:
     client, model = _client(tmp_path, rate=0.5, seed=seed)
-    graph = build_graph(_deps(client))
-    result = run_round(graph, {"round": 1, "n_wanted": 2, "elites": [ELITE]}, thread_id="r1")
+    result = run_round(build_graph(), {"round": 1, "n_wanted": 2, "elites": [ELITE]}, "r1", _deps(client))
     assert len(result.accepted) <= 2 and 1 <= result.attempts <= 4
     assert all(r["reason"] for r in result.rejected)
     assert len({r["key"] for r in result.accepted}) == len(result.accepted)  # no duplicate children
@@ -135,8 +135,8 @@ def _engine_run(tmp_path: Path, rate: float, seed: int) -> tuple[LaResEngine, Gr
 
     run = RunLog(tmp_path)
     client, model = _client(tmp_path, rate=rate, seed=seed)
-    deps = GraphDeps(llm=client, task=TASK, sample={}, limits=GraphLimits(retry_budget=2))
-    proposer = GraphProposer(build_graph(deps), deps, run, TASK.name)
+    deps = RunContext(llm=client, task=TASK, limits=GraphLimits(retry_budget=2))
+    proposer = GraphProposer(build_graph(), deps, run, TASK.name)
     cfg = EngineConfig(population_size=3, elites=1, total_steps=300, warmup_steps=60, reward_period=80,
                        eval_every=0, eval_episodes=1, update_eval_episodes=1, ts_window=10, buffer_capacity=2000,
                        horizon=20, seed=seed, feature_sample=200,
@@ -196,7 +196,7 @@ def test_fault_sequence_depends_only_on_the_seed() -> None:
         for _ in range(30):
             try:
                 client.complete([HumanMessage("propose")])
-            except Exception:  # noqa: BLE001 - raised faults are the point
+            except Exception:
                 pass
         return [(f.call, f.kind) for f in model.faults()]
 

@@ -18,23 +18,22 @@ import gymnasium
 import numpy as np
 import pytest
 import torch
+from helpers import PointMass
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
-from lares_agent.engine.loop.sac_engine import EngineConfig, IterationInfo, LaResEngine
 from lares_agent.engine.learners.sac import SACConfig
+from lares_agent.engine.loop.sac_engine import EngineConfig, IterationInfo, LaResEngine
 from lares_agent.engine.tasks import Feature, TaskSpec
 from lares_agent.graphs.build import build_graph
-from lares_agent.graphs.deps import GraphDeps, GraphLimits
+from lares_agent.graphs.context import GraphLimits, RunContext
 from lares_agent.llm import LLMClient, LLMConfig
 from lares_agent.llm.faults import FaultyChatModel
 from lares_agent.rewards import compile_reward, parse_candidate
 from lares_agent.search.proposer import GraphProposer
 from lares_agent.runs import RunLog, read_jsonl
 from lares_agent.search.runner import random_feature_sample
-
-from helpers import PointMass
 
 torch.set_num_threads(1)
 AGE_SCALE = 100.0  # age = steps taken by the env instance / AGE_SCALE
@@ -98,9 +97,9 @@ def _poisoned() -> Any:
 def _run(tmp_path: Path, *, fault_rate: float, poison: bool, on_iteration: Any = None) -> LaResEngine:
     model = FaultyChatModel(inner=ChildModel(), rate=fault_rate, seed=0)
     client = LLMClient(model, LLMConfig(max_retries=0), None, sleep=lambda s: None)
-    deps = GraphDeps(llm=client, task=TASK, sample={}, limits=GraphLimits(retry_budget=1))
+    deps = RunContext(llm=client, task=TASK, limits=GraphLimits(retry_budget=1))
     run = RunLog(tmp_path)
-    proposer = GraphProposer(build_graph(deps), deps, run, TASK.name)
+    proposer = GraphProposer(build_graph(), deps, run, TASK.name)
     given = [_poisoned()] if poison else []
     sample = random_feature_sample(TASK, 40, seed=0)
     initial = proposer.initial(3, sample, given)  # with every answer faulty: fallback rewards

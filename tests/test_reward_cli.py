@@ -18,6 +18,8 @@ TOY = SimpleNamespace(
         SimpleNamespace(name="speed", meaning="speed", unit="m/s"),
         SimpleNamespace(name="touching", meaning="contact", unit="bool"),
     ),
+    progress_feature="hand_to_goal",
+    approach_feature=None,
 )
 
 
@@ -60,11 +62,12 @@ def test_numeric_rejection_names_the_component(toy_task: list[str]) -> None:
 
 
 def test_json_output_for_machines(toy_task: list[str]) -> None:
-    good = _run("--json", "--states", "256", "--seed", "3", "--task", "toy-v0", "--", "-speed + touching")
+    good = _run("--json", "--states", "256", "--seed", "3", "--task", "toy-v0", "--", "-hand_to_goal + touching")
     assert good.exit_code == 0, good.output
     payload = json.loads(good.output)
     assert payload["accepted"] is True and payload["task"] == "toy-v0" and payload["states"] == 256
-    assert payload["canonical"] == {"reward": "-speed + touching"} and payload["complexity"] > 0
+    assert payload["canonical"] == {"reward": "-hand_to_goal + touching"} and payload["complexity"] > 0
+    assert payload["key"] == "-hand_to_goal + touching"
     assert set(payload["stats"]) == {"reward", "total"}
     bad = _run("--json", "--task", "toy-v0", "speed ** speed")
     assert bad.exit_code == 1
@@ -72,20 +75,20 @@ def test_json_output_for_machines(toy_task: list[str]) -> None:
 
 
 def test_same_seed_same_verdict(toy_task: list[str]) -> None:
-    args = ("--json", "--task", "toy-v0", "--seed", "7", "exp(-hand_to_goal) * speed")
+    args = ("--json", "--task", "toy-v0", "--seed", "7", "exp(-hand_to_goal) * (1 + speed)")
     first, second = _run(*args), _run(*args)
     assert first.output == second.output
-    other = _run("--json", "--task", "toy-v0", "--seed", "8", "exp(-hand_to_goal) * speed")
+    other = _run("--json", "--task", "toy-v0", "--seed", "8", "exp(-hand_to_goal) * (1 + speed)")
     assert json.loads(other.output)["stats"] != json.loads(first.output)["stats"]
 
 
 def test_real_task_features() -> None:
     """Against the engine's task registry (reach-v3's declared features), synthetic sample."""
     tasks = pytest.importorskip("lares_agent.engine.tasks")
-    feature = tasks.get_task("reach-v3").features[0].name
-    result = _run("--json", "--task", "reach-v3", f"exp(-{feature} / 0.1)")
+    progress = tasks.get_task("reach-v3").progress_feature
+    result = _run("--json", "--task", "reach-v3", f"exp(-{progress} / 0.1)")
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["canonical"] == {"reward": f"exp(-10.0*{feature})"}
+    assert json.loads(result.output)["canonical"] == {"reward": f"exp(-10.0*{progress})"}
     unknown = _run("--task", "reach-v3", "not_a_feature_name")
     assert unknown.exit_code == 1 and "unknown name" in unknown.output
 
@@ -98,3 +101,55 @@ def test_rollout_sample_uses_real_states() -> None:
     assert result.exit_code == 0, result.output
     stats = json.loads(result.output)["stats"]["reward"]
     assert stats["max"] <= 0 and stats["std"] > 0
+
+
+# --- one validator: the CLI says exactly what a search says ---------------------------------------------------
+def test_the_cli_and_the_graph_share_one_validator_and_agree(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`((((action_norm))))` on reach-v3 was accepted by the CLI though a search rejects it (issue 11): now the CLI
+    and the graph's validate node call the same function on the same candidate and give the same verdict."""
+    tasks = pytest.importorskip("lares_agent.engine.tasks")
+    import numpy as np
+    from langchain_core.language_models.fake_chat_models import FakeListChatModel
+
+    from lares_agent import rewards
+    from lares_agent.graphs import nodes
+    from lares_agent.graphs.build import build_graph
+    from lares_agent.graphs.context import GraphLimits, RunContext
+    from lares_agent.graphs.round import run_round
+    from lares_agent.llm.client import LLMClient, LLMConfig
+
+    assert reward_cmd.validate is nodes.validate_candidate is rewards.validate
+    calls: list[tuple[str, object, rewards.Verdict]] = []
+
+    def spy(where: str):
+        def call(data, task, sample, **kw):
+            verdict = rewards.validate(data, task, sample, **kw)
+            calls.append((where, data, verdict))
+            return verdict
+        return call
+
+    monkeypatch.setattr(reward_cmd, "validate", spy("cli"))
+    monkeypatch.setattr(nodes, "validate_candidate", spy("graph"))
+    task = tasks.get_task("reach-v3")
+    sample = rewards.synthetic_sample(task.features, 4096, np.random.default_rng(0))  # the CLI's default states
+    bad, good = "((((action_norm))))", f"-{task.progress_feature} - 0.01*action_norm"
+    verdicts = []
+    for expression in (bad, good):
+        calls.clear()
+        cli = _run("--json", "--task", "reach-v3", "--", expression)
+        answer = json.dumps({"components": {"reward": expression}, "rationale": "r"})
+        llm = LLMClient(FakeListChatModel(responses=[answer]), LLMConfig(max_retries=0))
+        context = RunContext(llm=llm, task=task, sample=sample, limits=GraphLimits(retry_budget=0))
+        result = run_round(build_graph(), {"round": 0, "n_wanted": 1}, "r0", context)
+        (cli_call, graph_call) = calls
+        assert (cli_call[0], graph_call[0]) == ("cli", "graph")
+        assert rewards.parse_candidate(cli_call[1], rewards.allowed_features(task)).canonical == \
+            rewards.parse_candidate(graph_call[1], rewards.allowed_features(task)).canonical  # same candidate
+        assert cli_call[2] == graph_call[2]  # same verdict: accepted, reason, complexity, canonical, stats, key
+        payload = json.loads(cli.output)
+        (record,) = result.accepted or result.rejected
+        assert (payload["accepted"], payload["reason"]) == (record["accepted"], record["reason"])
+        assert cli.exit_code == (0 if record["accepted"] else 1)
+        verdicts.append(payload)
+    assert not verdicts[0]["accepted"] and verdicts[0]["reason"].startswith("the reward never uses tcp_to_target")
+    assert verdicts[1]["accepted"] and verdicts[1]["reason"] == "accepted"

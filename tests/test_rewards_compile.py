@@ -21,6 +21,7 @@ from lares_agent.rewards import (
     compile_reward,
     load_reward,
     parse_candidate,
+    reward_key,
     synthetic_sample,
     validate,
 )
@@ -219,17 +220,34 @@ def test_validate_with_a_task_like_object() -> None:
     task = SimpleNamespace(
         name="toy",
         features=tuple(SimpleNamespace(name=n, meaning="", unit="bool" if n == "grasp" else "m") for n in FEATURES),
+        progress_feature="tcp_to_obj",
+        approach_feature=None,
     )
     sample = synthetic_sample(task.features, 512, np.random.default_rng(10))
     assert set(np.unique(sample["grasp"])) == {0.0, 1.0}
     assert sample["tcp_to_obj"].min() >= 0 and sample["tcp_to_obj"].max() <= 1
-    verdict, reward = validate('{"components": {"reach": "-tcp_to_obj"}}', task, sample, id="c1")
-    assert verdict.accepted and reward is not None and reward.id == "c1"
-    verdict, reward = validate("-unknown_feature", task, sample)
-    assert not verdict.accepted and reward is None and "unknown name" in verdict.reason
-    verdict, reward = validate("log(tcp_to_obj - 2)", task, sample)
-    assert not verdict.accepted and reward is None and verdict.complexity is not None
-    assert verdict.to_json()["accepted"] is False
+    verdict = validate('{"components": {"reach": "-tcp_to_obj"}}', task, sample, id="c1")
+    assert verdict.accepted and verdict.reward is not None and verdict.reward.id == "c1"
+    assert verdict.key == verdict.reward.key == "-tcp_to_obj"
+    verdict = validate("-unknown_feature", task, sample)
+    assert not verdict.accepted and verdict.reward is None and "unknown name" in verdict.reason
+    verdict = validate("log(tcp_to_obj - 2)", task, sample)
+    assert not verdict.accepted and verdict.reward is None and verdict.complexity is not None
+    assert verdict.to_json()["accepted"] is False and "reward" not in verdict.to_json()
+
+
+def test_reward_key_is_one_identity_whatever_the_names_order_or_split() -> None:
+    def key(components: dict[str, str]) -> str:
+        return reward_key(parse_candidate({"components": components}, FEATURES))
+
+    assert key({"d": "2*tcp_to_obj"}) == key({"d": "tcp_to_obj*2"})
+    assert key({"reach": "-tcp_to_obj", "ctrl": "-0.1*action_norm"}) == key({"u": "-0.1*action_norm", "r": "-tcp_to_obj"})
+    assert key({"a": "-tcp_to_obj", "b": "5*grasp"}) == key({"whole": "5*grasp - tcp_to_obj"})
+    assert key({"d": "-tcp_to_obj"}) != key({"d": "-2*tcp_to_obj"})
+    parsed = parse_candidate({"components": {"x": "tcp_to_obj*2"}}, FEATURES)
+    a, b = compile_reward(parsed, "a"), compile_reward(parse_candidate("2*tcp_to_obj", FEATURES), "b")
+    assert a.key == b.key == reward_key(parsed) and a.id != b.id  # ids name, keys identify
+    assert load_reward(a.to_json(), FEATURES).key == a.key
 
 
 # --- property: random expressions from the grammar agree between numpy and torch -------------------------

@@ -257,6 +257,19 @@ def test_candidate_rejections(data: object, fragment: str) -> None:
     assert fragment in info.value.reason
 
 
+def test_a_decoded_mapping_is_held_to_the_candidate_size_limit() -> None:
+    """The graph passes the LLM's decoded answer as a mapping: its names, expressions and rationale together obey
+    `Limits.max_candidate_chars`, each part within its own limit."""
+    components = {f"c{i}": "tcp_to_obj + " * 76 + "1" for i in range(8)}  # 8 x 989 characters
+    data = {"components": components, "rationale": "r" * 1000}
+    with pytest.raises(RewardRejected) as info:
+        parse_candidate(data, FEATURES)
+    assert info.value.reason == "candidate too long: 8928 characters in its names, expressions and rationale, limit 8000"
+    with pytest.raises(RewardRejected) as info:  # within a larger total, each part is judged on its own
+        parse_candidate(data, FEATURES, Limits(max_candidate_chars=9000))
+    assert info.value.reason.startswith("component 'c0': expression nested too deeply")
+
+
 # --- property: any text is either parsed or rejected, never a crash ---------------------------------------
 _TOKENS = [
     "tcp_to_obj", "grasp", "0", "1", "0.5", "1e5", "-", "+", "*", "/", "**", "(", ")", ", ", "<", ">=", "==",

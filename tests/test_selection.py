@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 import numpy as np
 import pytest
 
@@ -12,7 +9,6 @@ from lares_agent.engine.loop.selection import (
     DiversityConfig,
     SelectionConfig,
     behaviour_distance,
-    canonical_key,
     distinct_fraction,
     measure_diversity,
     select_elites,
@@ -80,32 +76,18 @@ def test_select_elites_dispatches_and_is_reproducible() -> None:
 
 
 # ---------------------------------------------------------------------------------------------- diversity
-class _Parsed:
-    def __init__(self, canonical: Mapping[str, str]) -> None:
-        self.canonical = canonical
-
-
 class _Reward:
-    def __init__(self, id: str, canonical: Mapping[str, str] | None = None,
-                 components: Mapping[str, str] | None = None) -> None:
-        self.id = id
-        if canonical is not None:
-            self.parsed = _Parsed(canonical)
-        self._components = components
+    """Only what diversity reads: the reward's identity `key` (rewards.reward_key in a real run)."""
 
-    def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "components": self._components} if self._components else {"id": self.id}
+    def __init__(self, id: str, key: str) -> None:
+        self.id, self.key = id, key
 
 
-def test_canonical_key_ignores_component_names_and_order() -> None:
-    a = _Reward("a", canonical={"reach": "-dist", "ctrl": "-0.1*u"})
-    b = _Reward("b", canonical={"u_pen": "-0.1*u", "approach": "-dist"})
-    c = _Reward("c", canonical={"reach": "-2*dist"})
-    assert canonical_key(a) == canonical_key(b) != canonical_key(c)
-    d = _Reward("d", components={"x": "-dist  +  1"})
-    assert canonical_key(d) == "-dist + 1"  # falls back to to_json components, whitespace-normalised
-    assert canonical_key(_Reward("e")) == "e"
-    assert distinct_fraction([canonical_key(r) for r in (a, b, c)]) == pytest.approx(2 / 3)
+def test_diversity_counts_distinct_keys_not_ids() -> None:
+    a, b, c = _Reward("a", "-dist - 0.1*u"), _Reward("b", "-dist - 0.1*u"), _Reward("c", "-2*dist")
+    assert distinct_fraction([r.key for r in (a, b, c)]) == pytest.approx(2 / 3)
+    feats = [{"dist": np.full(4, float(i))} for i in range(3)]
+    assert measure_diversity([a, b, c], feats, ["dist"], DiversityConfig()).distinct == 2
 
 
 def test_behaviour_distance_zero_for_identical_policies_and_grows_with_difference() -> None:
@@ -127,8 +109,8 @@ def test_explore_when_rewards_or_behaviours_collapse() -> None:
     assert should_explore(0.4, 1.0, cfg) and should_explore(1.0, 0.05, cfg) and not should_explore(1.0, 1.0, cfg)
     rng = np.random.default_rng(1)
     feats = [{"dist": rng.uniform(0, 1, 50) + i} for i in range(3)]
-    distinct = [_Reward(str(i), canonical={"r": f"-{i + 1}*dist"}) for i in range(3)]
-    clones = [_Reward(str(i), canonical={"r": "-dist"}) for i in range(3)]
+    distinct = [_Reward(str(i), f"-{i + 1}*dist") for i in range(3)]
+    clones = [_Reward(str(i), "-dist") for i in range(3)]
     ok = measure_diversity(distinct, feats, ["dist"], cfg)
     assert ok.distinct == 3 and not ok.explore and ok.behaviour_distance > 0.1
     collapsed = measure_diversity(clones, feats, ["dist"], cfg)

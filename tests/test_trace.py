@@ -27,7 +27,7 @@ from lares_agent.engine.loop.fitness import SlotEvaluation, UpdateContext
 from lares_agent.engine.tasks import get_task
 from lares_agent.errors import LaresError
 from lares_agent.graphs.build import build_graph, open_trace
-from lares_agent.graphs.deps import GraphDeps
+from lares_agent.graphs.context import RunContext
 from lares_agent.llm import LLMClient, LLMConfig, LLMError
 from lares_agent.search.config import SearchConfig
 from lares_agent.search.proposer import GraphProposer
@@ -79,10 +79,10 @@ def traced_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     SearchConfig(task="Reacher-v5", population=2, elites=1, llm_backend="openai", llm_model="scripted").save(run.config)
     task = get_task("Reacher-v5")
     client = LLMClient(ScriptedChat(), LLMConfig(max_retries=0), run.llm_calls, sleep=lambda s: None)
-    deps = GraphDeps(llm=client, task=task, sample={}, run_id=run.root.name, id_prefix="t-")
+    deps = RunContext(llm=client, task=task, run_id=run.root.name, id_prefix="t-")
     saver = open_trace(run.root)
     try:
-        proposer = GraphProposer(build_graph(deps, saver), deps, RunLog(run), task.name)
+        proposer = GraphProposer(build_graph(saver), deps, RunLog(run), task.name)
         sample = random_feature_sample(task, 100, seed=0)
         rewards = tuple(proposer.initial(2, sample))
         slots = tuple(

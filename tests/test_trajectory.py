@@ -11,7 +11,6 @@ from lares_agent.tools.trajectory import (
     encode_rollout,
     encode_rollouts,
     estimate_tokens,
-    make_rollout,
 )
 
 FEATURES = (
@@ -83,15 +82,9 @@ def test_mismatched_lengths_are_refused() -> None:
         encode_rollout(Rollout({"a": np.zeros(3), "b": np.zeros(4)}), "a")
 
 
-def test_make_rollout_fills_components_from_a_reward_function() -> None:
-    class Reward:
-        id = "c7"
-
-        def components(self, f):  # noqa: ANN001, ANN202
-            return {"approach": -f["tcp_to_obj"], "bonus": 5.0 * f["success"]}
-
-    base = _rollout()
-    rollout = make_rollout(base.features, Reward(), policy_id="slot2")
-    assert rollout.reward_id == "c7" and set(rollout.components) == {"approach", "bonus"}
+def test_the_encoding_names_the_policy_its_reward_and_the_components() -> None:
+    f = _rollout().features
+    components = {"approach": -f["tcp_to_obj"], "bonus": 5.0 * f["success"]}
+    rollout = Rollout(f, components, policy_id="slot2", reward_id="c7")
     text = encode_rollout(rollout, "tcp_to_obj", FEATURES)
     assert "policy slot2 (reward c7)" in text and "bonus" in text

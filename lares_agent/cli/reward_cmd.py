@@ -1,28 +1,32 @@
-"""`lares reward check EXPR --task NAME`: run a reward candidate through the same checks a search applies.
+"""`lares reward check EXPR --task NAME`: run a reward candidate through the validator a search applies.
 
-Exit 0 when accepted, 1 with the reason when not; `--json` prints the verdict as one JSON object.
+The command calls `rewards.validate`, the function the graph's validate node calls, with the same settings.
+Parse, limits, complexity cap, progress use and approach term do not depend on the states, so their verdict is
+exactly a search's; the numeric checks and the progress sign are judged on the chosen sample (a search
+judges them on its own states: random-action states in round 0, buffer states later); duplicates are not checked
+(there is no population). Exit 0 when accepted, 1 with the reason when not; `--json` prints the verdict.
 """
 
 from __future__ import annotations
 
 import json
-from enum import Enum
+from enum import StrEnum
 from typing import Annotated, Any
 
 import numpy as np
 import typer
 
-from lares_agent.rewards import Verdict, feature_names_of, synthetic_sample, validate
+from lares_agent.rewards import CheckConfig, RewardTask, Verdict, allowed_features, synthetic_sample, validate
 
 reward_app = typer.Typer(help="The reward language: check a candidate against a task.", no_args_is_help=True)
 
 
-class SampleKind(str, Enum):
+class SampleKind(StrEnum):
     synthetic = "synthetic"
     rollout = "rollout"
 
 
-def _load_task(name: str) -> Any:
+def _load_task(name: str) -> RewardTask:
     """The task spec (engine layer); a function of its own so tests can stand in a small task."""
     from lares_agent.engine.tasks import get_task
 
@@ -50,7 +54,7 @@ def _rollout_sample(task: Any, n: int, seed: int) -> dict[str, np.ndarray]:
     finally:
         env.close()
     features = task.features(np.asarray(raws, dtype=np.float64), np.asarray(actions, dtype=np.float64))
-    return {name: np.asarray(features[name], dtype=np.float64) for name in feature_names_of(task)}
+    return {name: np.asarray(features[name], dtype=np.float64) for name in allowed_features(task)}
 
 
 def _print_human(verdict: Verdict, task_name: str) -> None:
@@ -62,7 +66,8 @@ def _print_human(verdict: Verdict, task_name: str) -> None:
             typer.echo(f"complexity {verdict.complexity:g}")
     for name, text in (verdict.canonical or {}).items():
         stats = verdict.stats.get(name)
-        summary = f"   [mean {stats.mean:.4g}, std {stats.std:.4g}, min {stats.min:.4g}, max {stats.max:.4g}]" if stats else ""
+        summary = (f"   [mean {stats.mean:.4g}, std {stats.std:.4g}, min {stats.min:.4g}, max {stats.max:.4g}]"
+                   if stats else "")
         typer.echo(f"  {name} = {text}{summary}")
     for warning in verdict.warnings:
         typer.echo(f"warning: {warning}")
@@ -76,18 +81,26 @@ def check_command(
     task: Annotated[str, typer.Option("--task", "-t", help="task whose features the reward may use")] = "reach-v3",
     as_json: Annotated[bool, typer.Option("--json", help="print the verdict as one JSON object")] = False,
     sample: Annotated[
-        SampleKind, typer.Option("--sample", help="states to check on: synthetic ranges per unit, or random-action rollouts")
+        SampleKind,
+        typer.Option("--sample", help="states for the numeric and progress-sign checks: synthetic ranges per unit "
+                     "(fast, no simulator), or random-action rollouts (the states of a search's round 0)"),
     ] = SampleKind.synthetic,
     states: Annotated[int, typer.Option("--states", min=1, max=1_000_000, help="number of sample states")] = 4096,
     seed: Annotated[int, typer.Option("--seed", help="seed of the sample")] = 0,
 ) -> None:
-    """Parse, compile and numerically check EXPRESSION; print the verdict, complexity and canonical form."""
+    """Check EXPRESSION with the validator a search applies; print the verdict, complexity and canonical form.
+
+    Parse, limits, complexity cap, progress use and approach term: exactly a search's verdict.
+
+    Numeric checks and the progress sign: judged on --sample. Duplicates of a population: not checked.
+    """
     spec = _load_task(task)
     if sample is SampleKind.rollout:
         states_sample = _rollout_sample(spec, states, seed)
     else:
         states_sample = synthetic_sample(spec.features, states, np.random.default_rng(seed))
-    verdict, _ = validate(expression, spec, states_sample)
+    # CheckConfig() is the search's setting too (GraphLimits.checks defaults to it).
+    verdict = validate(expression, spec, states_sample, config=CheckConfig())
     if as_json:
         payload = {"task": getattr(spec, "name", task), "sample": sample.value, "states": states, **verdict.to_json()}
         typer.echo(json.dumps(payload, sort_keys=True))

@@ -40,9 +40,14 @@ class Batch(NamedTuple):
 
 @runtime_checkable
 class RewardFunction(Protocol):
-    """A vectorised reward: named feature arrays of N rows in, N rewards out."""
+    """A vectorised reward: named feature arrays of N rows in, N rewards out.
+
+    `id` names the reward; `key` is its identity: rewards with equal keys are the same function (diversity counts
+    distinct keys).
+    """
 
     id: str
+    key: str
     complexity: float
 
     def __call__(self, features: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -66,6 +71,7 @@ class HumanReward:
     """
 
     id: str = "human"
+    key: str = "human"
     complexity: float = 0.0
 
     def __call__(self, features: Mapping[str, np.ndarray]) -> np.ndarray:

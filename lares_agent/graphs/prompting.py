@@ -14,21 +14,22 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
+from lares_agent.graphs.context import GraphTask
 from lares_agent.graphs.state import CandidateRecord, EliteInfo
 from lares_agent.prompts.loader import Persona, render
 
 __all__ = [
-    "AnswerError",
     "FUNCTION_TABLE",
-    "system_text",
-    "messages",
-    "render_elites",
-    "render_stats",
-    "render_reasons",
-    "proposal_schema",
+    "AnswerError",
     "answer_format",
-    "extract_candidates",
     "clip",
+    "extract_candidates",
+    "messages",
+    "proposal_schema",
+    "render_elites",
+    "render_reasons",
+    "render_stats",
+    "system_text",
 ]
 
 # The reward language's functions as the LLM should write them (lares_agent.rewards accepts these names).
@@ -58,7 +59,7 @@ def clip(text: str, max_chars: int) -> str:
     return text if len(text) <= max_chars else text[: max_chars - 3].rstrip() + "..."
 
 
-def feature_table(task: Any, names: Sequence[str]) -> str:
+def feature_table(task: GraphTask, names: Sequence[str]) -> str:
     """One line per allowed feature: name [unit]: meaning."""
     info = {f.name: f for f in task.features}
     lines = []
@@ -97,10 +98,9 @@ def approach_rule(progress: str, approach: str | None) -> str:
             f"approach component on {approach} (-w*{approach} or w*exp(-{approach}/s)).\n")
 
 
-def system_text(task: Any, feature_names: Sequence[str], persona: Persona, max_components: int) -> str:
+def system_text(task: GraphTask, feature_names: Sequence[str], persona: Persona, max_components: int) -> str:
     """The fixed system message of a run (identical across nodes and calls, so llama.cpp caches it)."""
-    approach = getattr(task, "approach_feature", None)
-    approach = approach if approach in feature_names else None
+    approach = task.approach_feature if task.approach_feature in feature_names else None
     return render(
         "system",
         task_name=task.name,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from langgraph.graph import END
-
 from lares_agent.graphs.state import RoundState
 
-__all__ = ["route_start", "route_after_validate"]
+__all__ = ["route_after_validate", "route_start"]
+
+# LangGraph's END is "__end__"; returned as the literal so the edges stay in the return types.
 
 
 def route_start(state: RoundState, reflect: bool = True) -> Literal["analyse", "critique", "propose", "__end__"]:
@@ -17,7 +17,7 @@ def route_start(state: RoundState, reflect: bool = True) -> Literal["analyse", "
     `reflect=False` (ablation, `GraphLimits.reflect`) always goes straight to propose.
     """
     if int(state.get("n_wanted", 0)) <= 0:
-        return END
+        return "__end__"
     if not reflect:
         return "propose"
     if state.get("rollout_ids"):
@@ -30,7 +30,7 @@ def route_start(state: RoundState, reflect: bool = True) -> Literal["analyse", "
 def route_after_validate(state: RoundState, max_attempts: int) -> Literal["propose", "__end__"]:
     """Back to propose (with the rejection reasons in state) while candidates are missing and budget is left."""
     if len(state.get("accepted") or []) >= int(state.get("n_wanted", 0)):
-        return END
+        return "__end__"
     if int(state.get("attempts", 0)) >= max_attempts:
-        return END
+        return "__end__"
     return "propose"

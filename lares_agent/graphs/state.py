@@ -10,7 +10,7 @@ from __future__ import annotations
 import operator
 from typing import Annotated, Any, TypedDict
 
-__all__ = ["EliteInfo", "CandidateRecord", "StepRecord", "RoundInput", "RoundState", "step"]
+__all__ = ["CandidateRecord", "EliteInfo", "RoundInput", "RoundState", "StepRecord", "step"]
 
 
 class EliteInfo(TypedDict, total=False):
@@ -37,8 +37,8 @@ class CandidateRecord(TypedDict, total=False):
     critique_id: str | None
     accepted: bool
     reason: str
-    key: str | None  # duplicate key (canonical text of the total reward), set by validate
-    raw: str  # the candidate JSON as the LLM wrote it (pending only; validate parses it)
+    key: str | None  # the reward's identity (`rewards.reward_key`), set by validate; duplicates share it
+    candidate: dict[str, Any]  # the mapping the LLM's answer decoded to (pending only; validate parses it)
     error: str  # set by propose when the answer itself was unusable (validate forwards it as the reason)
 
 
@@ -80,4 +80,5 @@ class RoundState(RoundInput, total=False):
 def step(node: str, attempt: int, summary: str, **update: Any) -> dict[str, Any]:
     """A partial update that also logs the node and a one-line summary (the readable trace)."""
     summary = " ".join(summary.split())[:300]
-    return {**update, "node": node, "summary": summary, "steps": [StepRecord(node=node, attempt=attempt, summary=summary)]}
+    record = StepRecord(node=node, attempt=attempt, summary=summary)
+    return {**update, "node": node, "summary": summary, "steps": [record]}

@@ -7,6 +7,7 @@ x*x, x**0.5 as sqrt) so that their results agree to rounding, which the tests ch
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from functools import reduce
 from typing import TYPE_CHECKING, Any
 
@@ -139,38 +140,38 @@ class TorchBackend:
 
         return torch.tensor(value, dtype=torch.bool, device=self.device)
 
-    def add(self, *xs: Any) -> torch.Tensor:
+    def add(self, *xs: torch.Tensor) -> torch.Tensor:
         return reduce(lambda a, b: a + b, xs)
 
-    def mul(self, *xs: Any) -> torch.Tensor:
+    def mul(self, *xs: torch.Tensor) -> torch.Tensor:
         return reduce(lambda a, b: a * b, xs)
 
-    def min(self, *xs: Any) -> torch.Tensor:
+    def min(self, *xs: torch.Tensor) -> torch.Tensor:
         import torch
 
         return reduce(torch.minimum, xs)
 
-    def max(self, *xs: Any) -> torch.Tensor:
+    def max(self, *xs: torch.Tensor) -> torch.Tensor:
         import torch
 
         return reduce(torch.maximum, xs)
 
-    def and_(self, *xs: Any) -> torch.Tensor:
+    def and_(self, *xs: torch.Tensor) -> torch.Tensor:
         import torch
 
         return reduce(torch.logical_and, xs)
 
-    def or_(self, *xs: Any) -> torch.Tensor:
+    def or_(self, *xs: torch.Tensor) -> torch.Tensor:
         import torch
 
         return reduce(torch.logical_or, xs)
 
-    def xor(self, *xs: Any) -> torch.Tensor:
+    def xor(self, *xs: torch.Tensor) -> torch.Tensor:
         import torch
 
         return reduce(torch.logical_xor, xs)
 
-    def not_(self, x: Any) -> torch.Tensor:
+    def not_(self, x: torch.Tensor) -> torch.Tensor:
         import torch
 
         return torch.logical_not(x)
@@ -181,48 +182,49 @@ class TorchBackend:
         # bool branches (ITE) stay bool; numeric ones are tensors of the backend dtype
         return torch.where(cond, self.as_tensor(a), self.as_tensor(b))
 
-    def _unary(self, name: str, x: Any) -> torch.Tensor:
+    def _unary(self, name: str, x: torch.Tensor) -> torch.Tensor:
         import torch
 
-        return getattr(torch, name)(x)
+        op: Callable[[torch.Tensor], torch.Tensor] = getattr(torch, name)
+        return op(x)
 
-    def exp(self, x: Any) -> torch.Tensor:
+    def exp(self, x: torch.Tensor) -> torch.Tensor:
         return self._unary("exp", x)
 
-    def log(self, x: Any) -> torch.Tensor:
+    def log(self, x: torch.Tensor) -> torch.Tensor:
         return self._unary("log", x)
 
-    def tanh(self, x: Any) -> torch.Tensor:
+    def tanh(self, x: torch.Tensor) -> torch.Tensor:
         return self._unary("tanh", x)
 
-    def abs(self, x: Any) -> torch.Tensor:
+    def abs(self, x: torch.Tensor) -> torch.Tensor:
         return self._unary("abs", x)
 
-    def sigmoid(self, x: Any) -> torch.Tensor:
+    def sigmoid(self, x: torch.Tensor) -> torch.Tensor:
         import torch
 
         # the numpy formula, not torch.sigmoid: both sides then round alike near comparison thresholds
         return torch.exp(-torch.logaddexp(torch.zeros_like(x), -x))
 
-    def lt(self, a: Any, b: Any) -> torch.Tensor:
+    def lt(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return a < b
 
-    def le(self, a: Any, b: Any) -> torch.Tensor:
+    def le(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return a <= b
 
-    def gt(self, a: Any, b: Any) -> torch.Tensor:
+    def gt(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return a > b
 
-    def ge(self, a: Any, b: Any) -> torch.Tensor:
+    def ge(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return a >= b
 
-    def eq(self, a: Any, b: Any) -> torch.Tensor:
+    def eq(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return a == b
 
-    def ne(self, a: Any, b: Any) -> torch.Tensor:
+    def ne(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return a != b
 
-    def pow(self, x: Any, p: float) -> torch.Tensor:
+    def pow(self, x: torch.Tensor, p: float) -> torch.Tensor:
         import torch
 
         branch = _pow_branch(p)

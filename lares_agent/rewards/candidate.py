@@ -16,10 +16,18 @@ from lares_agent.rewards.complexity import ComplexityWeights, expression_complex
 from lares_agent.rewards.limits import Limits, RewardRejected
 from lares_agent.rewards.parse import parse_expression
 
-__all__ = ["RewardCandidate", "ParsedReward", "parse_candidate", "candidate_id", "canonical_text"]
+__all__ = [
+    "CandidateData",
+    "ParsedReward",
+    "RewardCandidate",
+    "candidate_id",
+    "canonical_text",
+    "parse_candidate",
+    "reward_key",
+]
 
 
-class _CanonicalPrinter(StrPrinter):
+class _CanonicalPrinter(StrPrinter):  # type: ignore[misc]  # sympy ships no type hints
     """sympy's str, but floats as Python's shortest round-trip repr: '0.05', not '0.0500000000000000',
     and parsing the text again gives the very same numbers."""
 
@@ -29,7 +37,8 @@ class _CanonicalPrinter(StrPrinter):
 
 def canonical_text(expr: sympy.Basic) -> str:
     """The stable text of a parsed expression; `parse_expression` of it gives the same tree back."""
-    return _CanonicalPrinter().doprint(expr)
+    text: str = _CanonicalPrinter().doprint(expr)
+    return text
 
 
 @dataclass(frozen=True)
@@ -39,6 +48,10 @@ class RewardCandidate:
     components: Mapping[str, str]
     rationale: str = ""
 
+
+CandidateData = str | Mapping[str, Any] | RewardCandidate
+"""What `parse_candidate` takes: JSON text or a bare expression (the CLI, `--rewards` files), the mapping an LLM
+answer decodes to (the graph passes it as decoded, never re-encoded), or a `RewardCandidate`."""
 
 @dataclass(frozen=True)
 class ParsedReward:
@@ -54,13 +67,20 @@ class ParsedReward:
     rationale: str = ""
     component_complexity: Mapping[str, float] = field(default_factory=dict)
 
-    def to_candidate(self) -> RewardCandidate:
-        """The canonical candidate: parsing it again gives the same reward."""
-        return RewardCandidate(dict(self.canonical), self.rationale)
+
+def reward_key(parsed: ParsedReward) -> str:
+    """The identity of a reward: the canonical text of the total, so `2*d` and `d*2`, renamed components and
+    re-split terms are the same reward. The one notion of "the same reward" (duplicates in a round, diversity of
+    the population); a compiled reward carries it as `key`."""
+    return canonical_text(sympy.Add(*parsed.components.values()))
 
 
 def candidate_id(parsed: ParsedReward, prefix: str = "r") -> str:
-    """A content id: the same canonical components always get the same id (useful across runs)."""
+    """A default name for a reward that has none: a hash of the canonical components.
+
+    A name, not an identity: two ids can name the same reward (renamed components hash differently, and the graph
+    names candidates by round and attempt); compare rewards by `reward_key`.
+    """
     text = json.dumps(dict(parsed.canonical), sort_keys=True)
     return f"{prefix}-{hashlib.sha1(text.encode()).hexdigest()[:10]}"
 
@@ -84,7 +104,27 @@ def _strip_fence(text: str) -> str:
     return text
 
 
-def _to_candidate(data: str | Mapping[str, Any] | RewardCandidate, limits: Limits) -> RewardCandidate:
+def _text_chars(candidate: RewardCandidate) -> int:
+    """Characters of a candidate's names, expressions and rationale (what a prompt or a checkpoint would hold)."""
+    return len(candidate.rationale) + sum(
+        len(str(name)) + (len(text) if isinstance(text, str) else 0) for name, text in candidate.components.items()
+    )
+
+
+def _to_candidate(data: CandidateData, limits: Limits) -> RewardCandidate:
+    """Decode to a RewardCandidate; text over `max_candidate_chars` is refused before it is decoded, a mapping
+    when its names, expressions and rationale together exceed it."""
+    candidate = _decode(data, limits)
+    chars = _text_chars(candidate)
+    if chars > limits.max_candidate_chars:
+        raise RewardRejected(
+            f"candidate too long: {chars} characters in its names, expressions and rationale, "
+            f"limit {limits.max_candidate_chars}"
+        )
+    return candidate
+
+
+def _decode(data: CandidateData, limits: Limits) -> RewardCandidate:
     if isinstance(data, RewardCandidate):
         return data
     if isinstance(data, str):
@@ -125,7 +165,7 @@ def _check_name(name: object, limits: Limits) -> str:
 
 
 def parse_candidate(
-    data: str | Mapping[str, Any] | RewardCandidate,
+    data: CandidateData,
     feature_names: Collection[str],
     limits: Limits = Limits(),
     weights: ComplexityWeights = ComplexityWeights(),
@@ -159,7 +199,9 @@ def parse_candidate(
         try:
             parse_expression(text, feature_names, limits)
         except RewardRejected as err:
-            raise RewardRejected(f"component '{name}' fails the limits once written canonically: {err.reason}") from None
+            raise RewardRejected(
+                f"component '{name}' fails the limits once written canonically: {err.reason}"
+            ) from None
     used = frozenset(s.name for expr in exprs.values() for s in expr.free_symbols)
     per_component = {name: expression_complexity(expr, weights) for name, expr in exprs.items()}
     return ParsedReward(

@@ -19,13 +19,14 @@ from sympy.logic.boolalg import BooleanFalse, BooleanTrue
 
 from lares_agent.rewards import functions as fn
 from lares_agent.rewards.backends import NumpyBackend, TorchBackend
-from lares_agent.rewards.candidate import ParsedReward, candidate_id, parse_candidate
+from lares_agent.rewards.candidate import ParsedReward, candidate_id, parse_candidate, reward_key
 from lares_agent.rewards.limits import Limits, RewardRejected
+from lares_agent.rewards.task import RewardTask, allowed_features
 
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["CompiledReward", "compile_reward", "load_reward", "FeatureError"]
+__all__ = ["CompiledReward", "FeatureError", "compile_record", "compile_reward", "load_reward"]
 
 
 class FeatureError(KeyError):
@@ -120,7 +121,8 @@ def _run(program: list[_Instr], backend: Any, columns: Mapping[str, Any]) -> lis
 class CompiledReward:
     """A parsed reward compiled once; satisfies the engine's RewardFunction protocol.
 
-    Call it with feature columns (name -> array [N]); it returns the total reward [N] as float64.
+    Call it with feature columns (name -> array [N]); it returns the total reward [N] as float64. `id` names it
+    (a slot's reward in logs and checkpoints); `key` is its identity (`reward_key`: equal keys, same reward).
     """
 
     def __init__(self, parsed: ParsedReward, id: str) -> None:
@@ -129,6 +131,7 @@ class CompiledReward:
         self.program = emitter.program
         self.parsed = parsed
         self.id = id
+        self.key = reward_key(parsed)
         self.complexity = parsed.complexity
         self.feature_names: tuple[str, ...] = tuple(sorted(parsed.features_used))
 
@@ -149,7 +152,9 @@ class CompiledReward:
 
     def evaluate(self, features: Mapping[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Total and per-component rewards, float64, in one pass over the program."""
-        columns = {name: np.asarray(features[name], dtype=np.float64) for name in self.feature_names if name in features}
+        columns = {
+            name: np.asarray(features[name], dtype=np.float64) for name in self.feature_names if name in features
+        }
         shape = self._shape(columns)
         with np.errstate(all="ignore"):  # non-finite values are the numeric check's business, not warnings
             values = _run(self.program, NumpyBackend, columns)
@@ -184,7 +189,9 @@ class CompiledReward:
         backend = TorchBackend(dtype=dtype, device=first.device)
         columns = {name: t.to(dtype) for name, t in columns.items()}
         values = _run(self.program, backend, columns)
-        parts = {name: torch.broadcast_to(backend.as_tensor(values[slot]), shape) for name, slot in self.outputs.items()}
+        parts = {
+            name: torch.broadcast_to(backend.as_tensor(values[slot]), shape) for name, slot in self.outputs.items()
+        }
         total = torch.stack(list(parts.values())).sum(dim=0)
         return total, parts
 
@@ -203,11 +210,21 @@ def compile_reward(parsed: ParsedReward, id: str | None = None) -> CompiledRewar
     return CompiledReward(parsed, id if id is not None else candidate_id(parsed))
 
 
+def compile_record(record: Mapping[str, Any], task: RewardTask, limits: Limits = Limits()) -> CompiledReward:
+    """The compiled reward of an accepted record (`{"id", "components", "rationale"}`: a round's accepted
+    candidate, also after a resume): the one place a record becomes a function. Raises RewardRejected."""
+    return _rebuild(record, allowed_features(task), limits)
+
+
 def load_reward(
     data: Mapping[str, Any], feature_names: Collection[str], limits: Limits = Limits()
 ) -> CompiledReward:
     """Rebuild a compiled reward from `CompiledReward.to_json()` (checkpoints): the text is parsed again."""
+    return _rebuild(data, feature_names, limits)
+
+
+def _rebuild(data: Mapping[str, Any], feature_names: Collection[str], limits: Limits) -> CompiledReward:
     parsed = parse_candidate(
-        {"components": data["components"], "rationale": data.get("rationale", "")}, feature_names, limits
+        {"components": dict(data["components"]), "rationale": data.get("rationale") or ""}, feature_names, limits
     )
     return compile_reward(parsed, str(data["id"]) if data.get("id") is not None else None)

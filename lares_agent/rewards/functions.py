@@ -15,27 +15,28 @@ compiled numpy backend calls them; the torch backend mirrors them op for op.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import sympy
 from sympy.logic.boolalg import Boolean
 
 __all__ = [
-    "sigmoid",
-    "tolerance",
+    "DEFAULT_VALUE_AT_MARGIN",
+    "Max",
+    "Min",
+    "as_condition",
+    "clip",
     "hamacher",
+    "indicator",
+    "is_condition",
+    "np_hamacher",
     "np_sigmoid",
     "np_tolerance",
-    "np_hamacher",
-    "Min",
-    "Max",
-    "where",
-    "indicator",
-    "as_condition",
-    "is_condition",
     "piecewise",
-    "clip",
-    "DEFAULT_VALUE_AT_MARGIN",
+    "sigmoid",
+    "tolerance",
+    "where",
 ]
 
 # dm_control rewards.tolerance default with sigmoid="gaussian"; the reference's reward_utils uses the same.
@@ -63,7 +64,8 @@ def np_tolerance(
     np.maximum(d, 0.0, out=d)
     np.multiply(d, d, out=d)
     d *= tolerance_coefficient(margin, value_at_margin)
-    return np.exp(d, out=d)
+    out: np.ndarray = np.exp(d, out=d)
+    return out
 
 
 def tolerance_coefficient(margin: float, value_at_margin: float) -> float:
@@ -85,7 +87,7 @@ def _as_float(value: sympy.Expr) -> float:
     return float(value)  # only called on sympy Numbers
 
 
-class sigmoid(sympy.Function):  # noqa: N801 - the name is what the LLM writes and what prints
+class sigmoid(sympy.Function):  # type: ignore[misc]  # sympy ships no type hints
     """1 / (1 + exp(-x)), opaque so that it prints as written and is evaluated stably."""
 
     nargs = 1
@@ -97,10 +99,11 @@ class sigmoid(sympy.Function):  # noqa: N801 - the name is what the LLM writes a
         return None
 
     def _eval_is_extended_real(self) -> bool | None:
-        return self.args[0].is_extended_real
+        real: bool | None = self.args[0].is_extended_real
+        return real
 
 
-class tolerance(sympy.Function):  # noqa: N801
+class tolerance(sympy.Function):  # type: ignore[misc]  # sympy ships no type hints
     """tolerance(x, lower, upper, margin, value_at_margin); the last four are numbers (checked by the parser)."""
 
     nargs = 5
@@ -115,10 +118,11 @@ class tolerance(sympy.Function):  # noqa: N801
         return None
 
     def _eval_is_extended_real(self) -> bool | None:
-        return self.args[0].is_extended_real
+        real: bool | None = self.args[0].is_extended_real
+        return real
 
 
-class hamacher(sympy.Function):  # noqa: N801
+class hamacher(sympy.Function):  # type: ignore[misc]  # sympy ships no type hints
     """Hamacher product (t-norm) of two rewards in [0, 1]: a soft AND, as in MetaWorld's v2 rewards."""
 
     nargs = 2
@@ -142,11 +146,11 @@ def is_condition(value: sympy.Basic) -> bool:
     return isinstance(value, Boolean) and not isinstance(value, sympy.Expr)
 
 
-class _MinMax(sympy.Function):
+class _MinMax(sympy.Function):  # type: ignore[misc]  # sympy ships no type hints
     """Opaque n-ary min/max. sympy's own Min/Max compare every pair of arguments symbolically (and solve
     inequalities when they hold Piecewise), which took seconds on 160-node inputs; these only fold numbers."""
 
-    _pick = staticmethod(min)
+    _pick: Callable[..., sympy.Expr] = staticmethod(min)
 
     @classmethod
     def eval(cls, *args: sympy.Expr) -> sympy.Expr | None:
@@ -181,7 +185,7 @@ class Max(_MinMax):
     _pick = staticmethod(max)
 
 
-class where(sympy.Function):  # noqa: N801
+class where(sympy.Function):  # type: ignore[misc]  # sympy ships no type hints
     """where(cond, a, b): a where cond holds, else b. Opaque for the same reason as Min/Max: sympy's Piecewise
     rewrites conditions that contain a Piecewise through set solvers (seconds, unbounded)."""
 
@@ -199,11 +203,6 @@ class where(sympy.Function):  # noqa: N801
 
     def _eval_is_extended_real(self) -> bool | None:
         return True if self.args[1].is_extended_real and self.args[2].is_extended_real else None
-
-
-def is_condition(value: sympy.Basic) -> bool:
-    """True for comparisons and logic. sympy's Symbol is also a Boolean subclass, so test for Expr too."""
-    return isinstance(value, Boolean) and not isinstance(value, sympy.Expr)
 
 
 def indicator(cond: Boolean) -> sympy.Expr:

@@ -22,7 +22,7 @@ from sympy.logic.boolalg import Boolean
 from lares_agent.rewards import functions as fn
 from lares_agent.rewards.limits import Limits, RewardRejected
 
-__all__ = ["parse_expression", "FUNCTION_NAMES", "CONSTANT_NAMES", "feature_symbol"]
+__all__ = ["CONSTANT_NAMES", "FUNCTION_NAMES", "feature_symbol", "parse_expression"]
 
 _UNARY = {
     "exp": sympy.exp,
@@ -248,7 +248,7 @@ class _Builder:
     def compare(self, node: ast.Compare) -> Boolean:
         terms = [self.expr(node.left)] + [self.expr(c) for c in node.comparators]
         parts = []
-        for op, left, right in zip(node.ops, terms, terms[1:]):
+        for op, left, right in zip(node.ops, terms, terms[1:], strict=False):
             try:
                 parts.append(_COMPARE[type(op)](left, right))
             except TypeError as err:  # sympy refuses comparisons with non-real values
@@ -336,7 +336,7 @@ class _Builder:
         known = {"x", "bounds", "lower", "upper", "margin", "sigmoid", "value_at_margin"}
         if len(node.args) > len(order):
             raise RewardRejected(f"tolerance() takes at most {len(order)} arguments")
-        bound: dict[str, ast.AST] = dict(zip(order, node.args))
+        bound: dict[str, ast.AST] = dict(zip(order, node.args, strict=False))
         for kw in node.keywords:
             if kw.arg is None or kw.arg not in known:
                 raise RewardRejected(f"tolerance() has no argument '{kw.arg or '**'}'")
@@ -386,9 +386,7 @@ def _gaussian_coefficient(margin: float, value_at_margin: float) -> float:
 
 def _final_checks(expr: sympy.Expr, limits: Limits) -> None:
     """Checks on the built tree, with a traversal that stops as soon as the size limit is passed."""
-    count = 0
-    for node in sympy.preorder_traversal(expr):
-        count += 1
+    for count, node in enumerate(sympy.preorder_traversal(expr), start=1):
         if count > limits.max_sympy_nodes:
             raise RewardRejected(f"expression too large once built: more than {limits.max_sympy_nodes} nodes")
         if node in _NON_FINITE:

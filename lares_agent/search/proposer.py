@@ -10,47 +10,47 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
-from lares_agent.engine.loop.fitness import UpdateContext
 from lares_agent.engine.contracts import RewardFunction
+from lares_agent.engine.loop.fitness import UpdateContext
 from lares_agent.engine.loop.selection import distinct_fraction
-from lares_agent.graphs.build import RoundResult, compile_accepted, run_round
-from lares_agent.graphs.deps import GraphDeps
-from lares_agent.graphs.state import EliteInfo
+from lares_agent.graphs.build import RoundGraph
+from lares_agent.graphs.context import GraphTask, RunContext
+from lares_agent.graphs.round import RoundResult, run_round
+from lares_agent.graphs.state import EliteInfo, RoundInput
 from lares_agent.memory.cases import Case
-from lares_agent.rewards import CompiledReward, compile_reward, parse_candidate
+from lares_agent.rewards import CompiledReward, compile_record
 from lares_agent.runs import CandidateRow, RunLog, Verdict
-from lares_agent.tools.checks import allowed_features
 from lares_agent.tools.trajectory import Rollout
 
 # Below this share of distinct reward structures among the elites, the proposer is told to explore (issue 5).
 EXPLORE_BELOW = 0.5
 
 
-def fallback_reward(task: Any, feature_names: Sequence[str], rid: str) -> CompiledReward:
+def fallback_reward(task: GraphTask, rid: str) -> CompiledReward:
     """The reward a slot gets when the LLM delivers no valid candidate at all: approach (where the task names
-    one), progress, and a success bonus.
+    one), progress, and a success bonus; compiled like every accepted record (`compile_record`), so it meets the
+    validator's progress and approach checks by construction.
 
     Never silent: every use is logged as a `fallback` event, and its id says so.
     """
-    approach = getattr(task, "approach_feature", None)
-    components = {"approach": f"-{approach}"} if approach in feature_names else {}
+    names = {f.name for f in task.features}
+    components = {"approach": f"-{task.approach_feature}"} if task.approach_feature in names else {}
     components["progress"] = f"-{task.progress_feature}"
-    if "success" in feature_names:
+    if "success" in names:
         components["success_bonus"] = "5*success"
-    parsed = parse_candidate({"components": components, "rationale": "fallback: no valid LLM candidate"}, feature_names)
-    return compile_reward(parsed, rid)
+    record = {"id": rid, "components": components, "rationale": "fallback: no valid LLM candidate"}
+    return compile_record(record, task)
 
 
 class GraphProposer:
     """Connects `LaResEngine`'s hook to the round graph; logs candidates and feeds the case store."""
 
-    def __init__(self, graph: Any, deps: GraphDeps, log: RunLog, task_name: str) -> None:
-        self.graph, self.deps, self.log, self.task_name = graph, deps, log, task_name
-        self.feature_names = allowed_features(deps.task)
+    def __init__(self, graph: RoundGraph, context: RunContext, log: RunLog, task_name: str) -> None:
+        self.graph, self.context, self.log, self.task_name = graph, context, log, task_name
         self.in_flight = False
         self.fallbacks = 0
         # A resumed run replays rounds the trace already holds (their stored results come back without new LLM
@@ -58,7 +58,9 @@ class GraphProposer:
         self._logged = {r.key for r in log.candidates.read()}
 
     # ------------------------------------------------------------------ engine hook
-    def initial(self, n: int, sample: Mapping[str, np.ndarray], given: Sequence[RewardFunction] = ()) -> list[RewardFunction]:
+    def initial(
+        self, n: int, sample: Mapping[str, np.ndarray], given: Sequence[RewardFunction] = ()
+    ) -> list[RewardFunction]:
         """Round 0: `n` candidates, the `given` ones (from --rewards) first, the rest from the graph."""
         rewards = list(given)[:n]
         for slot, reward in enumerate(rewards):
@@ -70,8 +72,8 @@ class GraphProposer:
             )
         need = n - len(rewards)
         if need > 0:
-            self.deps.sample = dict(sample)
-            result = self._round({"round": 0, "n_wanted": need, "elites": [], "rollout_ids": []})
+            round_input = RoundInput(round=0, n_wanted=need, elites=[], rollout_ids=[])
+            result = self._round(round_input, self.context.for_round(sample))
             rewards += self._accepted(result, slots=list(range(len(rewards), n)))
         while len(rewards) < n:
             rewards.append(self._fallback(round_=0, slot=len(rewards)))
@@ -81,30 +83,25 @@ class GraphProposer:
         self._remember_fitness(ctx)
         if not ctx.refill:
             return []
-        self.deps.sample = dict(ctx.feature_sample)
-        self.deps.rollouts = self._rollouts(ctx)
-        elites = [self._elite(ctx, s) for s in ctx.elites if s < len(ctx.rewards)]
-        keys = [str(e.get("components")) for e in elites]
-        # The ES engine measures diversity itself (ESUpdateContext.explore); otherwise judge the elites' structures.
+        rollouts = self._rollouts(ctx)
+        elite_slots = [s for s in ctx.elites if s < len(ctx.rewards)]
+        elites = [self._elite(ctx, s) for s in elite_slots]
+        keys = [ctx.rewards[s].key for s in elite_slots]
+        # The ES engine measures diversity itself (ESUpdateContext.explore); otherwise judge the elites' identities.
         explore = getattr(ctx, "explore", None)
         if explore is None:
             explore = len(keys) > 1 and distinct_fraction(keys) < EXPLORE_BELOW
-        round_input = {
-            "round": ctx.round,
-            "n_wanted": len(ctx.refill),
-            "elites": elites,
-            "rollout_ids": list(self.deps.rollouts),
-            "explore": bool(explore),
-            "rejections": self._recent_rejections(),
-        }
-        result = self._round(round_input)
+        round_input = RoundInput(round=ctx.round, n_wanted=len(ctx.refill), elites=elites,
+                                 rollout_ids=list(rollouts), explore=bool(explore),
+                                 rejections=self._recent_rejections())
+        result = self._round(round_input, self.context.for_round(ctx.feature_sample, rollouts))
         return self._accepted(result, slots=list(ctx.refill), parent=ctx.rewards[ctx.best].id)
 
     # ------------------------------------------------------------------ helpers
-    def _round(self, round_input: dict[str, Any]) -> RoundResult:
+    def _round(self, round_input: RoundInput, context: RunContext) -> RoundResult:
         self.in_flight = True
         try:
-            result = run_round(self.graph, round_input, thread_id=f"round-{round_input['round']}")
+            result = run_round(self.graph, round_input, f"round-{round_input['round']}", context)
         finally:
             self.in_flight = False
         for rec in result.rejected:
@@ -112,22 +109,24 @@ class GraphProposer:
         return result
 
     def _accepted(self, result: RoundResult, slots: list[int], parent: str | None = None) -> list[RewardFunction]:
-        compiled = compile_accepted(self.deps, result)
+        """Compile the round's accepted records (the graph hands back records, never functions; after a resume
+        they come from the trace) and log them."""
+        ctx = self.context
         out: list[RewardFunction] = []
         for rec, slot in zip(result.accepted, slots, strict=False):
-            reward = compiled[rec["id"]]
+            reward = compile_record(rec, ctx.task, ctx.limits.checks.limits)
             self._log_candidate(rec, result.round, verdict="accepted", slot=slot, parent=parent)
-            if self.deps.cases is not None:
-                self.deps.cases.add(
+            if ctx.cases is not None:
+                ctx.cases.add(
                     Case(
                         task=self.task_name,
-                        description=self.deps.task.description,
+                        description=ctx.task.description,
                         components=dict(rec.get("components") or {}),
                         complexity=float(reward.complexity),
-                        run_id=self.deps.run_id,
+                        run_id=ctx.run_id,
                         candidate_id=rec["id"],
                         rationale=str(rec.get("rationale") or ""),
-                        persona=self.deps.persona.name,
+                        persona=ctx.persona.name,
                         round=result.round,
                     )
                 )
@@ -138,7 +137,7 @@ class GraphProposer:
         self.fallbacks += 1
         rid = f"fallback-r{round_}-s{slot}"
         self.log.event("fallback", round=round_, slot=slot, reward_id=rid, reason="the LLM gave no valid candidate")
-        reward = fallback_reward(self.deps.task, self.feature_names, rid)
+        reward = fallback_reward(self.context.task, rid)
         self._append(
             CandidateRow(id=rid, round=round_, slot=slot, components=reward.parsed.canonical, verdict="accepted",
                          reason="fallback", complexity=reward.complexity, rationale=reward.parsed.rationale),
@@ -183,8 +182,10 @@ class GraphProposer:
                              complexity=ev.complexity,
                              component_stats={k: v.to_json() for k, v in ev.component_stats.items()}),
             )
-            if self.deps.cases is not None:
-                self.deps.cases.update_fitness(self.deps.run_id, reward.id, _finite(ev.fitness), _finite(ev.success_rate))
+            if self.context.cases is not None:
+                self.context.cases.update_fitness(
+                    self.context.run_id, reward.id, _finite(ev.fitness), _finite(ev.success_rate)
+                )
 
     def _elite(self, ctx: UpdateContext, slot: int) -> EliteInfo:
         reward = ctx.rewards[slot]
@@ -197,7 +198,7 @@ class GraphProposer:
             fitness=_finite(ev.fitness),
             success=_finite(ev.success_rate),
             complexity=float(reward.complexity),
-            stats=ev.to_json()["components"],
+            stats=cast(dict[str, dict[str, float]], ev.to_json()["components"]),
         )
 
     def _rollouts(self, ctx: UpdateContext) -> dict[str, Rollout]:
@@ -207,7 +208,7 @@ class GraphProposer:
             for i, feats in enumerate(episodes):
                 try:
                     comps = reward.components(feats)
-                except Exception:  # noqa: BLE001 - a broken reward must not stop the round; the encoder goes without
+                except Exception:
                     comps = {}
                 rid = f"r{ctx.round}-s{slot}-e{i}"
                 out[rid] = Rollout(features=feats, components=comps, policy_id=f"slot-{slot}", reward_id=reward.id)

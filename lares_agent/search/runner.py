@@ -165,7 +165,7 @@ class Search:
     def _build_graph(self) -> None:
         # Imported here so that `lares baseline` never loads the LLM stack.
         from lares_agent.graphs.build import build_graph, open_trace
-        from lares_agent.graphs.deps import GraphDeps, GraphLimits
+        from lares_agent.graphs.context import GraphLimits, RunContext
         from lares_agent.llm import LLMConfig, make_client
         from lares_agent.memory.cases import CaseStore
         from lares_agent.search.personas import resolve_persona
@@ -183,10 +183,9 @@ class Search:
         replay = Path(cfg.replay_from) if cfg.replay_from else None  # check_llm already refused a missing one
         self.llm = make_client(llm_cfg, self.run.root, replay_from=replay)
         self._cases = CaseStore() if uses_retrieval(cfg) else None
-        deps = GraphDeps(
+        context = RunContext(
             llm=self.llm,
             task=self.task,
-            sample={},
             persona=resolve_persona(cfg.persona),
             cases=self._cases,
             run_id=self.run.root.name,
@@ -194,7 +193,7 @@ class Search:
             limits=GraphLimits(reflect=reflects(cfg)),
         )
         self._trace = open_trace(self.run.root)
-        self.proposer = GraphProposer(build_graph(deps, self._trace), deps, self.log, self.task.name)
+        self.proposer = GraphProposer(build_graph(self._trace), context, self.log, self.task.name)
 
     # ------------------------------------------------------------------ engine
     def _engine_class(self) -> tuple[Any, Any]:
@@ -218,8 +217,7 @@ class Search:
         return engine_cls(self.task, ecfg, initial, self.proposer, self.run.root)
 
     def restored_engine(self, checkpoint: Path) -> Any:
-        from lares_agent.rewards import load_reward
-        from lares_agent.tools.checks import allowed_features
+        from lares_agent.rewards import allowed_features, load_reward
 
         names = allowed_features(self.task)
         engine_cls, _ = self._engine_class()
@@ -266,9 +264,9 @@ def _best_success(engine: Any) -> float:
 
 def load_rewards_file(path: Path, task: TaskSpec) -> list[RewardFunction]:
     """Candidates given by the user (`--rewards FILE`): a JSON list of `{"components": ..., "rationale": ...}`
-    (or of bare expression strings); each is parsed and checked like an LLM's, and a bad one stops the run."""
-    from lares_agent.rewards import RewardRejected, compile_reward, parse_candidate
-    from lares_agent.tools.checks import allowed_features
+    (or of bare expression strings); each goes through the one validator, on the sample `lares reward check`
+    uses by default (synthetic states, seed 0), so that command says why one is refused; a bad one stops the run."""
+    from lares_agent.rewards import synthetic_sample, validate
 
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -280,13 +278,13 @@ def load_rewards_file(path: Path, task: TaskSpec) -> list[RewardFunction]:
         data = data.get("candidates", [data])
     if not isinstance(data, list) or not data:
         raise LaresError(f"--rewards file {path} must hold a JSON list of candidates")
-    names = allowed_features(task)
+    sample = synthetic_sample(task.features, 4096, np.random.default_rng(0))
     out: list[RewardFunction] = []
     for i, item in enumerate(data):
-        try:
-            out.append(compile_reward(parse_candidate(item, names), f"given-{i}"))
-        except RewardRejected as exc:
-            raise LaresError(f"--rewards candidate {i} rejected: {exc}") from None
+        verdict = validate(item, task, sample, id=f"given-{i}")
+        if verdict.reward is None:
+            raise LaresError(f"--rewards candidate {i} rejected: {verdict.reason}")
+        out.append(verdict.reward)
     return out
 
 

@@ -8,14 +8,24 @@ go to BM25 matches on the task's words, whose expressions show shaping ideas eve
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from lares_agent.memory.cases import Case, CaseStore
 
-__all__ = ["retrieve_cases", "render_cases", "record_case"]
+__all__ = ["DescribedTask", "record_case", "render_cases", "retrieve_cases"]
 
 
-def retrieve_cases(store: CaseStore, task: Any, k: int = 3, exclude_run: str | None = None) -> list[Case]:
+class DescribedTask(Protocol):
+    """What retrieval reads of a task: its name (same-task cases) and its description (text matches)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+
+def retrieve_cases(store: CaseStore, task: DescribedTask, k: int = 3, exclude_run: str | None = None) -> list[Case]:
     """Up to k cases: the fittest of the same task first, then text matches from similar tasks."""
     if k <= 0:
         return []
@@ -46,7 +56,7 @@ def render_cases(cases: list[Case], max_chars: int = 900) -> str:
 
 def record_case(
     store: CaseStore,
-    task: Any,
+    task: DescribedTask,
     record: Mapping[str, Any],
     run_id: str,
     persona: str,

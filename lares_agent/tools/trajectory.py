@@ -14,11 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
-__all__ = ["Rollout", "FeatureInfo", "encode_rollout", "encode_rollouts", "estimate_tokens", "make_rollout"]
+__all__ = ["FeatureInfo", "Rollout", "encode_rollout", "encode_rollouts", "estimate_tokens"]
 
 _CHARS_PER_TOKEN = 4
 _PROGRESS_POINTS = 8
@@ -42,15 +41,6 @@ class Rollout:
     components: Mapping[str, np.ndarray] = field(default_factory=dict)
     policy_id: str = ""
     reward_id: str = ""
-
-
-def make_rollout(features: Mapping[str, np.ndarray], reward: Any = None, policy_id: str = "",
-                 reward_id: str = "") -> Rollout:
-    """A Rollout from an evaluated episode's feature arrays (engine `MemberEvaluation.rollouts` items);
-    with the policy's reward function (`components(features) -> {name: [T]}`) the components are filled in."""
-    components = dict(reward.components(features)) if reward is not None else {}
-    return Rollout(features=dict(features), components=components, policy_id=policy_id,
-                   reward_id=reward_id or str(getattr(reward, "id", "")))
 
 
 def estimate_tokens(text: str) -> int:
@@ -83,7 +73,7 @@ def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
     """[start, end) of every run of True in a boolean array."""
     padded = np.concatenate([[False], mask, [False]])
     edges = np.flatnonzero(np.diff(padded.astype(np.int8)))
-    return [(int(a), int(b)) for a, b in zip(edges[::2], edges[1::2])]
+    return [(int(a), int(b)) for a, b in zip(edges[::2], edges[1::2], strict=True)]
 
 
 def _progress_lines(name: str, x: np.ndarray) -> list[str]:

@@ -142,7 +142,7 @@ class RunTrace:
     steps: tuple[TraceStep, ...]
     candidates: Mapping[str, CandidateTrace]
     unmatched_calls: tuple[LLMCall, ...]  # calls no stored step claims (a node killed mid-call)
-    raw: Mapping[str, str] = field(default_factory=dict, repr=False)  # candidate id -> JSON text as proposed
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False)  # candidate id -> the decoded answer item
 
     @property
     def rounds(self) -> tuple[int, ...]:
@@ -198,7 +198,7 @@ class RunTrace:
             items = _items(c.answer) if c.ok else None
             if items is None:
                 failed.append(c)
-            elif raw is not None and any(_is_raw_of(raw, i) for i in items):
+            elif raw is not None and any(i == raw for i in items):
                 return c
         errors = [p.get("id") for p in step.output.get("pending") or [] if p.get("error")]
         if candidate_id in errors and errors.index(candidate_id) < len(failed):
@@ -211,13 +211,6 @@ def _items(answer: str | None) -> list[dict[str, Any]] | None:
         return extract_candidates(answer or "")
     except AnswerError:
         return None
-
-
-def _is_raw_of(raw: str, item: Any) -> bool:
-    """Whether `raw` (a proposal's text as propose stored it, possibly cut to a length) is `item` written as
-    JSON. A prefix test, so the reader needs no copy of the cut length: a whole JSON object is never a proper
-    prefix of another one, and a cut text is a prefix of exactly the items that start with it."""
-    return json.dumps(item, default=str).startswith(raw)
 
 
 def _holds(step: TraceStep, key: str, candidate_id: str) -> bool:
@@ -273,10 +266,10 @@ def _thread_round(thread: str, values: Mapping[str, Any]) -> int:
     return _int(values.get("round")) or 0
 
 
-def _output(node: str, values: Mapping[str, Any], before: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
-    """The node's own part of the state (list channels as the delta), and the raw JSON of its proposals."""
+def _output(node: str, values: Mapping[str, Any], before: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The node's own part of the state (list channels as the delta), and the decoded answer of each proposal."""
     out: dict[str, Any] = {}
-    raw: dict[str, str] = {}
+    raw: dict[str, Any] = {}
     for key in _OUTPUT_KEYS.get(node, ()):
         value = values.get(key)
         if key in _APPENDED:
@@ -284,17 +277,17 @@ def _output(node: str, values: Mapping[str, Any], before: Mapping[str, Any]) -> 
         if key == "pending":
             pending = []
             for rec in value or []:
-                if rec.get("raw") and rec.get("id"):
-                    raw[str(rec["id"])] = str(rec["raw"])
-                pending.append({k: v for k, v in rec.items() if k != "raw"})
+                if rec.get("candidate") and rec.get("id"):
+                    raw[str(rec["id"])] = rec["candidate"]
+                pending.append({k: v for k, v in rec.items() if k != "candidate"})
             value = pending
         out[key] = value
     return out, raw
 
 
-def _steps(threads: Mapping[str, list[Any]], persona: str) -> tuple[list[TraceStep], dict[str, str]]:
+def _steps(threads: Mapping[str, list[Any]], persona: str) -> tuple[list[TraceStep], dict[str, Any]]:
     steps: list[TraceStep] = []
-    raw: dict[str, str] = {}
+    raw: dict[str, Any] = {}
     for thread, rows in threads.items():
         before: Mapping[str, Any] = {}
         before_ts: _dt.datetime | None = None

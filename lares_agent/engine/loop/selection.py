@@ -22,7 +22,6 @@ __all__ = [
     "DiversityConfig",
     "SelectionConfig",
     "behaviour_distance",
-    "canonical_key",
     "distinct_fraction",
     "measure_diversity",
     "select_elites",
@@ -108,25 +107,6 @@ def _check_n(f: np.ndarray, n: int) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- diversity
-def canonical_key(reward: Any) -> str:
-    """A text key equal for rewards with the same canonical expression, whatever their component names.
-
-    Uses ``reward.parsed.canonical`` (sympy's stable text, set by ``rewards.compile_reward``) when present,
-    else the ``components`` of ``to_json()``, else the id; components are sorted so order does not matter.
-    """
-    parsed = getattr(reward, "parsed", None)
-    canon = getattr(parsed, "canonical", None)
-    if isinstance(canon, Mapping):
-        return " + ".join(sorted(str(v) for v in canon.values()))
-    to_json = getattr(reward, "to_json", None)
-    if callable(to_json):
-        d = to_json()
-        comps = d.get("components") if isinstance(d, Mapping) else None
-        if isinstance(comps, Mapping):
-            return " + ".join(sorted(" ".join(str(v).split()) for v in comps.values()))
-    return str(getattr(reward, "id", repr(reward)))
-
-
 def distinct_fraction(keys: Sequence[str]) -> float:
     """Distinct keys / number of keys (1.0: all different; 1/K: all the same)."""
     return len(set(keys)) / len(keys) if keys else 0.0
@@ -189,7 +169,7 @@ def measure_diversity(
     config: DiversityConfig,
 ) -> Diversity:
     """Distinct canonical rewards and behaviour distance of their policies, with the explore decision."""
-    keys = [canonical_key(r) for r in rewards]
+    keys = [r.key for r in rewards]
     frac = distinct_fraction(keys)
     dist = behaviour_distance(per_slot_features, names)
     return Diversity(distinct=len(set(keys)), distinct_fraction=frac, behaviour_distance=dist,

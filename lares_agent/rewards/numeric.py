@@ -1,4 +1,4 @@
-"""Numeric checks of a compiled reward on sample states, and `validate`: text -> verdict + compiled reward.
+"""Numeric checks of a compiled reward on sample states: finite, bounded, not constant.
 
 The reference validates by running LLM code over every stored info dict in a subprocess with no timeout
 (docs/lares-reference.md §12 item 20); here a candidate is checked vectorised on a bounded sample of states
@@ -7,18 +7,15 @@ before any policy trains on it, and each failure names the component to fix.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
-from lares_agent.rewards.candidate import RewardCandidate, parse_candidate
-from lares_agent.rewards.compile import CompiledReward, compile_reward
-from lares_agent.rewards.complexity import ComplexityWeights
-from lares_agent.rewards.limits import Limits, RewardRejected
+from lares_agent.rewards.compile import CompiledReward
+from lares_agent.rewards.verdict import ComponentStats, Verdict
 
-__all__ = ["NumericThresholds", "Verdict", "ComponentStats", "check_numeric", "validate", "feature_names_of"]
+__all__ = ["NumericThresholds", "check_numeric"]
 
 
 @dataclass(frozen=True)
@@ -32,42 +29,6 @@ class NumericThresholds:
     min_std: float = 1e-8  # the total must vary over the sample
     max_abs: float = 1e4
     max_nonfinite_share: float = 0.0  # any nan/inf state rejects: it would poison the critic
-
-
-@dataclass(frozen=True)
-class ComponentStats:
-    mean: float
-    std: float
-    min: float
-    max: float
-    nonfinite_share: float
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """The outcome of validation; `reason` is one line (the first failure), fit for an LLM critique."""
-
-    accepted: bool
-    reason: str
-    complexity: float | None = None
-    canonical: Mapping[str, str] | None = None
-    stats: Mapping[str, ComponentStats] = field(default_factory=dict)  # per component, and "total"
-    warnings: tuple[str, ...] = ()  # e.g. a component constant on this sample (a sparse bonus may be)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "accepted": self.accepted,
-            "reason": self.reason,
-            "complexity": self.complexity,
-            "canonical": dict(self.canonical) if self.canonical is not None else None,
-            "stats": {name: {k: _json_number(v) for k, v in vars(s).items()} for name, s in self.stats.items()},
-            "warnings": list(self.warnings),
-        }
-
-
-def _json_number(value: float) -> float | None:
-    """JSON has no nan/inf: they become null."""
-    return value if np.isfinite(value) else None
 
 
 def _stats(values: np.ndarray) -> ComponentStats:
@@ -97,7 +58,7 @@ def check_numeric(
     canonical = dict(reward.parsed.canonical)
 
     def reject(reason: str, stats: Mapping[str, ComponentStats] | None = None) -> Verdict:
-        return Verdict(False, reason, reward.complexity, canonical, dict(stats or {}))
+        return Verdict(False, reason, reward.complexity, canonical, dict(stats or {}), key=reward.key)
 
     missing = [name for name in reward.feature_names if name not in sample]
     if missing:
@@ -142,41 +103,4 @@ def check_numeric(
     warnings = tuple(f"component '{n}' is constant ({stats[n].mean:.6g}) on the sample" for n in constant)
     if unjudgeable:
         warnings += (f"every feature it reads ({', '.join(frozen)}) is constant on the sample; not judged",)
-    return Verdict(True, "accepted", reward.complexity, canonical, stats, warnings)
-
-
-class _HasFeatures(Protocol):
-    @property
-    def features(self) -> Any: ...
-
-
-def feature_names_of(task: _HasFeatures | Collection[str]) -> tuple[str, ...]:
-    """Feature names of an engine TaskSpec (its `features` are `Feature(name, ...)`) or a plain name list."""
-    features = getattr(task, "features", task)
-    names = tuple(f if isinstance(f, str) else f.name for f in features)
-    if not names:
-        raise ValueError("the task declares no reward features")
-    return names
-
-
-def validate(
-    data: str | Mapping[str, Any] | RewardCandidate,
-    task: _HasFeatures | Collection[str],
-    sample: Mapping[str, np.ndarray],
-    *,
-    id: str | None = None,
-    limits: Limits = Limits(),
-    weights: ComplexityWeights = ComplexityWeights(),
-    thresholds: NumericThresholds = NumericThresholds(),
-) -> tuple[Verdict, CompiledReward | None]:
-    """Parse, compile and check a candidate; the compiled reward is returned only when accepted.
-
-    Rejections are data (a Verdict), never exceptions: the graph's critique node reads the reason.
-    """
-    try:
-        parsed = parse_candidate(data, feature_names_of(task), limits, weights)
-        compiled = compile_reward(parsed, id)
-    except RewardRejected as err:
-        return Verdict(False, err.reason), None
-    verdict = check_numeric(compiled, sample, thresholds)
-    return verdict, (compiled if verdict.accepted else None)
+    return Verdict(True, "accepted", reward.complexity, canonical, stats, warnings, key=reward.key)

@@ -1,29 +1,46 @@
-"""What the graph's nodes need that is not state: the LLM, the task, the persona, data sources, limits.
+"""The run context the graph's nodes read (LangGraph's `context_schema`), its bounds, and the task it needs.
 
 Kept out of the state on purpose: the state is checkpointed after every node (trace.sqlite), and clients,
 buffers and compiled functions do not belong in a checkpoint (docs/DESIGN.md §2: the state holds ids, expressions,
-verdicts and summaries). The search layer owns one `GraphDeps` per run and refreshes `sample` and
-`rollouts` before each round; compiled rewards of accepted candidates land in `registry`.
+verdicts and summaries). The context is frozen: the search layer builds one per run and, for each round, a copy
+holding that round's validation sample and rollouts (`for_round`), passed to `graph.invoke(..., context=...)`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 import numpy as np
 
 from lares_agent.llm.client import LLMClient
 from lares_agent.memory.cases import CaseStore
 from lares_agent.prompts.loader import DEFAULT_PERSONA, Persona, load_persona
-from lares_agent.rewards import CompiledReward
-from lares_agent.tools.checks import CheckConfig
+from lares_agent.rewards import CheckConfig, RewardTask, TaskFeature
 from lares_agent.tools.trajectory import Rollout
 
-__all__ = ["GraphLimits", "GraphDeps"]
+__all__ = ["DescribedFeature", "GraphLimits", "GraphTask", "RunContext"]
 
-Sample = Mapping[str, np.ndarray]
+
+class DescribedFeature(TaskFeature, Protocol):
+    """A feature as the prompts show it: name, unit and a one-line meaning."""
+
+    @property
+    def meaning(self) -> str: ...
+
+
+class GraphTask(RewardTask, Protocol):
+    """The task as the graph needs it: what the validator reads, plus the text the prompts show."""
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def horizon(self) -> int: ...
+
+    @property
+    def features(self) -> Sequence[DescribedFeature]: ...
 
 
 @dataclass(frozen=True)
@@ -50,21 +67,26 @@ class GraphLimits:
             raise ValueError("GraphLimits: retry_budget >= 0, per_call >= 1 and max_calls_per_pass >= 1 required")
 
 
-@dataclass
-class GraphDeps:
-    """Everything nodes call. Mutable on purpose: the search layer swaps `sample`/`rollouts` per round."""
+def _default_persona() -> Persona:
+    return load_persona(DEFAULT_PERSONA)
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """Everything nodes read that is not state; read-only (a round gets its own copy, `for_round`)."""
 
     llm: LLMClient
-    task: Any  # engine.tasks.TaskSpec
-    sample: Sample | Callable[[], Sample]
-    persona: Persona = field(default_factory=lambda: load_persona(DEFAULT_PERSONA))
+    task: GraphTask
+    sample: Mapping[str, np.ndarray] = field(default_factory=dict)  # this round's validation states
+    rollouts: Mapping[str, Rollout] = field(default_factory=dict)  # this round's rollouts, by id
+    persona: Persona = field(default_factory=_default_persona)
     cases: CaseStore | None = None  # None: retrieval off (--no-retrieval)
-    rollouts: dict[str, Rollout] = field(default_factory=dict)
     limits: GraphLimits = field(default_factory=GraphLimits)
     run_id: str = ""
     id_prefix: str = ""
-    registry: dict[str, CompiledReward] = field(default_factory=dict)
 
-    def get_sample(self) -> Sample:
-        """The validation sample (calls the source when it is a callable)."""
-        return self.sample() if callable(self.sample) else self.sample
+    def for_round(
+        self, sample: Mapping[str, np.ndarray], rollouts: Mapping[str, Rollout] | None = None
+    ) -> RunContext:
+        """The context of one round: this run's settings with that round's sample and rollouts."""
+        return replace(self, sample=dict(sample), rollouts=dict(rollouts or {}))

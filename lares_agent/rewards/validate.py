@@ -1,0 +1,156 @@
+"""The one validator of a reward candidate: what the graph, `lares reward check` and the search layer all apply.
+
+In order, the first failure is the reason (one line, sent back to the LLM instead of the reference's silent
+unbounded regeneration loop, docs/lares-reference.md §12 item 28):
+
+1. parse and the language limits (`parse_candidate`), the text size included;
+2. the complexity cap;
+3. duplicate of a reward already taken (by `reward_key`, so `2*d` and `d*2` match);
+4. progress use: a reward that ignores the task's main progress measure cannot guide it;
+5. approach term, where the task names one: without it no learner gets a signal until the object happens to be
+   touched (no button-press reward of the experiment's second sitting used `tcp_to_obj`, docs/RESULTS.md);
+6. numeric checks on the sample (`check_numeric`);
+7. progress sign on the sample: a wrong-signed distance term is the small model's most common mistake
+   (docs/feasibility.md §4.2), and terms that cancel leave the reward blind to progress.
+
+Checks 1-5 do not depend on the sample; 6-7 do, and 3 depends on what the population already holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from lares_agent.rewards.candidate import CandidateData, ParsedReward, parse_candidate, reward_key
+from lares_agent.rewards.compile import CompiledReward, compile_reward
+from lares_agent.rewards.complexity import ComplexityWeights
+from lares_agent.rewards.limits import Limits, RewardRejected
+from lares_agent.rewards.numeric import NumericThresholds, check_numeric
+from lares_agent.rewards.task import RewardTask, allowed_features
+from lares_agent.rewards.verdict import Verdict
+
+__all__ = ["CheckConfig", "progress_monotonicity", "record_key", "validate"]
+
+
+@dataclass(frozen=True)
+class CheckConfig:
+    """What a candidate must satisfy besides parsing: a complexity cap, progress use and sign, the approach term."""
+
+    complexity_cap: float = 60.0
+    require_progress_use: bool = True  # a reward that ignores the main progress measure cannot guide the task
+    require_progress_sign: bool = True
+    require_approach_use: bool = True  # progress cannot move before the hand reaches the object
+    limits: Limits = field(default_factory=Limits)
+    weights: ComplexityWeights = field(default_factory=ComplexityWeights)
+    thresholds: NumericThresholds = field(default_factory=NumericThresholds)
+
+
+def progress_monotonicity(
+    reward: CompiledReward, sample: Mapping[str, np.ndarray], feature: str
+) -> tuple[float, float]:
+    """(share of samples where the reward rises, share where it falls) when `feature` grows a little.
+
+    A forward difference per sample, with a step of 1e-3 of the feature's spread; ties (flat regions,
+    Piecewise plateaus) count in neither share.
+    """
+    x = np.asarray(sample[feature], dtype=np.float64)
+    step = 1e-3 * max(float(np.std(x)), 1e-2)
+    moved = dict(sample)
+    moved[feature] = x + step
+    base = np.asarray(reward(sample), dtype=np.float64)
+    diff = np.asarray(reward(moved), dtype=np.float64) - base
+    tol = 1e-9 * (1.0 + np.abs(base))
+    ok = np.isfinite(diff)
+    n = max(int(ok.sum()), 1)
+    return float(np.sum(ok & (diff > tol)) / n), float(np.sum(ok & (diff < -tol)) / n)
+
+
+def record_key(record: Mapping[str, object], task: RewardTask, limits: Limits = Limits()) -> str | None:
+    """The `reward_key` of a record's components (an elite as the search layer reports it), or None when they do
+    not parse (the task's own reward has no expression)."""
+    components = record.get("components")
+    if not isinstance(components, Mapping) or not components:
+        return None
+    try:
+        return reward_key(parse_candidate({"components": dict(components)}, allowed_features(task), limits))
+    except (RewardRejected, ValueError, TypeError):
+        return None
+
+
+def _static_reason(parsed: ParsedReward, key: str, task: RewardTask, taken: Collection[str],
+                   config: CheckConfig) -> str | None:
+    """Checks 2-5: the reason the parsed candidate fails whatever the sample, or None."""
+    progress, approach = task.progress_feature, task.approach_feature
+    if parsed.complexity > config.complexity_cap:
+        return (f"complexity {parsed.complexity:.1f} exceeds the cap {config.complexity_cap:g}: "
+                "use fewer or simpler terms")
+    if key in taken:
+        return "duplicate of a candidate already in the population"
+    if config.require_progress_use and progress not in parsed.features_used:
+        return (f"the reward never uses {progress}, the task's main progress measure: add a term that "
+                f"grows as {progress} shrinks")
+    if config.require_approach_use and approach and approach not in parsed.features_used:
+        return (f"the reward never uses {approach}: {progress} cannot change before the robot reaches the object, "
+                f"so add an approach term such as -w*{approach} or w*exp(-{approach}/s)")
+    return None
+
+
+def _sign_reason(reward: CompiledReward, sample: Mapping[str, np.ndarray], progress: str) -> str | None:
+    """Check 7: the reward must rise as the progress distance shrinks."""
+    rises, falls = progress_monotonicity(reward, sample, progress)
+    if rises > 0.5 and rises > falls:
+        return (f"the reward increases as {progress} grows on {rises:.0%} of samples, but {progress} "
+                f"is lower-is-better: use -w*{progress} or w*exp(-{progress}/s)")
+    if rises == 0.0 and falls == 0.0:  # e.g. `obj_to_target + (1 - obj_to_target)`, seen in the experiment
+        return (f"the reward does not change when {progress} changes (its terms cancel, or only a "
+                f"threshold uses it): add a term that grows as {progress} shrinks")
+    return None
+
+
+def validate(
+    data: CandidateData,
+    task: RewardTask,
+    sample: Mapping[str, np.ndarray],
+    *,
+    id: str | None = None,
+    taken: Collection[str] = (),
+    config: CheckConfig = CheckConfig(),
+) -> Verdict:
+    """Run every check on a candidate; `verdict.reward` is the compiled reward (named `id`) when accepted.
+
+    `taken` holds the `reward_key`s a new reward must differ from (the elites, this round's accepted ones).
+    Never raises on bad candidate text: rejections are data, the graph's critique reads the reason.
+    """
+    try:
+        parsed = parse_candidate(data, allowed_features(task), config.limits, config.weights)
+    except RewardRejected as exc:
+        return Verdict(False, exc.reason)
+    except (ValueError, TypeError, RecursionError) as exc:  # defensive: a parser bug must not crash a round
+        return Verdict(False, f"unparseable candidate ({type(exc).__name__})")
+    key = reward_key(parsed)
+    canonical = dict(parsed.canonical)
+
+    def reject(reason: str, numeric: Verdict | None = None) -> Verdict:
+        stats = numeric.stats if numeric is not None else {}
+        return Verdict(False, reason, parsed.complexity, canonical, stats, key=key)
+
+    reason = _static_reason(parsed, key, task, taken, config)
+    if reason is not None:
+        return reject(reason)
+    try:
+        reward = compile_reward(parsed, id)
+        numeric = check_numeric(reward, sample, config.thresholds)
+        if not numeric.accepted:
+            return reject(numeric.reason, numeric)
+        progress = task.progress_feature
+        if config.require_progress_sign and progress in sample:
+            reason = _sign_reason(reward, sample, progress)
+            if reason is not None:
+                return reject(reason, numeric)
+    except RewardRejected as exc:
+        return reject(exc.reason)
+    except (ValueError, TypeError, ArithmeticError, KeyError) as exc:
+        return reject(f"evaluation failed on the sample states ({type(exc).__name__})")
+    return Verdict(True, "accepted", parsed.complexity, canonical, numeric.stats, numeric.warnings, key, reward)
