@@ -17,8 +17,7 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
-from lares_agent.engine.loop.sac_engine import EngineConfig, LaResEngine
-from lares_agent.engine.learners.sac import SACConfig
+from lares_agent.engine import EngineConfig, LaResEngine, SACConfig
 from lares_agent.engine.tasks import get_task
 from lares_agent.graphs.build import build_graph, run_round
 from lares_agent.graphs.deps import GraphDeps, GraphLimits
@@ -130,7 +129,7 @@ def test_half_faulty_rounds_complete_and_log_every_fault(seed: int, tmp_path: Pa
 
 
 def _engine_run(tmp_path: Path, rate: float, seed: int) -> tuple[LaResEngine, GraphProposer, FaultyChatModel]:
-    from lares_agent.search.runner import random_feature_sample
+    from lares_agent.engine import random_feature_sample
 
     run = RunDir(tmp_path)
     client, model = _client(tmp_path, rate=rate, seed=seed)

@@ -1,1 +1,84 @@
-"""engine layer of lares-agent (see docs/DESIGN.md §2)."""
+"""The engine layer: tasks, rollouts, learners (SAC, ES) and the LaRes loop over them (docs/ARCHITECTURE.md).
+
+The layers above import engine things from here only. The Ray backend stays an optional import, made when an
+ES run asks for it.
+"""
+
+from lares_agent.engine.buffer import Affine, ReplayBuffer
+from lares_agent.engine.checkpoint import CheckpointError, latest_checkpoint, load_checkpoint, save_checkpoint
+from lares_agent.engine.contracts import (
+    HUMAN_REWARD_FEATURE,
+    SETTINGS,
+    Batch,
+    ComponentStats,
+    Diversity,
+    HumanReward,
+    LoadReward,
+    MemberEvaluation,
+    ProposeFn,
+    RewardFunction,
+    SlotEvaluation,
+    UpdateContext,
+)
+from lares_agent.engine.errors import ConstantRewardError, EngineError, NonFiniteRewardError, RewardColumnError
+from lares_agent.engine.es.strategy import ESConfig
+from lares_agent.engine.learners.sac import SACConfig
+from lares_agent.engine.loop.config import EngineConfig
+from lares_agent.engine.loop.es_config import ESSearchConfig
+from lares_agent.engine.loop.es_engine import ESEngine, GenerationInfo
+from lares_agent.engine.loop.sac_engine import IterationInfo, LaResEngine
+from lares_agent.engine.loop.selection import (
+    DiversityConfig,
+    SelectionConfig,
+    canonical_key,
+    distinct_fraction,
+)
+from lares_agent.engine.rollouts.episodes import EnvPool, batch_features, run_episodes
+from lares_agent.engine.rollouts.sampling import random_feature_sample, uniform_actions
+from lares_agent.engine.tasks import Feature, TaskSpec, get_task, list_tasks
+
+__all__ = [
+    "HUMAN_REWARD_FEATURE",
+    "SETTINGS",
+    "Affine",
+    "Batch",
+    "CheckpointError",
+    "ComponentStats",
+    "ConstantRewardError",
+    "Diversity",
+    "DiversityConfig",
+    "ESConfig",
+    "ESEngine",
+    "ESSearchConfig",
+    "EngineConfig",
+    "EngineError",
+    "EnvPool",
+    "Feature",
+    "GenerationInfo",
+    "HumanReward",
+    "IterationInfo",
+    "LaResEngine",
+    "LoadReward",
+    "MemberEvaluation",
+    "NonFiniteRewardError",
+    "ProposeFn",
+    "ReplayBuffer",
+    "RewardColumnError",
+    "RewardFunction",
+    "SACConfig",
+    "SelectionConfig",
+    "SlotEvaluation",
+    "TaskSpec",
+    "UpdateContext",
+    "batch_features",
+    "canonical_key",
+    "distinct_fraction",
+    "get_task",
+    "latest_checkpoint",
+    "list_tasks",
+    "load_checkpoint",
+    "random_feature_sample",
+    "run_episodes",
+    "save_checkpoint",
+    "uniform_actions",
+]

@@ -14,9 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from lares_agent.engine.loop.fitness import UpdateContext
-from lares_agent.engine.contracts import RewardFunction
-from lares_agent.engine.loop.selection import distinct_fraction
+from lares_agent.engine import RewardFunction, UpdateContext, distinct_fraction
 from lares_agent.graphs.build import RoundResult, compile_accepted, run_round
 from lares_agent.graphs.deps import GraphDeps
 from lares_agent.graphs.state import EliteInfo

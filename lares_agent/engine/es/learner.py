@@ -18,11 +18,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from lares_agent.engine.contracts import MemberEvaluation
 from lares_agent.engine.es import strategy as es
-from lares_agent.engine.rollouts.evaluation import MemberEvaluation, evaluate_members
 from lares_agent.engine.es.policies import PolicyBatch, PolicySpec, RunningNorm, act, init_params
-from lares_agent.engine.rollouts.episodes import EnvPool
 from lares_agent.engine.es.workers import RolloutWorkers
+from lares_agent.engine.rollouts.episodes import EnvPool
+from lares_agent.engine.rollouts.evaluation import evaluate_members
 from lares_agent.engine.rollouts.vector import make_vector_env, rollout
 
 if TYPE_CHECKING:
@@ -179,10 +180,11 @@ class ESLearner:
 
 
 class ESBackend(Protocol):
-    """Where the K slot learners live. ``LocalBackend`` (in process) and ``ray_backend.RayBackend`` (one Ray
-    actor per learner) implement it with the same methods and, for the same seeds, the same numbers."""
+    """Where the learners live (one per slot, then the ``init`` setting's extra one). ``LocalBackend`` (in
+    process) and ``ray_backend.RayBackend`` (one Ray actor per learner) implement it with the same methods and,
+    for the same seeds, the same numbers."""
 
-    num_slots: int
+    num_learners: int
 
     def generation(self) -> list[dict[str, float]]: ...
     def evaluate(self, episodes: int, reset_seeds: Sequence[int], keep_rollouts: int,
@@ -201,7 +203,7 @@ class LocalBackend:
     def __init__(self, task: TaskSpec, rewards: Sequence[RewardFunction], settings: LearnerSettings,
                  run_seed: int) -> None:
         self.learners = [ESLearner(task, k, fn, settings, run_seed) for k, fn in enumerate(rewards)]
-        self.num_slots = len(self.learners)
+        self.num_learners = len(self.learners)
 
     def generation(self) -> list[dict[str, float]]:
         return [lr.generation() for lr in self.learners]
