@@ -19,6 +19,7 @@ import numpy as np
 
 __all__ = [
     "HUMAN_REWARD_FEATURE",
+    "SETTINGS",
     "Batch",
     "ComponentStats",
     "Diversity",
@@ -27,7 +28,6 @@ __all__ = [
     "MemberEvaluation",
     "ProposeFn",
     "RewardFunction",
-    "SETTINGS",
     "SlotEvaluation",
     "UpdateContext",
 ]

@@ -71,7 +71,8 @@ class ESLearner:
         self.horizon = int(settings.horizon or task.horizon)
         self._eval_pool = EnvPool(task.make_env, self.run_seed + 500_000 + self.slot)
         env = self._eval_pool.get(1)[0]  # the spaces give the dimensions, whatever the task declares
-        obs_dim, act_dim = int(np.prod(env.observation_space.shape)), int(np.prod(env.action_space.shape))
+        obs_dim = int(np.prod(env.observation_space.shape or (1,)))
+        act_dim = int(np.prod(env.action_space.shape or (1,)))
         self.spec = PolicySpec(obs_dim=obs_dim, act_dim=act_dim, hidden=tuple(settings.hidden))
         # per-slot generator: independent streams, and a slot's draws do not depend on the others'
         self.rng = np.random.default_rng(np.random.SeedSequence([self.run_seed, 104729, self.slot]))
@@ -117,7 +118,7 @@ class ESLearner:
     # ------------------------------------------------------------------------------------------ evaluation
     def act_deterministic(self, obs: np.ndarray) -> np.ndarray:
         """The current policy (the ES mean) on a batch of observations [M, obs_dim] -> [M, act_dim]."""
-        return act(self.spec, self.state.mean[None, :], self._normed(obs)[None])[0]
+        return np.asarray(act(self.spec, self.state.mean[None, :], self._normed(obs)[None])[0])
 
     def evaluate(
         self, episodes: int, reset_seeds: Sequence[int], keep_rollouts: int = 0,

@@ -83,7 +83,7 @@ class RayBackend:
         self.num_learners = len(self.actors)
 
     def _all(self, method: str, *args: Any) -> list[Any]:
-        return self._ray.get([getattr(a, method).remote(*args) for a in self.actors])
+        return list(self._ray.get([getattr(a, method).remote(*args) for a in self.actors]))
 
     def generation(self) -> list[dict[str, float]]:
         return self._all("generation")

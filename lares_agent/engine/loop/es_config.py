@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lares_agent.engine.es.strategy import ESConfig
 from lares_agent.engine.contracts import SETTINGS
 from lares_agent.engine.errors import EngineError
+from lares_agent.engine.es.strategy import ESConfig
 from lares_agent.engine.loop.selection import DiversityConfig, SelectionConfig
 
 __all__ = ["BACKENDS", "ESSearchConfig", "reward_population_size"]

@@ -311,7 +311,7 @@ class LaResEngine:
             for j in np.flatnonzero(self.buffer.nonfinite_count > before):
                 self._quarantine(int(j), "reward is NaN/inf on new steps")
             for i in np.flatnonzero(batch.nonfinite):
-                self._quarantine(int(members[i]), "policy emitted non-finite actions")
+                self._quarantine(int(members[int(i)]), "policy emitted non-finite actions")
         return out
 
     def _learn(self, steps: int) -> int:

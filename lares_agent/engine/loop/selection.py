@@ -89,7 +89,7 @@ def tournament_select(
         chosen.append(winner)
         pool.remove(winner)
     out = np.asarray(chosen, dtype=np.int64)
-    return out[_order(f[out])]
+    return np.asarray(out[_order(f[out])], dtype=np.int64)
 
 
 def select_elites(

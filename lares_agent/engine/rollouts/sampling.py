@@ -37,7 +37,7 @@ def random_feature_sample(
     ``seed``, ``seed + 1``, ...): what round 0 validates candidates on, before any buffer exists."""
     pool = EnvPool(task.make_env, seed + _SAMPLE_ENV_SEED)
     env = pool.get(1)[0]
-    act = uniform_actions(np.random.default_rng(seed), int(np.prod(env.action_space.shape)))
+    act = uniform_actions(np.random.default_rng(seed), int(np.prod(env.action_space.shape or (1,))))
     cap = horizon or task.horizon
     parts: list[dict[str, np.ndarray]] = []
     total, episode = 0, 0
