@@ -1,11 +1,17 @@
 """The engine layer: tasks, rollouts, learners (SAC, ES) and the LaRes loop over them (docs/ARCHITECTURE.md).
 
-The layers above import engine things from here only. The Ray backend stays an optional import, made when an
-ES run asks for it.
+The layers above import engine things from here only. Names whose modules import torch (the engines, their
+configs, checkpoints) are loaded on first use, so that `import lares_agent.engine.tasks` (what `lares tasks` and
+`lares reward check` need) stays as cheap as gymnasium; the Ray backend is imported only when an ES run asks
+for it.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
 from lares_agent.engine.buffer import Affine, ReplayBuffer
-from lares_agent.engine.checkpoint import CheckpointError, latest_checkpoint, load_checkpoint, save_checkpoint
 from lares_agent.engine.contracts import (
     HUMAN_REWARD_FEATURE,
     SETTINGS,
@@ -22,11 +28,6 @@ from lares_agent.engine.contracts import (
 )
 from lares_agent.engine.errors import ConstantRewardError, EngineError, NonFiniteRewardError, RewardColumnError
 from lares_agent.engine.es.strategy import ESConfig
-from lares_agent.engine.learners.sac import SACConfig
-from lares_agent.engine.loop.config import EngineConfig
-from lares_agent.engine.loop.es_config import ESSearchConfig
-from lares_agent.engine.loop.es_engine import ESEngine, GenerationInfo
-from lares_agent.engine.loop.sac_engine import IterationInfo, LaResEngine
 from lares_agent.engine.loop.selection import (
     DiversityConfig,
     SelectionConfig,
@@ -36,6 +37,30 @@ from lares_agent.engine.loop.selection import (
 from lares_agent.engine.rollouts.episodes import EnvPool, batch_features, run_episodes
 from lares_agent.engine.rollouts.sampling import random_feature_sample, uniform_actions
 from lares_agent.engine.tasks import Feature, TaskSpec, get_task, list_tasks
+
+if TYPE_CHECKING:
+    from lares_agent.engine.checkpoint import CheckpointError, latest_checkpoint, load_checkpoint, save_checkpoint
+    from lares_agent.engine.learners.sac import SACConfig
+    from lares_agent.engine.loop.config import EngineConfig
+    from lares_agent.engine.loop.es_config import ESSearchConfig
+    from lares_agent.engine.loop.es_engine import ESEngine, GenerationInfo
+    from lares_agent.engine.loop.sac_engine import IterationInfo, LaResEngine
+
+# name -> module, for the names that import torch (see the module docstring); the TYPE_CHECKING block above
+# lists the same names for type checkers.
+_LAZY = {
+    "CheckpointError": "lares_agent.engine.checkpoint",
+    "latest_checkpoint": "lares_agent.engine.checkpoint",
+    "load_checkpoint": "lares_agent.engine.checkpoint",
+    "save_checkpoint": "lares_agent.engine.checkpoint",
+    "SACConfig": "lares_agent.engine.learners.sac",
+    "EngineConfig": "lares_agent.engine.loop.config",
+    "ESSearchConfig": "lares_agent.engine.loop.es_config",
+    "ESEngine": "lares_agent.engine.loop.es_engine",
+    "GenerationInfo": "lares_agent.engine.loop.es_engine",
+    "IterationInfo": "lares_agent.engine.loop.sac_engine",
+    "LaResEngine": "lares_agent.engine.loop.sac_engine",
+}
 
 __all__ = [
     "HUMAN_REWARD_FEATURE",
@@ -82,3 +107,16 @@ __all__ = [
     "save_checkpoint",
     "uniform_actions",
 ]
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

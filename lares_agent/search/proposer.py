@@ -83,8 +83,8 @@ class GraphProposer:
         self.deps.rollouts = self._rollouts(ctx)
         elites = [self._elite(ctx, s) for s in ctx.elites if s < len(ctx.rewards)]
         keys = [str(e.get("components")) for e in elites]
-        # The ES engine measures diversity itself (ESUpdateContext.explore); otherwise judge the elites' structures.
-        explore = getattr(ctx, "explore", None)
+        # The ES engine measures diversity itself (UpdateContext.explore); otherwise judge the elites' structures.
+        explore = ctx.explore
         if explore is None:
             explore = len(keys) > 1 and distinct_fraction(keys) < EXPLORE_BELOW
         round_input = {
