@@ -124,7 +124,8 @@ def test_buffer_without_relabel_keeps_old_rows_and_labels_new_rows_with_the_new_
     more = {"x": rng.uniform(0, 1, 5)}
     buf.add(np.zeros((5, 1)), np.zeros((5, 1)), np.zeros((5, 1)), np.zeros(5), np.zeros(5), more)
     stored_x = buf.features[40:45, 0].astype(np.float64)
-    np.testing.assert_allclose(buf.rewards(1)[40:], new_fn({"x": stored_x}) * affine.scale + affine.shift, rtol=1e-5, atol=1e-5)
+    expected = new_fn({"x": stored_x}) * affine.scale + affine.shift
+    np.testing.assert_allclose(buf.rewards(1)[40:], expected, rtol=1e-5, atol=1e-5)
     # The default relabels the old rows with the new function: they change.
     buf.set_column(1, new_fn, reference=0)
     assert not np.allclose(buf.rewards(1)[:40], old, atol=1e-3)
