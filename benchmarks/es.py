@@ -20,14 +20,11 @@ from typing import Any
 
 import numpy as np
 
+from lares_agent.engine import ESEngine, ESSearchConfig, HumanReward, get_task
 from lares_agent.engine.es import strategy as es
-from lares_agent.engine.loop.es_config import ESSearchConfig
-from lares_agent.engine.loop.es_engine import ESEngine
 from lares_agent.engine.es.policies import PolicyBatch, PolicySpec, act, num_params
-from lares_agent.engine.contracts import HumanReward
-from lares_agent.engine.rollouts.episodes import to_env_action
 from lares_agent.engine.es.workers import RolloutWorkers
-from lares_agent.engine.tasks import get_task
+from lares_agent.engine.rollouts.episodes import to_env_action
 from lares_agent.engine.rollouts.vector import make_vector_env, rollout
 
 TASK = "Reacher-v5"
@@ -99,11 +96,12 @@ def sequential(task: Any, spec: PolicySpec, p: int, generations: int, per_step_f
 
 def backend_seconds(backend: str, generations: int, p: int) -> tuple[float, float]:
     """(seconds to build the engine, seconds per generation) for an ESEngine with 2 reward slots."""
-    cfg = ESSearchConfig(setting="init", population_size=2, elites=1, reward_every_generations=0,
+    # scratch with two human rewards: two learners (`init` would add its extra human-reward learner)
+    cfg = ESSearchConfig(setting="scratch", population_size=2, elites=1, reward_every_generations=0,
                          eval_every_generations=0, horizon=HORIZON, backend=backend, ray_num_cpus=2,
                          es=es.ESConfig(population_size=p), total_steps=10**9)
     t0 = time.perf_counter()
-    engine = ESEngine(get_task(TASK), cfg, [HumanReward()])
+    engine = ESEngine(get_task(TASK), cfg, [HumanReward(), HumanReward()])
     try:
         engine.step_generation()  # warm-up (Ray: actors start and build their envs)
         t1 = time.perf_counter()

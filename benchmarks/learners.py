@@ -23,10 +23,10 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from lares_agent.engine.buffer import ReplayBuffer
+from lares_agent.engine import ReplayBuffer, SACConfig
 from lares_agent.engine.learners.nets import layer_sizes, reuse_freed_memory
+from lares_agent.engine.learners.sac import SACLearner
 from lares_agent.engine.learners.sac_population import Population
-from lares_agent.engine.learners.sac import SACConfig, SACLearner
 
 OBS, ACT = 39, 4
 

@@ -20,10 +20,8 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
+from lares_agent.engine import EngineConfig, LaResEngine, SACConfig, UpdateContext
 from lares_agent.engine.buffer import ReplayBuffer
-from lares_agent.engine.learners.sac import SACConfig
-from lares_agent.engine.loop.fitness import UpdateContext
-from lares_agent.engine.loop.sac_engine import EngineConfig, LaResEngine
 from lares_agent.engine.loop.thompson import ThompsonSampler
 from lares_agent.engine.tasks import Feature, TaskSpec
 from lares_agent.errors import LaresError
@@ -128,7 +126,8 @@ def test_buffer_without_relabel_keeps_old_rows_and_labels_new_rows_with_the_new_
     more = {"x": rng.uniform(0, 1, 5)}
     buf.add(np.zeros((5, 1)), np.zeros((5, 1)), np.zeros((5, 1)), np.zeros(5), np.zeros(5), more)
     stored_x = buf.features[40:45, 0].astype(np.float64)
-    np.testing.assert_allclose(buf.rewards(1)[40:], affine.apply(new_fn({"x": stored_x})), rtol=1e-5, atol=1e-5)
+    expected = new_fn({"x": stored_x}) * affine.scale + affine.shift
+    np.testing.assert_allclose(buf.rewards(1)[40:], expected, rtol=1e-5, atol=1e-5)
     # The default relabels the old rows with the new function: they change.
     buf.set_column(1, new_fn, reference=0)
     assert not np.allclose(buf.rewards(1)[:40], old, atol=1e-3)

@@ -8,10 +8,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from lares_agent.engine import random_feature_sample
 from lares_agent.engine.tasks import get_task
-from lares_agent.search.proposer import fallback_reward
-from lares_agent.search.runner import random_feature_sample
 from lares_agent.rewards import CheckConfig, Verdict, validate
+from lares_agent.search.proposer import fallback_reward
 
 
 @pytest.fixture(scope="module")

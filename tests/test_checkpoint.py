@@ -126,7 +126,7 @@ def test_engine_resume_reproduces_the_same_next_steps(tmp_path: Path) -> None:
 def test_restore_needs_load_reward_and_matching_task(tmp_path: Path) -> None:
     from test_lares_engine import LaResEngine, Proposer, load_reward, scratch_rewards, tiny_config, tiny_task
 
-    from lares_agent.engine.loop.sac_engine import EngineError
+    from lares_agent.engine import EngineError
 
     a = LaResEngine(tiny_task(), tiny_config(total_steps=30), scratch_rewards(), Proposer(), run_dir=tmp_path)
     a.run()
@@ -137,6 +137,26 @@ def test_restore_needs_load_reward_and_matching_task(tmp_path: Path) -> None:
     object.__setattr__(other, "name", "other-task")
     with pytest.raises(EngineError):
         LaResEngine.restore(tmp_path / "checkpoints", other, load_reward)
+
+
+def test_checkpoint_of_an_older_engine_state_is_refused_in_one_line(tmp_path: Path) -> None:
+    from test_lares_engine import LaResEngine, Proposer, load_reward, scratch_rewards, tiny_config, tiny_task
+
+    from lares_agent.engine import EngineError
+    from lares_agent.engine.loop.state import STATE_VERSION, check_state
+
+    a = LaResEngine(tiny_task(), tiny_config(total_steps=30), scratch_rewards(), Proposer(), run_dir=tmp_path)
+    a.run()
+    state = a.state_dict()
+    a.close()
+    save_checkpoint(tmp_path / "old", {**state, "version": STATE_VERSION - 1}, "step-000000001")
+    with pytest.raises(EngineError) as err:
+        LaResEngine.restore(tmp_path / "old", tiny_task(), load_reward)
+    message = str(err.value)
+    assert "\n" not in message
+    assert f"version {STATE_VERSION - 1}" in message and f"version {STATE_VERSION}" in message
+    with pytest.raises(EngineError, match="'sac' engine state, not 'es'"):
+        check_state(state, "es", "point-mass")
 
 
 def test_engine_resume_is_exact_on_reacher(tmp_path: Path) -> None:

@@ -14,12 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_openai import FakeOpenAI, chat_completion, serving
 from typer.testing import CliRunner
 
 from lares_agent.cli.app import app
 from lares_agent.runs import read_jsonl
-
-from fake_openai import FakeOpenAI, chat_completion, serving
 
 CANDIDATES = [
     {"components": {"reach": "-fingertip_to_target", "effort": "-0.1*action_norm"}, "rationale": "close in"},

@@ -13,21 +13,19 @@ from typing import Any
 
 import numpy as np
 import pytest
-
-from lares_agent.engine.es import strategy as es
-from lares_agent.engine.loop.es_config import ESSearchConfig, reward_population_size
-from lares_agent.engine.es.learner import ESLearner, LearnerSettings, generation_seeds
-from lares_agent.engine.loop.es_engine import ESEngine, ESUpdateContext
-from lares_agent.engine.loop.config import EngineError
-from lares_agent.runs.jsonl import read_jsonl
-from lares_agent.engine.es.policies import PolicyBatch, PolicySpec, RunningNorm, act, init_params, num_params
-from lares_agent.engine.contracts import HumanReward
-from lares_agent.engine.loop.selection import SelectionConfig
-from lares_agent.engine.tasks import get_task
-from lares_agent.engine.es.workers import RolloutWorkers
-from lares_agent.engine.rollouts.vector import concat_rollouts, make_vector_env, rollout
-
 from helpers import FeatureReward, TinyTask, final_state, load_reward, three_rewards
+
+from lares_agent.engine import EngineError, ESEngine, UpdateContext
+from lares_agent.engine.contracts import HumanReward
+from lares_agent.engine.es import strategy as es
+from lares_agent.engine.es.learner import ESLearner, LearnerSettings, generation_seeds
+from lares_agent.engine.es.policies import PolicyBatch, PolicySpec, RunningNorm, act, init_params, num_params
+from lares_agent.engine.es.workers import RolloutWorkers
+from lares_agent.engine.loop.es_config import ESSearchConfig, reward_population_size
+from lares_agent.engine.loop.selection import SelectionConfig
+from lares_agent.engine.rollouts.vector import concat_rollouts, make_vector_env, rollout
+from lares_agent.engine.tasks import get_task
+from lares_agent.runs.jsonl import read_jsonl
 
 
 # ---------------------------------------------------------------------------------------------- ES core
@@ -232,9 +230,9 @@ def _config(**kw: Any) -> ESSearchConfig:
 
 
 def test_engine_runs_updates_and_logs_like_sac(tmp_path: Path) -> None:
-    seen: list[ESUpdateContext] = []
+    seen: list[UpdateContext] = []
 
-    def propose(ctx: ESUpdateContext) -> list[FeatureReward]:
+    def propose(ctx: UpdateContext) -> list[FeatureReward]:
         seen.append(ctx)
         return [FeatureReward("dist", 3.0 + ctx.round + i) for i in range(len(ctx.refill))]
 
@@ -294,7 +292,7 @@ def test_rollout_workers_give_the_in_process_result() -> None:
     assert any(np.any(m != 0.0) for m in means[0])  # the learners did move
 
 
-def test_tournament_selection_and_constant_reward_rejection() -> None:
+def test_tournament_selection_and_the_engine_installs_what_propose_returns() -> None:
     class Constant(FeatureReward):
         def __call__(self, features: Mapping[str, np.ndarray]) -> np.ndarray:
             return np.ones(len(features[self.feature]))
@@ -307,12 +305,79 @@ def test_tournament_selection_and_constant_reward_rejection() -> None:
     finally:
         engine.close()
     assert ctx.best in ctx.elites and len(ctx.elites) == 2  # keep_best: the best always survives
-    assert all(r.id != "const" for r in engine.rewards)
-    assert any(e["event"] == "candidate_rejected" and "constant" in e["reason"] for e in engine.events)
+    # Proposals are validated by the propose hook (the search layer's validator in rewards/ refuses a constant
+    # reward); the ES engine keeps no validator of its own, so what the hook returns is installed.
+    (refilled,) = ctx.refill
+    assert engine.rewards[refilled].id == "const"
+    assert engine.backend.learners[refilled].reward.id == "const"
+    assert any(e["event"] == "candidate_accepted" and e["slot"] == refilled for e in engine.events)
+    assert not any(e["event"] == "candidate_rejected" for e in engine.events)
+
+
+def test_nan_reward_without_candidate_shares_the_best_reward() -> None:
+    """The NaN-reward sharing of the reward update is common to both engines (once SAC only)."""
+
+    class NaNReward(FeatureReward):
+        def __call__(self, features: Mapping[str, np.ndarray]) -> np.ndarray:
+            return np.full(len(features[self.feature]), np.nan)
+
+    rewards = [*three_rewards()[:2], NaNReward("dist", id="nan")]
+    engine = ESEngine(TinyTask(), _config(reward_every_generations=1), rewards, lambda ctx: [])
+    try:
+        engine.step_generation()
+        ctx = engine.reward_update()
+    finally:
+        engine.close()
+    assert ctx.slots[2].quarantined and ctx.ranking[-1] == 2 and 2 in ctx.refill
+    shared = [e for e in engine.events if e["event"] == "reward_shared"]
+    assert [e["slot"] for e in shared] == [2]
+    assert engine.rewards[2] is engine.rewards[ctx.best] and engine.backend.learners[2].reward.id != "nan"
+    update = next(e for e in engine.events if e["event"] == "reward_update")
+    assert 2 in update["inherited"]
+
+
+def test_init_setting_has_a_replaceable_human_slot_and_an_extra_human_learner() -> None:
+    """One meaning of ``init`` for both learners: the human reward seeds slot 0, which the update may replace,
+    and an extra learner trains on the human reward throughout, never ranked or replaced."""
+    engine = ESEngine(TinyTask(), _config(setting="init", reward_every_generations=1, max_rounds=1),
+                      three_rewards()[:2], lambda ctx: [FeatureReward("dist", 7.0, id=f"new{s}") for s in ctx.refill])
+    try:
+        assert engine.num_learners == 4 and engine.extra == 3 and engine.backend.num_learners == 4
+        assert isinstance(engine.rewards[0], HumanReward) and isinstance(engine.rewards[3], HumanReward)
+        steps = engine.step_generation().steps
+        ctx = engine.reward_update()
+        engine.step_generation()
+    finally:
+        engine.close()
+    assert steps == 4 * 8 * 12  # the extra learner trains (and counts) like every slot
+    assert len(ctx.slots) == len(ctx.rewards) == 3 and set(ctx.ranking) == {0, 1, 2}
+    assert isinstance(engine.rewards[3], HumanReward)  # never replaced
+    for s in ctx.refill:
+        assert engine.rewards[s].id == f"new{s}"
+    rows = [e for e in engine.events if e["event"] == "reward_update"]
+    assert 3 not in rows[0]["inherited"]
+    assert engine.last_metrics["extra"] is not None and len(engine.last_metrics["slots"]) == 3
+
+
+def test_init_slot_zero_is_replaceable() -> None:
+    # A negative complexity under a large lambda ranks both given rewards above the human one (complexity 0),
+    # so the human slot 0 ranks last and is refilled like any slot.
+    given = three_rewards()[:2]
+    for fn in given:
+        fn.complexity = -1.0
+    engine = ESEngine(TinyTask(), _config(setting="init", elites=1, reward_every_generations=1, complexity_lambda=10.0),
+                      given, lambda ctx: [FeatureReward("dist", 9.0, id="fresh")] * len(ctx.refill))
+    try:
+        engine.step_generation()
+        ctx = engine.reward_update()
+    finally:
+        engine.close()
+    assert ctx.ranking[-1] == 0 and 0 in ctx.refill
+    assert engine.rewards[0].id == "fresh" and isinstance(engine.rewards[3], HumanReward)
 
 
 def test_checkpoint_restore_continues_identically(tmp_path: Path) -> None:
-    def propose(ctx: ESUpdateContext) -> list[FeatureReward]:
+    def propose(ctx: UpdateContext) -> list[FeatureReward]:
         return [FeatureReward("dist", 4.0)] * len(ctx.refill)
 
     final_a = final_state(ESEngine(TinyTask(), _config(), three_rewards(), propose, tmp_path / "a"))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lares_agent.runs.jsonl import JsonlWriter, append_jsonl, read_jsonl
 from lares_agent.llm.replay import load_record
+from lares_agent.runs.jsonl import JsonlWriter, append_jsonl, read_jsonl
 
 
 def test_a_record_appended_after_a_torn_line_starts_on_its_own_line(tmp_path: Path) -> None:

@@ -15,16 +15,21 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-
-from lares_agent.engine.rollouts.evaluation import MemberEvaluation
-from lares_agent.engine.loop.fitness import UpdateContext, rank_slots, slot_evaluation
-from lares_agent.engine.loop.sac_engine import EngineConfig, EngineError, LaResEngine
-from lares_agent.runs.jsonl import read_jsonl
-from lares_agent.engine.contracts import HumanReward
-from lares_agent.engine.learners.sac import SACConfig
-from lares_agent.engine.tasks import Feature, TaskSpec
-
 from helpers import PointMass, point_features
+
+from lares_agent.engine import (
+    EngineConfig,
+    EngineError,
+    Feature,
+    HumanReward,
+    LaResEngine,
+    MemberEvaluation,
+    SACConfig,
+    TaskSpec,
+    UpdateContext,
+)
+from lares_agent.engine.loop.fitness import rank_slots, slot_evaluation
+from lares_agent.runs.jsonl import read_jsonl
 
 torch.set_num_threads(1)
 
@@ -187,7 +192,7 @@ def test_update_relabels_rescales_and_inherits(tmp_path: Path) -> None:
     new_rows = buf.rewards(refill[0])[n0:].astype(np.float64)
     raw_new = fn({k: v[n0:] for k, v in buf.feature_view().items()})
     aff = buf.affine(refill[0])
-    assert np.allclose(new_rows, aff.apply(raw_new), atol=1e-3 * max(1.0, abs(aff.shift)))
+    assert np.allclose(new_rows, raw_new * aff.scale + aff.shift, atol=1e-3 * max(1.0, abs(aff.shift)))
 
 
 def test_rejected_and_missing_proposals_keep_the_slot() -> None:
@@ -261,6 +266,19 @@ def test_init_setting_extra_learner_always_acts() -> None:
     assert "human_reward" in ctx.feature_sample  # the init setting may show the human reward
     with pytest.raises(EngineError):
         LaResEngine(tiny_task(), cfg, scratch_rewards(), hook)  # init takes K - 1 candidates
+
+
+def test_init_slot_zero_is_replaceable_like_any_slot() -> None:
+    # The same meaning of `init` as the ES engine's (test_es.py): a negative complexity under a large lambda
+    # ranks the given rewards above the human one, so slot 0 ranks last and is refilled; the extra learner stays.
+    given = [FeatureReward("dist", 1.0, complexity=-1.0), FeatureReward("dist", 3.0, 1.0, complexity=-1.0)]
+    hook = Proposer()
+    engine = LaResEngine(tiny_task(), tiny_config(setting="init", total_steps=150, complexity_lambda=10.0), given,
+                         hook)
+    engine.run()
+    ctx = hook.contexts[0]
+    assert ctx.ranking[-1] == 0 and 0 in ctx.refill
+    assert engine.rewards[0].id == "r1s0" and isinstance(engine.rewards[3], HumanReward)
 
 
 def test_baseline_is_plain_sac_on_human_reward() -> None:

@@ -17,18 +17,17 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
-from lares_agent.engine.learners.sac import SACConfig
-from lares_agent.engine.loop.sac_engine import EngineConfig, LaResEngine
+from lares_agent.engine import EngineConfig, LaResEngine, SACConfig
 from lares_agent.engine.tasks import get_task
 from lares_agent.graphs.build import build_graph
 from lares_agent.graphs.context import GraphLimits, RunContext
 from lares_agent.graphs.round import run_round
 from lares_agent.llm import LLMClient, LLMConfig
-from lares_agent.runs import LLM_CALLS_NAME as RECORD_NAME
 from lares_agent.llm.faults import FAULT_KINDS, FaultyChatModel, read_faults
 from lares_agent.rewards import synthetic_sample
-from lares_agent.search.proposer import GraphProposer
+from lares_agent.runs import LLM_CALLS_NAME as RECORD_NAME
 from lares_agent.runs import RunLog, read_jsonl
+from lares_agent.search.proposer import GraphProposer
 
 torch.set_num_threads(1)
 TASK = get_task("Reacher-v5")
@@ -131,7 +130,7 @@ def test_half_faulty_rounds_complete_and_log_every_fault(seed: int, tmp_path: Pa
 
 
 def _engine_run(tmp_path: Path, rate: float, seed: int) -> tuple[LaResEngine, GraphProposer, FaultyChatModel]:
-    from lares_agent.search.runner import random_feature_sample
+    from lares_agent.engine import random_feature_sample
 
     run = RunLog(tmp_path)
     client, model = _client(tmp_path, rate=rate, seed=seed)

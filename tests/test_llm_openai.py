@@ -9,12 +9,11 @@ from email.message import Message
 from typing import Any
 
 import pytest
+from fake_openai import FakeOpenAI, chat_completion, serving
 from langchain_core.messages import HumanMessage, SystemMessage
 
 from lares_agent.llm import LLMClient, LLMConfig, LLMError, make_client
 from lares_agent.llm.openai_compat import make_openai_chat_model
-
-from fake_openai import FakeOpenAI, chat_completion, serving
 
 SCHEMA = {"type": "object", "properties": {"components": {"type": "object"}}, "required": ["components"]}
 MESSAGES = [SystemMessage("Answer in JSON."), HumanMessage("propose a reward")]

@@ -23,17 +23,15 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
-from lares_agent.engine.learners.sac import SACConfig
-from lares_agent.engine.loop.sac_engine import EngineConfig, IterationInfo, LaResEngine
+from lares_agent.engine import EngineConfig, IterationInfo, LaResEngine, SACConfig, random_feature_sample
 from lares_agent.engine.tasks import Feature, TaskSpec
 from lares_agent.graphs.build import build_graph
 from lares_agent.graphs.context import GraphLimits, RunContext
 from lares_agent.llm import LLMClient, LLMConfig
 from lares_agent.llm.faults import FaultyChatModel
 from lares_agent.rewards import compile_reward, parse_candidate
-from lares_agent.search.proposer import GraphProposer
 from lares_agent.runs import RunLog, read_jsonl
-from lares_agent.search.runner import random_feature_sample
+from lares_agent.search.proposer import GraphProposer
 
 torch.set_num_threads(1)
 AGE_SCALE = 100.0  # age = steps taken by the env instance / AGE_SCALE

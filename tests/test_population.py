@@ -7,13 +7,12 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 import torch
+from helpers import random_transitions
 
 from lares_agent.engine.contracts import Batch
 from lares_agent.engine.learners.nets import StackedAdam, member_seeds
-from lares_agent.engine.learners.sac_population import Population
 from lares_agent.engine.learners.sac import SACConfig, SACLearner
-
-from helpers import random_transitions
+from lares_agent.engine.learners.sac_population import Population
 
 K, OBS, ACT, B = 3, 5, 2, 16
 SMALL = SACConfig(hidden=(24, 24), batch_size=B)

@@ -81,7 +81,7 @@ def test_system_prompt_asks_for_an_approach_term_only_where_the_task_has_an_obje
 
 def test_personas_required_set_and_default() -> None:
     personas = {p.name: p for p in list_personas()}
-    assert REQUIRED_PERSONAS <= set(personas)
+    assert set(personas) >= REQUIRED_PERSONAS
     assert DEFAULT_PERSONA in personas
     for persona in personas.values():
         assert persona.title and persona.summary and len(persona.text) > len(persona.summary)

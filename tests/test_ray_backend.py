@@ -13,16 +13,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import helpers
 import numpy as np
 import pytest
+from helpers import FeatureReward, TinyTask, final_state, load_reward, three_rewards
 
 from lares_agent.engine.es import strategy as es
 from lares_agent.engine.loop.es_config import ESSearchConfig
 from lares_agent.engine.loop.es_engine import ESEngine
 from lares_agent.runs.jsonl import read_jsonl
-
-import helpers
-from helpers import FeatureReward, TinyTask, final_state, load_reward, three_rewards
 
 HORIZON = 10
 

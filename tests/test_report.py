@@ -263,7 +263,7 @@ def test_html_escapes_llm_text(tmp_path: Path) -> None:
 class _FakeCompiled:
     """Stands in for rewards.CompiledReward: r = 2*a + b, so d r/d a = 2 and d r/d b = 1."""
 
-    class parsed:  # noqa: N801 - mirrors the attribute name of the real object
+    class parsed:
         features_used = frozenset({"a", "b"})
 
     def torch(self, f: dict) -> tuple[Any, dict]:

@@ -11,7 +11,6 @@ import sympy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lares_agent.rewards import functions as fn
 from lares_agent.rewards import (
     Limits,
     RewardRejected,
@@ -20,6 +19,7 @@ from lares_agent.rewards import (
     parse_candidate,
     parse_expression,
 )
+from lares_agent.rewards import functions as fn
 
 FEATURES = ("tcp_to_obj", "obj_to_target", "tcp_speed", "action_norm", "grasp")
 HOSTILE_FILE = Path(__file__).parent / "data" / "hostile_expressions.txt"

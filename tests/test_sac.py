@@ -6,11 +6,10 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers import random_transitions
 
 from lares_agent.engine.contracts import Batch
 from lares_agent.engine.learners.sac import SACConfig, SACLearner
-
-from helpers import random_transitions
 
 OBS, ACT, B = 6, 3, 32
 SMALL = SACConfig(hidden=(32, 32), batch_size=B)

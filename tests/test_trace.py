@@ -23,16 +23,15 @@ from pydantic import PrivateAttr
 from typer.testing import CliRunner
 
 from lares_agent.cli.app import app
-from lares_agent.engine.loop.fitness import SlotEvaluation, UpdateContext
+from lares_agent.engine import SlotEvaluation, UpdateContext, random_feature_sample
 from lares_agent.engine.tasks import get_task
 from lares_agent.errors import LaresError
 from lares_agent.graphs.build import build_graph, open_trace
 from lares_agent.graphs.context import RunContext
 from lares_agent.llm import LLMClient, LLMConfig, LLMError
+from lares_agent.runs import RunLayout, RunLog
 from lares_agent.search.config import SearchConfig
 from lares_agent.search.proposer import GraphProposer
-from lares_agent.runs import RunLayout, RunLog
-from lares_agent.search.runner import random_feature_sample
 from lares_agent.trace import UnknownCandidateError, read_trace
 
 X = {"components": {"reach": "-fingertip_to_target", "effort": "-0.1*action_norm"}, "rationale": "close in"}

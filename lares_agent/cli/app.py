@@ -25,7 +25,7 @@ class _OneLineErrors(TyperGroup):
             ctx.exit(2)
         except _click_control_flow():
             raise
-        except Exception as exc:  # noqa: BLE001 - the CLI boundary
+        except Exception as exc:
             if ctx.meta.get("lares.debug") or "--debug" in sys.argv:
                 raise
             message = " ".join((str(exc).strip() or type(exc).__name__).split())

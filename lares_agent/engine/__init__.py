@@ -1,1 +1,120 @@
-"""engine layer of lares-agent (see docs/DESIGN.md §2)."""
+"""The engine layer: tasks, rollouts, learners (SAC, ES) and the LaRes loop over them (docs/ARCHITECTURE.md).
+
+The layers above import engine things from here only. Names whose modules import torch (the engines, their
+configs, checkpoints) are loaded on first use, so that `import lares_agent.engine.tasks` (what `lares tasks` and
+`lares reward check` need) stays as cheap as gymnasium; the Ray backend is imported only when an ES run asks
+for it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+from lares_agent.engine.buffer import Affine, ReplayBuffer
+from lares_agent.engine.contracts import (
+    HUMAN_REWARD_FEATURE,
+    SETTINGS,
+    Batch,
+    ComponentStats,
+    Diversity,
+    HumanReward,
+    LoadReward,
+    MemberEvaluation,
+    ProposeFn,
+    RewardFunction,
+    SlotEvaluation,
+    UpdateContext,
+)
+from lares_agent.engine.errors import ConstantRewardError, EngineError, NonFiniteRewardError, RewardColumnError
+from lares_agent.engine.es.strategy import ESConfig
+from lares_agent.engine.loop.selection import (
+    DiversityConfig,
+    SelectionConfig,
+    distinct_fraction,
+)
+from lares_agent.engine.rollouts.episodes import EnvPool, batch_features, run_episodes
+from lares_agent.engine.rollouts.sampling import random_feature_sample, uniform_actions
+from lares_agent.engine.tasks import Feature, TaskSpec, get_task, list_tasks
+
+if TYPE_CHECKING:
+    from lares_agent.engine.checkpoint import CheckpointError, latest_checkpoint, load_checkpoint, save_checkpoint
+    from lares_agent.engine.learners.sac import SACConfig
+    from lares_agent.engine.loop.config import EngineConfig
+    from lares_agent.engine.loop.es_config import ESSearchConfig
+    from lares_agent.engine.loop.es_engine import ESEngine, GenerationInfo
+    from lares_agent.engine.loop.sac_engine import IterationInfo, LaResEngine
+
+# name -> module, for the names that import torch (see the module docstring); the TYPE_CHECKING block above
+# lists the same names for type checkers.
+_LAZY = {
+    "CheckpointError": "lares_agent.engine.checkpoint",
+    "latest_checkpoint": "lares_agent.engine.checkpoint",
+    "load_checkpoint": "lares_agent.engine.checkpoint",
+    "save_checkpoint": "lares_agent.engine.checkpoint",
+    "SACConfig": "lares_agent.engine.learners.sac",
+    "EngineConfig": "lares_agent.engine.loop.config",
+    "ESSearchConfig": "lares_agent.engine.loop.es_config",
+    "ESEngine": "lares_agent.engine.loop.es_engine",
+    "GenerationInfo": "lares_agent.engine.loop.es_engine",
+    "IterationInfo": "lares_agent.engine.loop.sac_engine",
+    "LaResEngine": "lares_agent.engine.loop.sac_engine",
+}
+
+__all__ = [
+    "HUMAN_REWARD_FEATURE",
+    "SETTINGS",
+    "Affine",
+    "Batch",
+    "CheckpointError",
+    "ComponentStats",
+    "ConstantRewardError",
+    "Diversity",
+    "DiversityConfig",
+    "ESConfig",
+    "ESEngine",
+    "ESSearchConfig",
+    "EngineConfig",
+    "EngineError",
+    "EnvPool",
+    "Feature",
+    "GenerationInfo",
+    "HumanReward",
+    "IterationInfo",
+    "LaResEngine",
+    "LoadReward",
+    "MemberEvaluation",
+    "NonFiniteRewardError",
+    "ProposeFn",
+    "ReplayBuffer",
+    "RewardColumnError",
+    "RewardFunction",
+    "SACConfig",
+    "SelectionConfig",
+    "SlotEvaluation",
+    "TaskSpec",
+    "UpdateContext",
+    "batch_features",
+    "distinct_fraction",
+    "get_task",
+    "latest_checkpoint",
+    "list_tasks",
+    "load_checkpoint",
+    "random_feature_sample",
+    "run_episodes",
+    "save_checkpoint",
+    "uniform_actions",
+]
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

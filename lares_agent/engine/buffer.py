@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -25,10 +25,6 @@ class Affine:
 
     shift: float = 0.0
     scale: float = 1.0
-
-    def apply(self, raw: np.ndarray) -> np.ndarray:
-        """Apply the map to raw rewards."""
-        return raw * self.scale + self.shift
 
 
 # A column whose standard deviation is below this fraction of its magnitude is treated as constant:

@@ -148,7 +148,7 @@ def save_checkpoint(root: str | Path, state: Mapping[str, Any], name: str, prune
     try:
         (tmp / "state.json").write_text(json.dumps(tree), encoding="utf-8")
         with (tmp / "arrays.npz").open("wb") as fh:
-            np.savez(fh, **enc.arrays)
+            np.savez(fh, **enc.arrays)  # type: ignore[arg-type]  # numpy stubs type **kwds as allow_pickle
         torch.save(enc.tensors, tmp / "tensors.pt")
         (tmp / "meta.json").write_text(json.dumps({"format": FORMAT_VERSION, "name": name}), encoding="utf-8")
         for f in tmp.iterdir():
@@ -205,4 +205,5 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
         tree = json.loads((path / "state.json").read_text(encoding="utf-8"))
     except (OSError, ValueError, RuntimeError) as exc:
         raise CheckpointError(f"{path}: unreadable checkpoint ({exc})") from exc
-    return _decode(tree, arrays, tensors)
+    state: dict[str, Any] = _decode(tree, arrays, tensors)
+    return state

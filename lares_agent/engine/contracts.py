@@ -1,18 +1,40 @@
-"""What the engine needs from a reward function, and the task's own reward as one.
+"""The engine's shared types: what it needs from a reward, and the records its parts hand each other.
 
 The engine never imports `lares_agent.rewards` (layers point down): it relabels buffer columns with any
 object that satisfies `RewardFunction`. Reward functions are vectorised over rows (one call per buffer
 column, docs/lares-reference.md §12 items 19 and 23) and serialise themselves for checkpoints.
+
+The records (`MemberEvaluation`, `SlotEvaluation`, `Diversity`, `UpdateContext`) live here rather than in the
+behaviour modules that fill them, so the loop, the rollouts and the search layer share them without importing
+each other.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
-from lares_agent.engine.errors import EngineError
+__all__ = [
+    "HUMAN_REWARD_FEATURE",
+    "SETTINGS",
+    "Batch",
+    "ComponentStats",
+    "Diversity",
+    "HumanReward",
+    "LoadReward",
+    "MemberEvaluation",
+    "ProposeFn",
+    "RewardFunction",
+    "SlotEvaluation",
+    "UpdateContext",
+]
+
+SETTINGS = ("scratch", "init", "baseline")
+"""Run settings, one meaning for every learner (docs/lares-reference.md: the reference's from-scratch and
+with_init runs, and plain RL on the human reward): see ``loop/slots.py``."""
 
 HUMAN_REWARD_FEATURE = "human_reward"
 """Feature name under which tasks expose the environment's own reward (NaN where none exists)."""
@@ -92,25 +114,144 @@ class HumanReward:
         return "HumanReward()"
 
 
-def initial_slot_rewards(
-    setting: str, num_slots: int, given: Sequence[RewardFunction], has_human_reward: bool, task_name: str
-) -> list[RewardFunction]:
-    """The reward of every slot at the start of a run, shared by the SAC and ES engines.
+LoadReward = Callable[[Mapping[str, Any]], RewardFunction]
+"""Rebuilds a reward from its ``to_json()`` (the search layer's loader; the human reward needs none)."""
 
-    scratch: the K given candidates; init: the human reward in slot 0, then K - 1 given ones; baseline: the human
-    reward alone. Raises EngineError with a one-line reason when the count or the task does not fit the setting.
+
+# ---------------------------------------------------------------------------------------------- evaluations
+@dataclass(frozen=True)
+class ComponentStats:
+    """Statistics of one reward component over evaluation steps; ``share`` = its part of the total |r|."""
+
+    mean: float
+    std: float
+    share: float
+
+    def to_json(self) -> dict[str, float]:
+        return {"mean": self.mean, "std": self.std, "share": self.share}
+
+
+@dataclass(frozen=True)
+class MemberEvaluation:
+    """Outcome of one member's deterministic evaluation episodes (means over episodes)."""
+
+    member: int
+    episodes: int
+    success_rate: float
+    task_return: float
+    own_return: float
+    mean_progress: float
+    final_progress: float
+    episode_length: float
+    component_stats: Mapping[str, ComponentStats] = field(default_factory=dict)
+    rollouts: tuple[Mapping[str, np.ndarray], ...] = ()
+    nonfinite: bool = False
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-ready scalars (no rollouts), for metrics.jsonl."""
+        return {
+            "member": self.member,
+            "success": self.success_rate,
+            "task_return": self.task_return,
+            "own_return": self.own_return,
+            "final_progress": self.final_progress,
+            "episode_length": self.episode_length,
+            "nonfinite": self.nonfinite,
+        }
+
+
+@dataclass(frozen=True)
+class SlotEvaluation:
+    """One population slot at a reward update: its reward candidate and how its policy did."""
+
+    slot: int
+    reward_id: str
+    success_rate: float
+    task_return: float
+    """Mean sum of the human reward per evaluation episode (NaN when the task has none)."""
+    own_return: float
+    """Mean sum of the slot's own raw reward per evaluation episode."""
+    final_progress: float
+    """Mean progress feature at the last step (lower is better)."""
+    complexity: float
+    fitness: float
+    """success_rate - complexity_lambda * complexity (-inf for a quarantined slot)."""
+    tie_break: float
+    """Secondary key (higher is better): task return or -final_progress, depending on the setting."""
+    component_stats: Mapping[str, ComponentStats] = field(default_factory=dict)
+    quarantined: bool = False
+
+    def to_json(self) -> dict[str, object]:
+        """JSON-ready view for events.jsonl and the graph state."""
+        return {
+            "slot": self.slot,
+            "reward_id": self.reward_id,
+            "success": self.success_rate,
+            "task_return": self.task_return,
+            "own_return": self.own_return,
+            "final_progress": self.final_progress,
+            "complexity": self.complexity,
+            "fitness": self.fitness,
+            "quarantined": self.quarantined,
+            "components": {k: v.to_json() for k, v in self.component_stats.items()},
+        }
+
+
+@dataclass(frozen=True)
+class Diversity:
+    """One diversity measurement of the reward population (logged every reward update)."""
+
+    distinct: int
+    distinct_fraction: float
+    behaviour_distance: float
+    explore: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"distinct": self.distinct, "distinct_fraction": self.distinct_fraction,
+                "behaviour_distance": self.behaviour_distance, "explore": self.explore}
+
+
+# ---------------------------------------------------------------------------------------------- the hook
+@dataclass(frozen=True)
+class UpdateContext:
+    """What the reward-proposal hook sees at a reward update (docs/ARCHITECTURE.md: search, graphs).
+
+    The hook returns at most ``len(refill)`` reward functions, assigned to ``refill`` in order; returning
+    fewer leaves the remaining slots with their current reward and learner.
     """
-    rewards = list(given)
-    if setting in ("init", "baseline") and not has_human_reward:
-        raise EngineError(f"setting {setting!r} needs a human reward, task {task_name} has none")
-    if setting == "scratch":
-        if len(rewards) != num_slots:
-            raise EngineError(f"setting 'scratch' needs {num_slots} initial rewards, got {len(rewards)}")
-        return rewards
-    if setting == "init":
-        if len(rewards) != num_slots - 1:
-            raise EngineError(f"setting 'init' needs {num_slots - 1} initial rewards (slot 0 is human), got {len(rewards)}")
-        return [HumanReward(), *rewards]
-    if rewards:
-        raise EngineError("setting 'baseline' trains on the human reward only; pass no initial rewards")
-    return [HumanReward()]
+
+    round: int
+    """Index of this reward update (1 for the first update after the initial population)."""
+    env_steps: int
+    setting: str
+    slots: tuple[SlotEvaluation, ...]
+    """Every slot, in slot order."""
+    ranking: tuple[int, ...]
+    """Slots from best to worst."""
+    elites: tuple[int, ...]
+    refill: tuple[int, ...]
+    """Slots whose reward will be replaced, ascending (reference order)."""
+    rewards: tuple[RewardFunction, ...]
+    """Current reward function of every slot."""
+    rollouts: Mapping[int, tuple[Mapping[str, np.ndarray], ...]]
+    """For the best slots: a few deterministic episodes as feature arrays per step (name -> [T])."""
+    feature_sample: Mapping[str, np.ndarray]
+    """Stored or recent steps of every feature (name -> [n]) for numeric validation of new candidates."""
+    diversity: Diversity | None = None
+    """The population's diversity where the engine measures it (the ES engine), else None."""
+    explore: bool | None = None
+    """True when the reward texts or the policies' behaviours became too alike: the proposer should write new
+    structures instead of refining the elites. None: the engine did not judge (the proposer may)."""
+
+    @property
+    def best(self) -> int:
+        """The best slot (its policy is what new slots inherit)."""
+        return self.ranking[0]
+
+    def slot(self, index: int) -> SlotEvaluation:
+        """The evaluation of slot ``index``."""
+        return self.slots[index]
+
+
+ProposeFn = Callable[[UpdateContext], Sequence[RewardFunction]]
+"""The reward-proposal hook (the LLM graph, wired in by the search layer); the engine treats it as opaque."""

@@ -107,7 +107,7 @@ class SearchConfig:
         return data
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "SearchConfig":
+    def from_json(cls, data: dict[str, Any]) -> SearchConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in known}
         for key in ("hidden", "ablations"):

@@ -14,9 +14,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from lares_agent.engine.contracts import RewardFunction
-from lares_agent.engine.loop.fitness import UpdateContext
-from lares_agent.engine.loop.selection import distinct_fraction
+from lares_agent.engine import RewardFunction, UpdateContext, distinct_fraction
 from lares_agent.graphs.build import RoundGraph
 from lares_agent.graphs.context import GraphTask, RunContext
 from lares_agent.graphs.round import RoundResult, run_round
@@ -87,8 +85,8 @@ class GraphProposer:
         elite_slots = [s for s in ctx.elites if s < len(ctx.rewards)]
         elites = [self._elite(ctx, s) for s in elite_slots]
         keys = [ctx.rewards[s].key for s in elite_slots]
-        # The ES engine measures diversity itself (ESUpdateContext.explore); otherwise judge the elites' identities.
-        explore = getattr(ctx, "explore", None)
+        # The ES engine measures diversity itself (UpdateContext.explore); otherwise judge the elites' identities.
+        explore = ctx.explore
         if explore is None:
             explore = len(keys) > 1 and distinct_fraction(keys) < EXPLORE_BELOW
         round_input = RoundInput(round=ctx.round, n_wanted=len(ctx.refill), elites=elites,

@@ -18,17 +18,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from lares_agent.engine.loop.sac_engine import LaResEngine
-from lares_agent.engine.loop.config import EngineConfig, EngineError
-from lares_agent.engine.contracts import RewardFunction
-from lares_agent.engine.rollouts.episodes import EnvPool, batch_features, run_episodes
-from lares_agent.engine.learners.sac import SACConfig
-from lares_agent.engine.tasks import TaskSpec, get_task
+from lares_agent.engine import (
+    EngineConfig,
+    EngineError,
+    ESConfig,
+    ESEngine,
+    ESSearchConfig,
+    LaResEngine,
+    RewardFunction,
+    SACConfig,
+    SelectionConfig,
+    TaskSpec,
+    get_task,
+    latest_checkpoint,
+    random_feature_sample,
+)
 from lares_agent.errors import LaresError
-from lares_agent.search.config import SearchConfig
 from lares_agent.runs import RunLayout, RunLog
+from lares_agent.search.config import SearchConfig
 
 ProgressFn = Callable[["RunStatus"], None]
 
@@ -92,12 +99,8 @@ def reflects(cfg: SearchConfig) -> bool:
     return "no-reflection" not in cfg.ablations
 
 
-def es_config(cfg: SearchConfig) -> Any:
+def es_config(cfg: SearchConfig) -> ESSearchConfig:
     """The ES engine's view (`--learner es`): linear policies, the same reward period in env steps."""
-    from lares_agent.engine.es.strategy import ESConfig
-    from lares_agent.engine.loop.es_config import ESSearchConfig
-    from lares_agent.engine.loop.selection import SelectionConfig
-
     return ESSearchConfig(
         setting=cfg.setting,
         population_size=cfg.population,
@@ -117,29 +120,6 @@ def es_config(cfg: SearchConfig) -> Any:
         seed=cfg.seed,
         checkpoint_every_generations=5,
     )
-
-
-def random_feature_sample(task: TaskSpec, steps: int, seed: int, horizon: int | None = None) -> dict[str, np.ndarray]:
-    """Features of uniform-random steps: what round 0 validates candidates on, before any buffer exists."""
-    pool = EnvPool(task.make_env, seed + 7_919)
-    env = pool.get(1)[0]
-    act_dim = int(np.prod(env.action_space.shape))
-    rng = np.random.default_rng(seed)
-    horizon = horizon or task.horizon
-    parts: list[dict[str, np.ndarray]] = []
-    total, episode = 0, 0
-    try:
-        while total < steps:
-            batch = run_episodes(
-                [env], lambda obs: rng.uniform(-1, 1, (len(obs), act_dim)), task.raw_state, horizon, [seed + episode]
-            )
-            feats, _ = batch_features(task.features, batch)
-            parts.append(feats)
-            total += int(batch.lengths.sum())
-            episode += 1
-    finally:
-        pool.close()
-    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
 class Search:
@@ -198,8 +178,6 @@ class Search:
     # ------------------------------------------------------------------ engine
     def _engine_class(self) -> tuple[Any, Any]:
         if self.cfg.learner == "es":
-            from lares_agent.engine.loop.es_engine import ESEngine
-
             return ESEngine, es_config(self.cfg)
         if self.cfg.backend != "local":
             raise LaresError("--backend ray runs the ES learner (--learner es); SAC learners train as one batched "
@@ -378,7 +356,6 @@ def start_run(cfg: SearchConfig, runs_base: Path, run_id: str | None = None,
 
 def resume_run(path: Path, progress: ProgressFn | None = None, extra_minutes: float | None = None) -> RunOutcome:
     """Continue a stopped or killed run from its newest checkpoint (or from the start if it has none)."""
-    from lares_agent.engine.checkpoint import latest_checkpoint
 
     run = RunLayout.open(path)
     cfg = read_config(run)

@@ -18,11 +18,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from lares_agent.engine.contracts import MemberEvaluation
 from lares_agent.engine.es import strategy as es
-from lares_agent.engine.rollouts.evaluation import MemberEvaluation, evaluate_members
 from lares_agent.engine.es.policies import PolicyBatch, PolicySpec, RunningNorm, act, init_params
-from lares_agent.engine.rollouts.episodes import EnvPool
 from lares_agent.engine.es.workers import RolloutWorkers
+from lares_agent.engine.rollouts.episodes import EnvPool
+from lares_agent.engine.rollouts.evaluation import evaluate_members
 from lares_agent.engine.rollouts.vector import make_vector_env, rollout
 
 if TYPE_CHECKING:
@@ -70,7 +71,8 @@ class ESLearner:
         self.horizon = int(settings.horizon or task.horizon)
         self._eval_pool = EnvPool(task.make_env, self.run_seed + 500_000 + self.slot)
         env = self._eval_pool.get(1)[0]  # the spaces give the dimensions, whatever the task declares
-        obs_dim, act_dim = int(np.prod(env.observation_space.shape)), int(np.prod(env.action_space.shape))
+        obs_dim = int(np.prod(env.observation_space.shape or (1,)))
+        act_dim = int(np.prod(env.action_space.shape or (1,)))
         self.spec = PolicySpec(obs_dim=obs_dim, act_dim=act_dim, hidden=tuple(settings.hidden))
         # per-slot generator: independent streams, and a slot's draws do not depend on the others'
         self.rng = np.random.default_rng(np.random.SeedSequence([self.run_seed, 104729, self.slot]))
@@ -116,7 +118,7 @@ class ESLearner:
     # ------------------------------------------------------------------------------------------ evaluation
     def act_deterministic(self, obs: np.ndarray) -> np.ndarray:
         """The current policy (the ES mean) on a batch of observations [M, obs_dim] -> [M, act_dim]."""
-        return act(self.spec, self.state.mean[None, :], self._normed(obs)[None])[0]
+        return np.asarray(act(self.spec, self.state.mean[None, :], self._normed(obs)[None])[0])
 
     def evaluate(
         self, episodes: int, reset_seeds: Sequence[int], keep_rollouts: int = 0,
@@ -179,10 +181,11 @@ class ESLearner:
 
 
 class ESBackend(Protocol):
-    """Where the K slot learners live. ``LocalBackend`` (in process) and ``ray_backend.RayBackend`` (one Ray
-    actor per learner) implement it with the same methods and, for the same seeds, the same numbers."""
+    """Where the learners live (one per slot, then the ``init`` setting's extra one). ``LocalBackend`` (in
+    process) and ``ray_backend.RayBackend`` (one Ray actor per learner) implement it with the same methods and,
+    for the same seeds, the same numbers."""
 
-    num_slots: int
+    num_learners: int
 
     def generation(self) -> list[dict[str, float]]: ...
     def evaluate(self, episodes: int, reset_seeds: Sequence[int], keep_rollouts: int,
@@ -201,7 +204,7 @@ class LocalBackend:
     def __init__(self, task: TaskSpec, rewards: Sequence[RewardFunction], settings: LearnerSettings,
                  run_seed: int) -> None:
         self.learners = [ESLearner(task, k, fn, settings, run_seed) for k, fn in enumerate(rewards)]
-        self.num_slots = len(self.learners)
+        self.num_learners = len(self.learners)
 
     def generation(self) -> list[dict[str, float]]:
         return [lr.generation() for lr in self.learners]

@@ -109,7 +109,7 @@ class RunningNorm:
         return RunningNorm(mean=mean, var=m2 / tot, count=tot, clip=self.clip)
 
     def apply(self, obs: np.ndarray) -> np.ndarray:
-        return np.clip((obs - self.mean) / np.sqrt(self.var + 1e-8), -self.clip, self.clip)
+        return np.asarray(np.clip((obs - self.mean) / np.sqrt(self.var + 1e-8), -self.clip, self.clip))
 
     def state_dict(self) -> dict[str, Any]:
         return {"mean": self.mean, "var": self.var, "count": float(self.count), "clip": float(self.clip)}

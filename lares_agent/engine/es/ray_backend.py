@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from lares_agent.engine.contracts import MemberEvaluation
 from lares_agent.engine.es.learner import ESLearner, LearnerSettings
-from lares_agent.engine.rollouts.evaluation import MemberEvaluation
 
 if TYPE_CHECKING:
     from lares_agent.engine.contracts import RewardFunction
@@ -67,7 +67,7 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = 2) -> bool:
 
 
 class RayBackend:
-    """The K slot learners as Ray actors; same methods (and numbers) as ``LocalBackend``."""
+    """The learners as Ray actors; same methods (and numbers) as ``LocalBackend``."""
 
     def __init__(
         self, task: TaskSpec, rewards: Sequence[RewardFunction], settings: LearnerSettings, run_seed: int,
@@ -80,10 +80,10 @@ class RayBackend:
         opts = {} if cpus_per_actor is None else {"num_cpus": cpus_per_actor}
         actor_cls = self._ray.remote(ESLearner).options(**opts) if opts else self._ray.remote(ESLearner)
         self.actors = [actor_cls.remote(task, k, fn, settings, run_seed) for k, fn in enumerate(rewards)]
-        self.num_slots = len(self.actors)
+        self.num_learners = len(self.actors)
 
     def _all(self, method: str, *args: Any) -> list[Any]:
-        return self._ray.get([getattr(a, method).remote(*args) for a in self.actors])
+        return list(self._ray.get([getattr(a, method).remote(*args) for a in self.actors]))
 
     def generation(self) -> list[dict[str, float]]:
         return self._all("generation")

@@ -170,7 +170,7 @@ def es_gradient(config: ESConfig, state: ESState, population: np.ndarray, fitnes
     """
     eps = (population - state.mean) / config.sigma
     shaped = _shape(config, fitness)
-    return shaped @ eps / (population.shape[0] * config.sigma)
+    return np.asarray(shaped @ eps / (population.shape[0] * config.sigma))
 
 
 def ask(config: ESConfig, state: ESState, rng: np.random.Generator) -> tuple[np.ndarray, ESState]:

@@ -8,9 +8,12 @@ per worker, and the batched policy and feature calls of ``vec_rollout`` are kept
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import multiprocessing as mp
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
+from multiprocessing.context import ForkContext, SpawnContext
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -42,7 +45,7 @@ def _serve(conn: Connection, task: TaskSpec, num_envs: int, seed: int) -> None:
             policy, horizon, seeds = msg
             try:
                 conn.send(("ok", rollout(venv, task, policy, horizon, seeds)))
-            except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises it
+            except Exception as exc:
                 conn.send(("error", f"{type(exc).__name__}: {exc}"))
     finally:
         venv.close()
@@ -56,11 +59,13 @@ class RolloutWorkers:
         if not 1 <= num_workers <= num_envs:
             raise ValueError(f"num_workers must be in 1..{num_envs}, got {num_workers}")
         bounds = np.linspace(0, num_envs, num_workers + 1).round().astype(int)
-        self.blocks = [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+        self.blocks = [(int(a), int(b)) for a, b in itertools.pairwise(bounds)]
         self.num_envs = num_envs
         # fork: the child inherits the task (user-registered envs need not be importable); the worker only
         # steps MuJoCo and numpy, never torch, so forking a process that loaded torch is safe here
-        ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+        ctx: ForkContext | SpawnContext = (
+            mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context("spawn")
+        )
         self._conns: list[Connection] = []
         self._procs: list[Any] = []
         for a, b in self.blocks:
@@ -91,10 +96,8 @@ class RolloutWorkers:
     def close(self) -> None:
         """Stop the workers (they close their envs) and wait for them."""
         for conn in self._conns:
-            try:
+            with contextlib.suppress(BrokenPipeError, OSError):
                 conn.send(None)
-            except (BrokenPipeError, OSError):
-                pass
         for proc in self._procs:
             proc.join(timeout=10)
             if proc.is_alive():

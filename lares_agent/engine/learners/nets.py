@@ -8,6 +8,7 @@ same seed are the same network (the equality test relies on it).
 from __future__ import annotations
 
 import ctypes
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -23,7 +24,7 @@ _NARROW = 16  # output widths below this take the transposed matmul path in `sta
 def layer_sizes(in_dim: int, hidden: Sequence[int], out_dim: int) -> list[tuple[int, int]]:
     """(fan_in, fan_out) of every linear layer of an MLP."""
     dims = [in_dim, *hidden, out_dim]
-    return list(zip(dims[:-1], dims[1:], strict=True))
+    return list(itertools.pairwise(dims))
 
 
 def init_mlp(sizes: Sequence[tuple[int, int]], generator: torch.Generator) -> list[tuple[Tensor, Tensor]]:
@@ -130,9 +131,9 @@ class StackedAdam:
         elif bool((step == step[0]).all()):  # the usual case: one fused call over whole stacks
             self._fused_step(params, grads, exp_avg, exp_avg_sq, [step[0]] * len(params))
         else:  # rows at different step counts: one fused call over row views
-            tensors = ([t[r] for t in ts for r in range(step.shape[0])]
-                       for ts in (params, grads, exp_avg, exp_avg_sq))
-            self._fused_step(*tensors, [step[r] for _ in params for r in range(step.shape[0])])
+            p, g, m, v = ([t[r] for t in ts for r in range(step.shape[0])]
+                          for ts in (params, grads, exp_avg, exp_avg_sq))
+            self._fused_step(p, g, m, v, [step[r] for _ in params for r in range(step.shape[0])])
         if rows is not None:
             for full, part in zip(self.exp_avg + self.exp_avg_sq, exp_avg + exp_avg_sq, strict=True):
                 full[rows] = part

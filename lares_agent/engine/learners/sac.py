@@ -102,7 +102,8 @@ class SoftQNetwork(nn.Module):
         self.net = _mlp(layer_sizes(obs_dim + act_dim, config.hidden, 1), generator)
 
     def forward(self, obs: Tensor, action: Tensor) -> Tensor:
-        return self.net(torch.cat([obs, action], dim=-1)).squeeze(-1)
+        out: Tensor = self.net(torch.cat([obs, action], dim=-1))
+        return out.squeeze(-1)
 
 
 def squared_distance(module: nn.Module, anchor: nn.Module) -> Tensor:
@@ -145,7 +146,7 @@ class SACLearner:
             if deterministic:
                 return self.actor.deterministic(obs_t).numpy()
             noise = torch.randn(obs_t.shape[0], self.act_dim, generator=generator)
-            return self.actor(obs_t, noise)[0].numpy()
+            return np.asarray(self.actor(obs_t, noise)[0].numpy())
 
     def update(self, batch: Batch) -> dict[str, float]:
         """One gradient step of critics, actor and temperature on a minibatch [B, ...]; returns losses."""
@@ -170,7 +171,7 @@ class SACLearner:
             squared_distance(self.qf1, self.anchor_qf1) + squared_distance(self.qf2, self.anchor_qf2)
         )
         self.q_optimizer.zero_grad()
-        (qf_loss + q_anchor).backward()
+        torch.autograd.backward(qf_loss + q_anchor)
         self.q_optimizer.step()
 
         # Actor: built after the critic step, on the updated critics (§12 item 11).

@@ -81,7 +81,7 @@ class Population:
 
     # ------------------------------------------------------------------ networks
     def _policy(self, actor: Sequence[Tensor], obs: Tensor, noise: Tensor) -> tuple[Tensor, Tensor]:
-        mean, log_std = stacked_mlp(obs, actor[0::2], actor[1::2]).split(self.act_dim, dim=-1)
+        mean, log_std = torch.split(stacked_mlp(obs, actor[0::2], actor[1::2]), self.act_dim, dim=-1)
         return squashed_gaussian(mean, log_std, noise, self.config.log_std_bounds)
 
     def _q(self, critic: Sequence[Tensor], obs: Tensor, action: Tensor) -> Tensor:
@@ -124,7 +124,7 @@ class Population:
             if deterministic:
                 out[rows] = torch.tanh(head[:, : self.act_dim])
             else:
-                mean, log_std = head.split(self.act_dim, dim=-1)
+                mean, log_std = torch.split(head, self.act_dim, dim=-1)
                 assert noise is not None
                 out[rows] = squashed_gaussian(mean, log_std, noise[rows], self.config.log_std_bounds)[0]
         return out.cpu().numpy()
@@ -252,7 +252,7 @@ class Population:
                 (learner.qf2, self.critic, member + self.k), (learner.qf1_target, self.critic_target, member),
                 (learner.qf2_target, self.critic_target, member + self.k)]
         for module, stack, row in nets:
-            linears = [m for m in module.net if isinstance(m, torch.nn.Linear)]
+            linears = [m for m in module.modules() if isinstance(m, torch.nn.Linear)]
             for linear, w, b in zip(linears, stack[0::2], stack[1::2], strict=True):
                 linear.weight.copy_(w[row].t())
                 linear.bias.copy_(b[row, 0])

@@ -7,12 +7,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from lares_agent.engine.contracts import SETTINGS
 from lares_agent.engine.errors import EngineError
 from lares_agent.engine.learners.sac import SACConfig
 
-__all__ = ["SETTINGS", "EngineConfig", "EngineError"]
+__all__ = ["EngineConfig"]
 
-SETTINGS = ("scratch", "init", "baseline")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -24,9 +24,9 @@ class EngineConfig:
     """
 
     setting: str = "scratch"
-    """'scratch': every candidate is proposed; 'init': the human reward seeds slot 0 and an extra learner
-    trains on it throughout (acting once per iteration outside TS, never replaced); 'baseline': plain SAC on
-    the human reward with the same code (one slot, no reward updates)."""
+    """'scratch': every candidate is proposed; 'init': the human reward seeds slot 0 (replaceable like any slot)
+    and an extra learner trains on it throughout (acting once per iteration outside TS, never replaced);
+    'baseline': plain SAC on the human reward with the same code (one slot, no reward updates)."""
     population_size: int = 5
     """K reward candidates / learners (ignored by 'baseline', which has one)."""
     elites: int = 3

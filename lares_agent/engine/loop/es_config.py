@@ -14,13 +14,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from lares_agent.engine.contracts import SETTINGS
+from lares_agent.engine.errors import EngineError
 from lares_agent.engine.es.strategy import ESConfig
-from lares_agent.engine.loop.config import EngineError
 from lares_agent.engine.loop.selection import DiversityConfig, SelectionConfig
 
-__all__ = ["BACKENDS", "ES_SETTINGS", "ESSearchConfig", "reward_population_size"]
+__all__ = ["BACKENDS", "ESSearchConfig", "reward_population_size"]
 
-ES_SETTINGS = ("scratch", "init", "baseline")
 BACKENDS = ("local", "ray")
 
 
@@ -28,7 +28,7 @@ def reward_population_size(policy_population: int, fraction: float) -> int:
     """Reward slots for a policy population of ``policy_population`` at ``fraction`` (at least 1, rounded)."""
     if not 0.0 < fraction <= 1.0:
         raise EngineError(f"reward_fraction must be in (0, 1], got {fraction}")
-    return max(1, int(round(policy_population * fraction)))
+    return max(1, round(policy_population * fraction))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -37,7 +37,8 @@ class ESSearchConfig:
 
     setting: str = "scratch"
     """'scratch': every slot's reward is proposed; 'init': slot 0 starts on the human reward (replaceable like
-    any slot); 'baseline': one slot on the human reward, no reward updates."""
+    any slot) and an extra ES policy trains on the human reward throughout (never ranked or replaced, as the
+    SAC engine's extra learner); 'baseline': one slot on the human reward, no reward updates."""
     population_size: int = 5
     """K reward slots (one ES policy each), unless ``reward_fraction`` is set."""
     reward_fraction: float | None = None
@@ -78,13 +79,15 @@ class ESSearchConfig:
     checkpoint_every_generations: int = 0
 
     def __post_init__(self) -> None:
-        if self.setting not in ES_SETTINGS:
-            raise EngineError(f"unknown setting {self.setting!r}; choose one of {', '.join(ES_SETTINGS)}")
+        if self.setting not in SETTINGS:
+            raise EngineError(f"unknown setting {self.setting!r}; choose one of {', '.join(SETTINGS)}")
         if self.backend not in BACKENDS:
             raise EngineError(f"unknown backend {self.backend!r}; choose one of {', '.join(BACKENDS)}")
         k = self.num_slots
         if self.setting != "baseline" and not 1 <= self.elites <= k:
             raise EngineError(f"elites must be in 1..{k}, got {self.elites}")
+        if self.setting == "init" and k < 2:
+            raise EngineError("setting 'init' needs population_size >= 2 (slot 0 is the human reward)")
         for name in ("total_steps", "rollout_workers", "reward_every_generations", "reward_every_steps",
                      "eval_every_generations", "rollout_slots", "rollouts_kept", "feature_sample",
                      "checkpoint_every_generations"):

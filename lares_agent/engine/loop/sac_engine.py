@@ -8,56 +8,66 @@ slots are refilled by the ``propose`` hook (the LLM graph, wired in by ``search.
 relabelled over the whole buffer, scaled to the best elite, and its learner inherits the best learner with an
 L2 pull toward it (§5-7). The engine never imports LLM or graph code: ``propose`` is an opaque callable.
 
-Settings: ``scratch`` (all candidates proposed), ``init`` (the task's human reward seeds one slot and an extra
-learner trains on it throughout, always acting outside TS, never replaced), ``baseline`` (plain SAC on the
-human reward with the same code: one slot, no reward updates).
+Settings as in ``loop/slots.py``: ``scratch``, ``init`` (the human reward seeds slot 0, replaceable, and an extra
+learner trains on it throughout, acting every iteration outside TS, never replaced), ``baseline`` (plain SAC on
+the human reward with the same code: one slot, no reward updates). The reward update itself is
+``RewardSlots.update``; this module passes it the SAC side: buffer relabelling as the install step (the buffer
+refuses a constant or non-finite column) and inheritance with an L2 anchor.
 """
 
 from __future__ import annotations
 
-import math
+import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
 
 from lares_agent.engine.buffer import ReplayBuffer
-from lares_agent.engine.errors import RewardColumnError
-from lares_agent.engine.loop.state import EngineStateMixin
-from lares_agent.engine.rollouts.evaluation import MemberEvaluation, evaluate_members
-from lares_agent.engine.loop.fitness import UpdateContext
-from lares_agent.engine.loop.config import EngineConfig, EngineError
-from lares_agent.runs.jsonl import JsonlWriter
-from lares_agent.engine.learners.sac_population import Population
-from lares_agent.engine.loop.slots import RewardUpdateMixin
+from lares_agent.engine.checkpoint import load_checkpoint
 from lares_agent.engine.contracts import (
     HUMAN_REWARD_FEATURE,
-    HumanReward,
+    LoadReward,
+    MemberEvaluation,
+    ProposeFn,
     RewardFunction,
-    initial_slot_rewards,
+    UpdateContext,
 )
+from lares_agent.engine.errors import EngineError, RewardColumnError
+from lares_agent.engine.learners.sac_population import Population
+from lares_agent.engine.loop.config import EngineConfig
+from lares_agent.engine.loop.slots import LearnerHooks, RewardSlots, SlotRules, initial_slot_rewards, learner_count
+from lares_agent.engine.loop.state import (
+    STATE_VERSION,
+    EngineLog,
+    SACCounters,
+    check_state,
+    load_counters,
+    rewards_from_state,
+)
+from lares_agent.engine.loop.thompson import ThompsonSampler
 from lares_agent.engine.rollouts.episodes import (
     EVAL_STREAM,
     TRAIN_STREAM,
     WARMUP_STREAM,
     EnvPool,
+    EpisodeBatch,
     batch_features,
     episode_seed,
     run_episodes,
 )
-from lares_agent.engine.loop.thompson import ThompsonSampler
+from lares_agent.engine.rollouts.evaluation import evaluate_members
+from lares_agent.engine.rollouts.sampling import uniform_actions
+from lares_agent.engine.tasks import TaskSpec
 
-if TYPE_CHECKING:
-    from lares_agent.engine.tasks import TaskSpec
+__all__ = ["IterationInfo", "LaResEngine"]
 
-__all__ = ["EngineConfig", "EngineError", "IterationInfo", "LaResEngine", "ProposeFn", "UpdateContext"]
-
-ProposeFn = Callable[[UpdateContext], Sequence[RewardFunction]]
 _LOSS_KEYS = ("q_loss", "actor_loss", "alpha_loss", "anchor_loss", "alpha")
+LEARNER = "sac"
 
 
 @dataclass(frozen=True)
@@ -72,11 +82,12 @@ class IterationInfo:
     updates: int
 
 
-class LaResEngine(RewardUpdateMixin, EngineStateMixin):
+class LaResEngine:
     """The LaRes engine over one task. Drive it with :meth:`run` or :meth:`step_iteration`.
 
     ``initial_rewards``: scratch -> K candidates; init -> K - 1 candidates (slot 0 holds the human reward);
-    baseline -> none. ``propose`` is called at every reward update; ``run_dir`` receives ``metrics.jsonl``,
+    baseline -> none. ``rewards`` (instead): every learner's reward as a checkpoint holds them (see
+    :meth:`restore`). ``propose`` is called at every reward update; ``run_dir`` receives ``metrics.jsonl``,
     ``events.jsonl`` and ``checkpoints/`` (None: nothing is written, events are kept in ``self.events``).
     """
 
@@ -87,38 +98,46 @@ class LaResEngine(RewardUpdateMixin, EngineStateMixin):
         initial_rewards: Sequence[RewardFunction] = (),
         propose: ProposeFn | None = None,
         run_dir: str | Path | None = None,
+        *,
+        rewards: Sequence[RewardFunction] | None = None,
     ) -> None:
-        rewards = initial_slot_rewards(
-            config.setting, config.num_slots, initial_rewards, task.has_human_reward, task.name
-        )
-        if config.setting == "init":
-            rewards.append(HumanReward())  # the extra env-reward learner (reference with_init), never replaced
-        self._setup(task, config, rewards, propose, run_dir)
-
-    def _setup(
-        self,
-        task: TaskSpec,
-        config: EngineConfig,
-        rewards: list[RewardFunction],
-        propose: ProposeFn | None,
-        run_dir: str | Path | None,
-    ) -> None:
+        if rewards is None:
+            rewards = initial_slot_rewards(
+                config.setting, config.num_slots, initial_rewards, task.has_human_reward, task.name
+            )
         self.task, self.config, self.propose = task, config, propose
         self.num_slots = config.num_slots
-        self.num_learners = self.num_slots + (1 if config.setting == "init" else 0)
-        self.extra: int | None = self.num_slots if config.setting == "init" else None
+        self.num_learners = learner_count(config.setting, self.num_slots)
         self.horizon = config.horizon or task.horizon
-        self.rewards: list[RewardFunction] = rewards
+        self.counters = SACCounters(
+            next_eval=config.eval_every if config.eval_every > 0 else None,
+            next_checkpoint=config.checkpoint_every if config.checkpoint_every > 0 else None,
+        )
+        self.log = EngineLog(run_dir)
+        self.slots = RewardSlots(
+            list(rewards),
+            SlotRules(
+                setting=config.setting,
+                num_slots=self.num_slots,
+                complexity_lambda=config.complexity_lambda,
+                use_task_return=config.setting != "scratch" and task.has_human_reward,
+                rollout_slots=config.rollout_slots,
+                rollouts_kept=config.rollouts_kept,
+                max_rounds=config.max_rounds,
+            ),
+            self.counters,
+            self.log.event,
+        )
+        self.extra = self.slots.extra
         seeds = np.random.SeedSequence(config.seed).spawn(4)
         self.rng = np.random.default_rng(seeds[0])
         self.torch_gen = torch.Generator().manual_seed(int(seeds[1].generate_state(1)[0]))
         # One pool for training and evaluation: every reset is seeded from its own stream (train/eval/warm-up),
         # so sharing envs changes no episode, and MetaWorld envs cost seconds each to build.
-        self.train_pool = EnvPool(task.make_env, config.seed)
-        self.eval_pool = self.train_pool
-        env = self.train_pool.get(1)[0]
-        self.obs_dim = int(np.prod(env.observation_space.shape))
-        self.act_dim = int(np.prod(env.action_space.shape))
+        self.pool = EnvPool(task.make_env, config.seed)
+        env = self.pool.get(1)[0]
+        self.obs_dim = int(np.prod(env.observation_space.shape or (1,)))
+        self.act_dim = int(np.prod(env.action_space.shape or (1,)))
         names = [f.name for f in task.features]
         self.feature_names = tuple(dict.fromkeys([*names, "success", HUMAN_REWARD_FEATURE]))
         self.buffer = ReplayBuffer(
@@ -127,31 +146,60 @@ class LaResEngine(RewardUpdateMixin, EngineStateMixin):
         pop_seed = int(seeds[2].generate_state(1)[0] >> 1)
         self.population = Population(self.num_learners, self.obs_dim, self.act_dim, config.sac, pop_seed)
         self.ts = ThompsonSampler(self.num_slots, config.ts_window)
-        self.env_steps = 0
-        self.train_episodes = 0
-        self.eval_episode_counter = 0
-        self.round = 0
-        self.last_update_steps = 0
-        self.next_eval = config.eval_every if config.eval_every > 0 else math.inf
-        self.next_checkpoint = config.checkpoint_every if config.checkpoint_every > 0 else math.inf
-        self.warmed_up = False
         self.quarantined: set[int] = set()
-        self.best_slot = 0
         self.acted = np.zeros(self.num_learners, np.int64)
         self._loss_sum = {key: np.zeros(self.num_learners) for key in _LOSS_KEYS}
-        self._loss_count = 0
         self._start = time.monotonic()
-        self.events: list[dict[str, Any]] = []
         self.last_metrics: dict[str, Any] | None = None
-        self.run_dir = Path(run_dir) if run_dir is not None else None
-        self._metrics = JsonlWriter(self.run_dir / "metrics.jsonl") if self.run_dir else None
-        self._events = JsonlWriter(self.run_dir / "events.jsonl") if self.run_dir else None
+        self._hooks = LearnerHooks(
+            evaluate=lambda: self.evaluate(range(self.num_learners), config.update_eval_episodes,
+                                           keep_rollouts=config.rollouts_kept),
+            quarantined=lambda slot: slot in self.quarantined,
+            choose_elites=lambda ranking: ranking[: config.elites],
+            feature_sample=lambda: self._feature_sample(config.feature_sample),
+            install=self._install,
+            reward_nonfinite=lambda slot, _ev: bool(self.buffer.nonfinite_count[slot] > 0),
+            inherit=self._inherit,
+            log_evaluation=lambda evals: self._log_evaluation("update", evals),
+            checkpoint=self.save_checkpoint,
+        )
+
+    # ------------------------------------------------------------------ views
+    @property
+    def rewards(self) -> list[RewardFunction]:
+        """Every learner's reward: the K slots, then the ``init`` setting's extra learner."""
+        return self.slots.rewards
+
+    @property
+    def env_steps(self) -> int:
+        return self.counters.env_steps
+
+    @property
+    def round(self) -> int:
+        return self.counters.round
+
+    @property
+    def best_slot(self) -> int:
+        return self.counters.best_slot
+
+    @property
+    def warmed_up(self) -> bool:
+        return self.counters.warmed_up
+
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        """Every event logged so far (also in ``events.jsonl`` with a run directory)."""
+        return self.log.events
+
+    @property
+    def run_dir(self) -> Path | None:
+        return self.log.run_dir
 
     # ------------------------------------------------------------------ driving
     @property
     def done(self) -> bool:
         """True once the counted env-step budget is spent."""
-        return self.env_steps >= self.config.total_steps
+        return self.counters.env_steps >= self.config.total_steps
 
     def run(
         self,
@@ -161,17 +209,18 @@ class LaResEngine(RewardUpdateMixin, EngineStateMixin):
     ) -> int:
         """Iterate until ``until_steps`` (default: the budget) or ``should_stop()``; returns env steps."""
         limit = self.config.total_steps if until_steps is None else min(until_steps, self.config.total_steps)
-        while self.env_steps < limit:
+        while self.counters.env_steps < limit:
             if should_stop is not None and should_stop():
                 break
             info = self.step_iteration()
             if progress is not None:
                 progress(info)
-        return self.env_steps
+        return self.counters.env_steps
 
     def step_iteration(self) -> IterationInfo:
         """Warm up if needed, run a due reward update, then one interaction + learning iteration."""
-        if not self.warmed_up:
+        c = self.counters
+        if not c.warmed_up:
             self.warmup()
         if self._update_due():
             self.reward_update()
@@ -181,11 +230,11 @@ class LaResEngine(RewardUpdateMixin, EngineStateMixin):
         members = arms + extra
         if not members:
             raise EngineError("every learner is quarantined (non-finite); nothing can act")
-        seeds = [episode_seed(self.config.seed, TRAIN_STREAM, self.train_episodes + i) for i in range(len(members))]
-        self.train_episodes += len(members)
+        seeds = [episode_seed(self.config.seed, TRAIN_STREAM, c.train_episodes + i) for i in range(len(members))]
+        c.train_episodes += len(members)
         member_arr = np.asarray(members, np.int64)
         batch = run_episodes(
-            self.train_pool.get(len(members)),
+            self.pool.get(len(members)),
             lambda obs: self.population.act(obs, member_arr, False, self.torch_gen),
             self.task.raw_state,
             self.horizon,
@@ -194,18 +243,18 @@ class LaResEngine(RewardUpdateMixin, EngineStateMixin):
         successes = self._store(batch, members)
         self.ts.record_many(arms, successes[: len(arms)])
         steps = int(batch.lengths.sum())
-        self.env_steps += steps
+        c.env_steps += steps
         self.acted[member_arr] += 1
         updates = self._learn(steps)
-        if self.env_steps >= self.next_eval:
-            while self.next_eval <= self.env_steps:
-                self.next_eval += self.config.eval_every
+        if c.next_eval is not None and c.env_steps >= c.next_eval:
+            while c.next_eval <= c.env_steps:
+                c.next_eval += self.config.eval_every
             self._log_evaluation("eval", self.evaluate(range(self.num_learners), self.config.eval_episodes))
-        if self.env_steps >= self.next_checkpoint:
-            while self.next_checkpoint <= self.env_steps:
-                self.next_checkpoint += self.config.checkpoint_every
+        if c.next_checkpoint is not None and c.env_steps >= c.next_checkpoint:
+            while c.next_checkpoint <= c.env_steps:
+                c.next_checkpoint += self.config.checkpoint_every
             self.save_checkpoint()
-        return IterationInfo(self.env_steps, self.round, tuple(members), steps, tuple(successes), updates)
+        return IterationInfo(c.env_steps, c.round, tuple(members), steps, tuple(successes), updates)
 
     # ------------------------------------------------------------------ warm-up
     def warmup(self) -> None:
@@ -213,16 +262,11 @@ class LaResEngine(RewardUpdateMixin, EngineStateMixin):
         then label every column with its initial reward (identity map, docs/lares-reference.md §6)."""
         n_envs = max(1, self.num_learners)
         stored, counter = 0, 0
+        act = uniform_actions(self.rng, self.act_dim)
         while stored < self.config.warmup_steps:
             seeds = [episode_seed(self.config.seed, WARMUP_STREAM, counter + i) for i in range(n_envs)]
             counter += n_envs
-            batch = run_episodes(
-                self.train_pool.get(n_envs),
-                lambda obs: self.rng.uniform(-1.0, 1.0, size=(obs.shape[0], self.act_dim)),
-                self.task.raw_state,
-                self.horizon,
-                seeds,
-            )
+            batch = run_episodes(self.pool.get(n_envs), act, self.task.raw_state, self.horizon, seeds)
             self._store(batch, None)
             stored += int(batch.lengths.sum())
         rejected: list[int] = []
@@ -230,12 +274,12 @@ class LaResEngine(RewardUpdateMixin, EngineStateMixin):
             try:
                 self.buffer.set_column(j, fn, reference=None)
             except RewardColumnError as exc:
-                self._event({"event": "candidate_rejected", "slot": j, "reward_id": fn.id, "reason": exc.reason})
+                self.log.event({"event": "candidate_rejected", "slot": j, "reward_id": fn.id, "reason": exc.reason})
                 rejected.append(j)
         for j in rejected:
             self._fallback_column(j, rejected)
-        self.warmed_up = True
-        self._event({"event": "warmup", "steps": stored, "rewards": [fn.id for fn in self.rewards]})
+        self.counters.warmed_up = True
+        self.log.event({"event": "warmup", "steps": stored, "rewards": [fn.id for fn in self.rewards]})
 
     def _fallback_column(self, j: int, rejected: Sequence[int]) -> None:
         """An initial candidate the buffer rejects: share a valid slot's reward and refill it at the update."""
@@ -247,7 +291,7 @@ class LaResEngine(RewardUpdateMixin, EngineStateMixin):
         self._quarantine(j, f"initial reward rejected; sharing slot {donors[0]}'s reward until the next update")
 
     # ------------------------------------------------------------------ interaction + learning
-    def _store(self, batch: Any, members: Sequence[int] | None) -> list[bool]:
+    def _store(self, batch: EpisodeBatch, members: Sequence[int] | None) -> list[bool]:
         """Add an episode batch to the buffer; returns the any-step success of each episode."""
         feats, offsets = batch_features(self.task.features, batch)
         m = len(batch.lengths)
@@ -267,13 +311,13 @@ class LaResEngine(RewardUpdateMixin, EngineStateMixin):
             for j in np.flatnonzero(self.buffer.nonfinite_count > before):
                 self._quarantine(int(j), "reward is NaN/inf on new steps")
             for i in np.flatnonzero(batch.nonfinite):
-                self._quarantine(int(members[i]), "policy emitted non-finite actions")
+                self._quarantine(int(members[int(i)]), "policy emitted non-finite actions")
         return out
 
     def _learn(self, steps: int) -> int:
         """``utd_ratio * steps`` population updates, each learner on its own column (§9 UTD)."""
         members = [i for i in range(self.num_learners) if i not in self.quarantined]
-        updates = int(round(self.config.sac.utd_ratio * steps))
+        updates = round(self.config.sac.utd_ratio * steps)
         if not members or updates == 0:
             return 0
         done = 0
@@ -283,7 +327,7 @@ class LaResEngine(RewardUpdateMixin, EngineStateMixin):
             for key in _LOSS_KEYS:
                 if key in stats:
                     self._loss_sum[key] += np.nan_to_num(np.asarray(stats[key], np.float64), nan=0.0)
-            self._loss_count += 1
+            self.counters.loss_count += 1
             done += 1
             diverged = [m for m in members if not np.isfinite(stats["q_loss"][m] + stats["actor_loss"][m])]
             for m in diverged:  # a diverged learner stops training and acting until the next update resets it
@@ -297,7 +341,43 @@ class LaResEngine(RewardUpdateMixin, EngineStateMixin):
         self.quarantined.add(learner)
         if learner < self.num_slots:
             self.ts.block(learner)
-        self._event({"event": "quarantine", "learner": learner, "reason": reason, "env_steps": self.env_steps})
+        self.log.event({"event": "quarantine", "learner": learner, "reason": reason,
+                        "env_steps": self.counters.env_steps})
+
+    # ------------------------------------------------------------------ reward update (RewardSlots + SAC hooks)
+    def _update_due(self) -> bool:
+        if self.config.reward_period <= 0 or not self.slots.may_update():
+            return False
+        return self.counters.env_steps - self.counters.last_update_steps >= self.config.reward_period
+
+    def reward_update(self) -> UpdateContext:
+        """Evaluate, rank, refill non-elite slots via ``propose``, relabel + rescale + inherit (§3, §5-7)."""
+        return self.slots.update(self._hooks, self.propose)
+
+    def _install(self, slot: int, fn: RewardFunction, best: int) -> Mapping[str, float]:
+        """Relabel the slot's column with ``fn`` (over the whole buffer unless the no-relabel ablation), scaled
+        to the best slot's column; the buffer raises RewardColumnError for a constant or non-finite column."""
+        affine = self.buffer.set_column(slot, fn, reference=best if self.config.scale_to_best else None,
+                                        relabel=self.config.relabel)
+        return {"scale": affine.scale, "shift": affine.shift}
+
+    def _inherit(self, slots: Sequence[int], best: int) -> None:
+        """Replaced and broken learners copy the best one and are pulled toward it (L2 anchor, §7); the others
+        drop their anchors; every reset learner acts again, and TS starts fresh windows (§8)."""
+        if slots:
+            self.population.inherit(list(slots), best, self.config.anchor_weight)
+        self.population.release_anchor([i for i in range(self.num_learners) if i not in slots])
+        # Every quarantined slot was just reset; only a diverged extra (human-reward) learner stays out.
+        self.quarantined -= set(slots)
+        self.ts.reset()
+
+    def _feature_sample(self, n: int) -> dict[str, np.ndarray]:
+        """Random stored rows (copies) of every feature, for numeric validation of proposals."""
+        view = self.buffer.feature_view()
+        size = len(self.buffer)
+        idx = np.sort(self.rng.choice(size, size=min(n, size), replace=False)) if size else np.zeros(0, np.int64)
+        drop = {HUMAN_REWARD_FEATURE} if self.config.setting == "scratch" else set()
+        return {k: np.asarray(v[idx], np.float64) for k, v in view.items() if k not in drop}
 
     # ------------------------------------------------------------------ evaluation
     def evaluate(
@@ -305,11 +385,12 @@ class LaResEngine(RewardUpdateMixin, EngineStateMixin):
     ) -> list[MemberEvaluation]:
         """Deterministic evaluation of ``learners`` on common reset seeds (not counted in the budget)."""
         learners = list(learners)
-        seeds = [episode_seed(self.config.seed, EVAL_STREAM, self.eval_episode_counter + e) for e in range(episodes)]
-        self.eval_episode_counter += episodes
+        c = self.counters
+        seeds = [episode_seed(self.config.seed, EVAL_STREAM, c.eval_episode_counter + e) for e in range(episodes)]
+        c.eval_episode_counter += episodes
         drop = frozenset({HUMAN_REWARD_FEATURE}) if self.config.setting == "scratch" else frozenset()
         evals = evaluate_members(
-            self.eval_pool,
+            self.pool,
             lambda obs, members: self.population.act(obs, members, True, self.torch_gen),
             self.task.raw_state,
             self.task.features,
@@ -327,20 +408,21 @@ class LaResEngine(RewardUpdateMixin, EngineStateMixin):
                 self._quarantine(ev.member, "non-finite actions or reward during evaluation")
         return evals
 
-    def _log_evaluation(self, kind: str, evals: list[MemberEvaluation]) -> None:
+    def _log_evaluation(self, kind: str, evals: Sequence[MemberEvaluation]) -> None:
+        c = self.counters
         slot_evals = [e for e in evals if e.member < self.num_slots]
         succ = [e.success_rate for e in slot_evals]
-        count = max(self._loss_count, 1)
+        count = max(c.loss_count, 1)
         record: dict[str, Any] = {
             "kind": kind,
-            "env_steps": self.env_steps,
-            "round": self.round,
+            "env_steps": c.env_steps,
+            "round": c.round,
             "slots": [{**e.summary(), "slot": e.member, "reward_id": self.rewards[e.member].id} for e in slot_evals],
             # §12 item 16: report the max (the reference's number) AND the mean and the selected policy.
             "success_max": max(succ) if succ else None,
             "success_mean": float(np.mean(succ)) if succ else None,
-            "success_best_slot": next((e.success_rate for e in slot_evals if e.member == self.best_slot), None),
-            "best_slot": self.best_slot,
+            "success_best_slot": next((e.success_rate for e in slot_evals if e.member == c.best_slot), None),
+            "best_slot": c.best_slot,
             "acted": self.acted.tolist(),
             "losses": {key: (self._loss_sum[key] / count).tolist() for key in _LOSS_KEYS if key != "alpha"},
             "alpha": (self._loss_sum["alpha"] / count).tolist(),
@@ -349,23 +431,82 @@ class LaResEngine(RewardUpdateMixin, EngineStateMixin):
         }
         if self.extra is not None:
             record["extra"] = next((e.summary() for e in evals if e.member == self.extra), None)
-        if self._metrics is not None:
-            self._metrics.write(record)
+        self.log.metrics(record)
         self.last_metrics = record
         self.acted[:] = 0
         for key in _LOSS_KEYS:
             self._loss_sum[key][:] = 0.0
-        self._loss_count = 0
+        c.loss_count = 0
 
-    # ------------------------------------------------------------------ logging
-    def _event(self, record: dict[str, Any]) -> None:
-        self.events.append(record)
-        if self._events is not None:
-            self._events.write(record)
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        """The full engine state as nested dicts of arrays, tensors and scalars."""
+        return {
+            "version": STATE_VERSION,
+            "learner": LEARNER,
+            "task": self.task.name,
+            "config": self.config.to_json(),
+            "counters": dataclasses.asdict(self.counters),
+            "quarantined": sorted(self.quarantined),
+            "acted": self.acted.copy(),
+            "loss_sum": {k: v.copy() for k, v in self._loss_sum.items()},
+            "rng": self.rng.bit_generator.state,
+            "torch_gen": self.torch_gen.get_state(),
+            "ts": self.ts.state_dict(),
+            "population": self.population.state_dict(),
+            "buffer": self.buffer.state_dict(),
+            "rewards": [fn.to_json() for fn in self.rewards],
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore counters, RNGs, TS, learners and buffer; ``self.rewards`` must already be the saved ones."""
+        check_state(state, LEARNER, self.task.name)
+        # The counters object is shared with the reward slots: update it in place.
+        for name, value in dataclasses.asdict(load_counters(SACCounters, state["counters"])).items():
+            setattr(self.counters, name, value)
+        self.quarantined = {int(q) for q in state["quarantined"]}
+        self.acted[:] = np.asarray(state["acted"])
+        for key, value in state["loss_sum"].items():
+            self._loss_sum[key][:] = np.asarray(value)
+        self.rng.bit_generator.state = state["rng"]
+        self.torch_gen.set_state(state["torch_gen"])
+        self.ts.load_state_dict(state["ts"])
+        self.population.load_state_dict(state["population"])
+        columns = self.rewards if self.counters.warmed_up else None
+        self.buffer.load_state_dict(state["buffer"], columns)
+
+    def save_checkpoint(self, name: str | None = None) -> Path | None:
+        """Atomically checkpoint under ``run_dir/checkpoints`` (no-op without a run directory).
+
+        Default name ``step-<env_steps>`` (only the newest periodic one is kept); reward updates use
+        ``round-<n>`` names, which are kept.
+        """
+        return self.log.checkpoint(self.state_dict, name, self.counters)
+
+    @classmethod
+    def restore(
+        cls,
+        checkpoint: str | Path,
+        task: TaskSpec,
+        load_reward: LoadReward | None = None,
+        propose: ProposeFn | None = None,
+        run_dir: str | Path | None = None,
+    ) -> LaResEngine:
+        """Rebuild an engine from a checkpoint directory (or a ``checkpoints/`` root: its latest).
+
+        ``load_reward(dict)`` rebuilds each saved candidate from its ``to_json()``; the human reward is
+        rebuilt here. Logging continues in ``run_dir`` (metrics lines after the checkpoint may repeat; a
+        ``resumed`` event marks where).
+        """
+        state = load_checkpoint(checkpoint)
+        check_state(state, LEARNER, task.name)
+        config = EngineConfig.from_json(state["config"])
+        engine = cls(task, config, propose=propose, run_dir=run_dir, rewards=rewards_from_state(state, load_reward))
+        engine.load_state_dict(state)
+        engine.log.event({"event": "resumed", "env_steps": engine.env_steps, "round": engine.round})
+        return engine
 
     def close(self) -> None:
         """Close environments and log files."""
-        self.train_pool.close()
-        for w in (self._metrics, self._events):
-            if w is not None:
-                w.close()
+        self.pool.close()
+        self.log.close()

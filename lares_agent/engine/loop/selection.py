@@ -17,8 +17,9 @@ from typing import Any, Literal
 
 import numpy as np
 
+from lares_agent.engine.contracts import Diversity
+
 __all__ = [
-    "Diversity",
     "DiversityConfig",
     "SelectionConfig",
     "behaviour_distance",
@@ -87,7 +88,7 @@ def tournament_select(
         chosen.append(winner)
         pool.remove(winner)
     out = np.asarray(chosen, dtype=np.int64)
-    return out[_order(f[out])]
+    return np.asarray(out[_order(f[out])], dtype=np.int64)
 
 
 def select_elites(
@@ -143,20 +144,6 @@ class DiversityConfig:
 
     min_distinct_fraction: float = 0.6
     min_behaviour_distance: float = 0.05
-
-
-@dataclass(frozen=True)
-class Diversity:
-    """One diversity measurement of the reward population (logged every reward update)."""
-
-    distinct: int
-    distinct_fraction: float
-    behaviour_distance: float
-    explore: bool
-
-    def to_json(self) -> dict[str, Any]:
-        return {"distinct": self.distinct, "distinct_fraction": self.distinct_fraction,
-                "behaviour_distance": self.behaviour_distance, "explore": self.explore}
 
 
 def should_explore(distinct_frac: float, behaviour_dist: float, config: DiversityConfig) -> bool:

@@ -1,76 +1,209 @@
-"""The reward-population update of the LaRes engine (docs/lares-reference.md §3, §5-7; docs/DESIGN.md §1).
+"""The reward population and THE reward update, shared by the SAC and ES engines (docs/lares-reference.md §3, §5-7).
 
-Every ``reward_period`` env steps: evaluate every learner, rank the slots by fitness (success rate minus
-lambda x complexity, then the setting's tie-break, then lower complexity), keep the top E, ask the ``propose``
-hook for the other slots, and for each accepted candidate relabel its column over the whole buffer, scale it
-to the best elite's mean/std, and let its learner inherit the best learner with an L2 pull toward it. A
-candidate the buffer rejects (constant or non-finite on the stored steps) is logged and skipped: its slot
-keeps its reward and learner.
+Every reward period: evaluate every learner, rank the slots by fitness (success rate minus lambda x complexity,
+then the setting's tie-break, then lower complexity), choose the elites, ask the ``propose`` hook for the other
+slots, install each accepted candidate (the SAC engine relabels its buffer column and scales it to the best
+elite; the ES engine swaps the learner's reward), share the best slot's reward with a slot whose reward went
+NaN/inf and got no candidate, let every new or broken slot's learner inherit the best learner, log the update
+and checkpoint. The engines differ only in the ``LearnerHooks`` they pass.
+
+Settings (one meaning for both learners, the reference's ``with_init``): ``scratch``, every slot's reward is
+proposed; ``init``, the human reward seeds slot 0 (replaceable like any slot) and an extra learner trains on
+the human reward throughout, never ranked, never replaced; ``baseline``, one slot on the human reward and no
+reward updates.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from lares_agent.engine.errors import RewardColumnError
-from lares_agent.engine.loop.fitness import UpdateContext, rank_slots, slot_evaluation
-from lares_agent.engine.loop.config import EngineError
-from lares_agent.engine.contracts import HUMAN_REWARD_FEATURE
+from lares_agent.engine.contracts import (
+    Diversity,
+    HumanReward,
+    MemberEvaluation,
+    ProposeFn,
+    RewardFunction,
+    UpdateContext,
+)
+from lares_agent.engine.errors import EngineError, RewardColumnError
+from lares_agent.engine.loop.fitness import rank_slots, slot_evaluation
+from lares_agent.engine.loop.state import Counters
 
-if TYPE_CHECKING:
-    from lares_agent.engine.loop.sac_engine import LaResEngine
-
-__all__ = ["RewardUpdateMixin"]
+__all__ = ["LearnerHooks", "RewardSlots", "SlotRules", "initial_slot_rewards"]
 
 
-class RewardUpdateMixin:
-    """Reward-update methods of :class:`LaResEngine` (kept apart so the loop module stays readable)."""
+def initial_slot_rewards(
+    setting: str, num_slots: int, given: Sequence[RewardFunction], has_human_reward: bool, task_name: str
+) -> list[RewardFunction]:
+    """The reward of every learner at the start of a run: K slots, then the ``init`` setting's extra learner.
 
-    def _update_due(self: LaResEngine) -> bool:
-        cfg = self.config
-        if cfg.setting == "baseline" or cfg.reward_period <= 0:
+    scratch: the K given candidates; init: the human reward in slot 0, then K - 1 given ones, then the human
+    reward again for the extra learner; baseline: the human reward alone. Raises EngineError with a one-line
+    reason when the count or the task does not fit the setting.
+    """
+    rewards = list(given)
+    if setting in ("init", "baseline") and not has_human_reward:
+        raise EngineError(f"setting {setting!r} needs a human reward, task {task_name} has none")
+    if setting == "scratch":
+        if len(rewards) != num_slots:
+            raise EngineError(f"setting 'scratch' needs {num_slots} initial rewards, got {len(rewards)}")
+        return rewards
+    if setting == "init":
+        if len(rewards) != num_slots - 1:
+            raise EngineError(
+                f"setting 'init' needs {num_slots - 1} initial rewards (slot 0 is human), got {len(rewards)}"
+            )
+        return [HumanReward(), *rewards, HumanReward()]
+    if rewards:
+        raise EngineError("setting 'baseline' trains on the human reward only; pass no initial rewards")
+    return [HumanReward()]
+
+
+def learner_count(setting: str, num_slots: int) -> int:
+    """Learners of a run: one per slot, plus the extra human-reward learner of the ``init`` setting."""
+    return num_slots + (1 if setting == "init" else 0)
+
+
+@dataclass(frozen=True)
+class SlotRules:
+    """The parts of an engine config the reward update reads (both configs have them under these names)."""
+
+    setting: str
+    num_slots: int
+    complexity_lambda: float
+    use_task_return: bool
+    """Break fitness ties by the task return (the setting may use the human reward and the task has one)."""
+    rollout_slots: int
+    rollouts_kept: int
+    max_rounds: int | None
+
+
+def _no_diversity(evals: Sequence[MemberEvaluation]) -> Diversity | None:
+    return None
+
+
+def _no_fields() -> dict[str, Any]:
+    return {}
+
+
+@dataclass(frozen=True)
+class LearnerHooks:
+    """The learner side of a reward update: everything the SAC and ES engines do differently."""
+
+    evaluate: Callable[[], Sequence[MemberEvaluation]]
+    """Deterministic evaluation of every learner, slots first (their rollouts kept for the proposer)."""
+    quarantined: Callable[[int], bool]
+    """Whether a slot's learner is out (its policy or reward went non-finite)."""
+    choose_elites: Callable[[Sequence[int]], Sequence[int]]
+    """The elites, given the ranking (best first)."""
+    feature_sample: Callable[[], Mapping[str, np.ndarray]]
+    """Stored or recent steps on which the proposer checks new candidates numerically."""
+    install: Callable[[int, RewardFunction, int], Mapping[str, float]]
+    """Make (slot, reward) train from now on, given the best slot; returns extra fields of the
+    ``candidate_accepted`` event. Raises RewardColumnError to refuse the candidate (the slot is kept)."""
+    reward_nonfinite: Callable[[int, MemberEvaluation], bool]
+    """Whether a slot's current reward went NaN/inf on new steps."""
+    inherit: Callable[[Sequence[int], int], None]
+    """Let the learners of ``slots`` restart from the best slot's learner (called every update, maybe empty)."""
+    log_evaluation: Callable[[Sequence[MemberEvaluation]], None]
+    """Write the update's evaluation as a metrics row."""
+    checkpoint: Callable[[str], object]
+    """Save the engine under the given checkpoint name."""
+    diversity: Callable[[Sequence[MemberEvaluation]], Diversity | None] = field(default=_no_diversity)
+    """The population's diversity (None: not measured, the proposer judges)."""
+    event_fields: Callable[[], dict[str, Any]] = field(default=_no_fields)
+    """Extra fields of the ``reward_update`` event."""
+
+
+class RewardSlots:
+    """The reward of every learner, the round and the best slot (in the shared counters), and the update.
+
+    ``rewards`` has one entry per learner: the K slots, then the ``init`` setting's extra learner (never
+    replaced). ``event`` receives every event the update logs.
+    """
+
+    def __init__(
+        self,
+        rewards: list[RewardFunction],
+        rules: SlotRules,
+        counters: Counters,
+        event: Callable[[dict[str, Any]], None],
+    ) -> None:
+        expected = learner_count(rules.setting, rules.num_slots)
+        if len(rewards) != expected:
+            raise EngineError(f"setting {rules.setting!r} with {rules.num_slots} slots needs {expected} rewards, "
+                              f"got {len(rewards)}")
+        self.rewards = rewards
+        self.rules = rules
+        self.counters = counters
+        self._event = event
+
+    @property
+    def num_slots(self) -> int:
+        """K replaceable slots."""
+        return self.rules.num_slots
+
+    @property
+    def extra(self) -> int | None:
+        """Index of the ``init`` setting's extra human-reward learner (None in the other settings)."""
+        return self.num_slots if len(self.rewards) > self.num_slots else None
+
+    @property
+    def round(self) -> int:
+        return self.counters.round
+
+    @property
+    def best(self) -> int:
+        return self.counters.best_slot
+
+    def may_update(self) -> bool:
+        """False in the baseline and once ``max_rounds`` updates are done (the engine adds its period)."""
+        if self.rules.setting == "baseline":
             return False
-        if cfg.max_rounds is not None and self.round >= cfg.max_rounds:
-            return False
-        return self.env_steps - self.last_update_steps >= cfg.reward_period
+        return self.rules.max_rounds is None or self.counters.round < self.rules.max_rounds
 
-    def reward_update(self: LaResEngine) -> UpdateContext:
-        """Evaluate, rank, refill non-elite slots via ``propose``, relabel + rescale + inherit (§3, §5-7)."""
-        cfg = self.config
-        evals = self.evaluate(range(self.num_learners), cfg.update_eval_episodes, keep_rollouts=cfg.rollouts_kept)
-        use_task_return = cfg.setting != "scratch" and self.task.has_human_reward
+    def update(self, hooks: LearnerHooks, propose: ProposeFn | None) -> UpdateContext:
+        """evaluate -> rank -> propose -> accept/reject -> install -> inherit -> events -> checkpoint."""
+        rules, k = self.rules, self.num_slots
+        evals = list(hooks.evaluate())
         slots = [
-            slot_evaluation(evals[i], self.rewards[i], cfg.complexity_lambda, use_task_return, i in self.quarantined)
-            for i in range(self.num_slots)
+            slot_evaluation(evals[i], self.rewards[i], rules.complexity_lambda, rules.use_task_return,
+                            hooks.quarantined(i))
+            for i in range(k)
         ]
         ranking = rank_slots(slots)
-        if slots[ranking[0]].quarantined:
-            raise EngineError("every slot is quarantined (non-finite); no learner can be inherited from")
         best = ranking[0]
-        elites = tuple(ranking[: cfg.elites])
-        refill = tuple(sorted(ranking[cfg.elites :]))
+        if slots[best].quarantined:
+            raise EngineError("every slot is quarantined (its policy or reward is non-finite); "
+                              "no learner can be inherited from")
+        elites = tuple(int(i) for i in hooks.choose_elites(ranking))
+        refill = tuple(sorted(set(range(k)) - set(elites)))
+        diversity = hooks.diversity(evals[:k])
         ctx = UpdateContext(
-            round=self.round + 1,
-            env_steps=self.env_steps,
-            setting=cfg.setting,
+            round=self.counters.round + 1,
+            env_steps=self.counters.env_steps,
+            setting=rules.setting,
             slots=tuple(slots),
             ranking=tuple(ranking),
             elites=elites,
             refill=refill,
-            rewards=tuple(self.rewards[: self.num_slots]),
-            rollouts={s: evals[s].rollouts for s in ranking[: cfg.rollout_slots]},
-            feature_sample=self._feature_sample(cfg.feature_sample),
+            rewards=tuple(self.rewards[:k]),
+            rollouts={s: evals[s].rollouts[: rules.rollouts_kept] for s in ranking[: rules.rollout_slots]},
+            feature_sample=hooks.feature_sample(),
+            diversity=diversity,
+            explore=diversity.explore if diversity is not None else None,
         )
-        proposals = list(self.propose(ctx)) if self.propose is not None else []
+        proposals = list(propose(ctx)) if propose is not None else []
         if len(proposals) > len(refill):
             raise EngineError(f"propose returned {len(proposals)} rewards for {len(refill)} slots")
         replaced: dict[int, str] = {}
         for slot, fn in zip(refill, proposals, strict=False):
             try:
-                affine = self.buffer.set_column(slot, fn, reference=best if cfg.scale_to_best else None,
-                                                relabel=cfg.relabel)
+                extra = hooks.install(slot, fn, best)
             except RewardColumnError as exc:
                 self._event({"event": "candidate_rejected", "round": ctx.round, "slot": slot,
                              "reward_id": fn.id, "reason": exc.reason})
@@ -78,44 +211,32 @@ class RewardUpdateMixin:
             self.rewards[slot] = fn
             replaced[slot] = fn.id
             self._event({"event": "candidate_accepted", "round": ctx.round, "slot": slot, "reward_id": fn.id,
-                         "scale": affine.scale, "shift": affine.shift})
+                         **extra})
         for slot in refill:
             # A reward that went NaN/inf on new steps must not survive an update that brought no candidate for
-            # its slot (it would quarantine the reset learner again at once): the slot shares the best slot's
-            # reward, as an unusable initial reward does at warm-up, until a later update refills it.
-            if slot not in replaced and self.buffer.nonfinite_count[slot] > 0:
+            # its slot (it would break the reset learner again at once): the slot shares the best slot's reward
+            # until a later update refills it.
+            if slot not in replaced and hooks.reward_nonfinite(slot, evals[slot]):
                 shared = self.rewards[best]
-                self.buffer.set_column(slot, shared, reference=best if cfg.scale_to_best else None,
-                                       relabel=cfg.relabel)
+                hooks.install(slot, shared, best)
                 self.rewards[slot] = shared
                 replaced[slot] = shared.id
                 self._event({"event": "reward_shared", "round": ctx.round, "slot": slot, "reward_id": shared.id,
                              "reason": "its reward was NaN/inf on new steps and no valid candidate arrived"})
-        # A quarantined learner is reset from the best even when its reward is kept (its weights are NaN).
-        inherit = sorted(set(replaced) | {q for q in self.quarantined if q < self.num_slots and q != best})
-        if inherit:
-            self.population.inherit(inherit, best, cfg.anchor_weight)
-        self.population.release_anchor([i for i in range(self.num_learners) if i not in inherit])
-        # Every quarantined slot was just reset; only a diverged extra (env-reward) learner stays out.
-        self.quarantined -= set(inherit)
-        self.ts.reset()
-        self.round = ctx.round
-        self.last_update_steps = self.env_steps
-        self.best_slot = best
-        self._event({
-            "event": "reward_update", "round": self.round, "env_steps": self.env_steps,
+        # A quarantined learner restarts from the best even when its reward is kept (its weights are broken).
+        inherit = sorted(set(replaced) | {s.slot for s in slots if s.quarantined and s.slot != best})
+        hooks.inherit(inherit, best)
+        self.counters.mark_update(ctx.round, best)
+        record: dict[str, Any] = {
+            "event": "reward_update", "round": ctx.round, "env_steps": self.counters.env_steps,
+            **hooks.event_fields(),
             "fitness": {str(s.slot): s.fitness for s in slots}, "ranking": list(ranking),
-            "elites": list(elites), "best": best, "replaced": {str(k): v for k, v in replaced.items()},
+            "elites": list(elites), "best": best, "replaced": {str(s): rid for s, rid in replaced.items()},
             "inherited": inherit, "slots": [s.to_json() for s in slots],
-        })
-        self._log_evaluation("update", evals)
-        self.save_checkpoint(name=f"round-{self.round:04d}")
+        }
+        if diversity is not None:
+            record["diversity"] = diversity.to_json()
+        self._event(record)
+        hooks.log_evaluation(evals)
+        hooks.checkpoint(f"round-{ctx.round:04d}")
         return ctx
-
-    def _feature_sample(self: LaResEngine, n: int) -> dict[str, np.ndarray]:
-        """Random stored rows (copies) of every feature, for numeric validation of proposals."""
-        view = self.buffer.feature_view()
-        size = len(self.buffer)
-        idx = np.sort(self.rng.choice(size, size=min(n, size), replace=False)) if size else np.zeros(0, np.int64)
-        drop = {HUMAN_REWARD_FEATURE} if self.config.setting == "scratch" else set()
-        return {k: np.asarray(v[idx], np.float64) for k, v in view.items() if k not in drop}

@@ -1,151 +1,167 @@
-"""Save and restore the whole LaRes engine state (docs/DESIGN.md §6: a killed run resumes with nothing lost).
+"""The engines' counters, their run log (events, metrics, checkpoints) and the checks of a saved state.
 
-The state holds learners with their optimisers, anchors and noise generators (``Population.state_dict``),
-the buffer arrays and column maps, every reward function as ``to_json()``, Thompson windows, the engine's
-numpy and torch generator states and every counter. Checkpoints are taken only at iteration boundaries, and
-episode reset seeds are derived from (run seed, episode counter), so a restored engine with fresh
-environments plays exactly the steps the original would have played next.
+Both engines compose these instead of inheriting them (docs/DESIGN.md §6: a killed run resumes with nothing
+lost). A saved state holds the learners, the buffer where there is one, every reward as ``to_json()``, the
+generators and the counters as ``dataclasses.asdict``; checkpoints are taken only at iteration boundaries and
+episode reset seeds derive from (run seed, episode counter), so a restored engine with fresh environments
+plays exactly the steps the original would have played next.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
-import numpy as np
+from lares_agent.engine.checkpoint import save_checkpoint
+from lares_agent.engine.contracts import HumanReward, LoadReward, RewardFunction
+from lares_agent.engine.errors import EngineError
+from lares_agent.runs import Event, MetricRow, RunLayout, RunLog
 
-from lares_agent.engine.checkpoint import load_checkpoint, save_checkpoint
-from lares_agent.engine.loop.config import EngineConfig, EngineError
-from lares_agent.engine.contracts import HumanReward, RewardFunction
+__all__ = [
+    "STATE_VERSION",
+    "Counters",
+    "ESCounters",
+    "EngineLog",
+    "SACCounters",
+    "check_state",
+    "load_counters",
+    "rewards_from_state",
+]
 
-if TYPE_CHECKING:
-    from lares_agent.engine.loop.sac_engine import LaResEngine, ProposeFn
-    from lares_agent.engine.tasks import TaskSpec
+STATE_VERSION = 2
+"""Version of the engine state inside a checkpoint. 2: counters as one ``asdict`` record, rewards of every
+learner (the ``init`` setting's extra learner included) for both learners."""
 
-__all__ = ["EngineStateMixin", "LoadReward", "restored_engine"]
-
-LoadReward = Callable[[Mapping[str, Any]], RewardFunction]
-STATE_VERSION = 1
-Engine = TypeVar("Engine")
-
-
-def _reward_from_json(data: Mapping[str, Any], load_reward: LoadReward | None) -> RewardFunction:
-    if data.get("kind") == "human":
-        return HumanReward()
-    if load_reward is None:
-        raise EngineError(f"checkpoint holds reward {data.get('id')!r} but no load_reward was given")
-    return load_reward(data)
+C = TypeVar("C", bound="Counters")
 
 
-def restored_engine(cls: type[Engine], state: Mapping[str, Any], task: TaskSpec, config: Any,
-                    load_reward: LoadReward | None, propose: Callable[..., Any] | None,
-                    run_dir: str | Path | None) -> Engine:
-    """An engine of class ``cls`` rebuilt from a loaded checkpoint ``state`` and its parsed ``config``.
+@dataclass
+class Counters:
+    """What both engines count; the reward update reads and moves ``round``, ``best_slot``, ``last_update_steps``."""
 
-    Shared by the SAC and ES engines (both implement ``_setup``, ``load_state_dict`` and ``_event``) so they
-    restore rewards and log the ``resumed`` event alike. The human reward is rebuilt here (it has no loader);
-    any other reward needs the caller's ``load_reward``.
+    env_steps: int = 0
+    """Counted env steps of training episodes (the budget)."""
+    eval_episode_counter: int = 0
+    """Evaluation episodes played so far (their reset seeds come from this counter)."""
+    round: int = 0
+    """Reward updates done."""
+    last_update_steps: int = 0
+    best_slot: int = 0
+
+    def mark_update(self, round_: int, best: int) -> None:
+        """Record a finished reward update."""
+        self.round, self.best_slot, self.last_update_steps = round_, best, self.env_steps
+
+
+@dataclass
+class SACCounters(Counters):
+    """The SAC engine's counters (``next_*`` None: that periodic event is off)."""
+
+    train_episodes: int = 0
+    next_eval: int | None = None
+    next_checkpoint: int | None = None
+    warmed_up: bool = False
+    loss_count: int = 0
+    """Population updates since the last logged evaluation (the losses logged are their means)."""
+
+
+@dataclass
+class ESCounters(Counters):
+    """The ES engine's counters: reward updates may also be due by generations."""
+
+    generation: int = 0
+    last_update_generation: int = 0
+
+    def mark_update(self, round_: int, best: int) -> None:
+        super().mark_update(round_, best)
+        self.last_update_generation = self.generation
+
+
+def load_counters(cls: type[C], data: Mapping[str, Any]) -> C:
+    """Counters from their ``asdict`` form; a missing or unknown field is an EngineError (the version says
+    which fields to expect, so a mismatch is a corrupt checkpoint)."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    if set(data) != names:
+        raise EngineError(f"checkpoint counters {sorted(data)} do not match {cls.__name__} fields {sorted(names)}")
+    return cls(**dict(data))
+
+
+def check_state(state: Mapping[str, Any], learner: str, task_name: str) -> None:
+    """Refuse, with one line, a state of another version, learner kind or task."""
+    version = state.get("version")
+    if version != STATE_VERSION:
+        raise EngineError(f"checkpoint engine state version {version} cannot be loaded: this engine reads version "
+                          f"{STATE_VERSION} (start the run again)")
+    if state.get("learner") != learner:
+        raise EngineError(f"checkpoint is a {state.get('learner')!r} engine state, not {learner!r}")
+    if state.get("task") != task_name:
+        raise EngineError(f"checkpoint is for task {state.get('task')!r}, not {task_name!r}")
+
+
+def rewards_from_state(state: Mapping[str, Any], load_reward: LoadReward | None) -> list[RewardFunction]:
+    """Every learner's reward from a saved state: the human reward is rebuilt here, others by ``load_reward``."""
+    out: list[RewardFunction] = []
+    for data in state["rewards"]:
+        if data.get("kind") == "human":
+            out.append(HumanReward())
+        elif load_reward is None:
+            raise EngineError(f"checkpoint holds reward {data.get('id')!r} but no load_reward was given")
+        else:
+            out.append(load_reward(data))
+    return out
+
+
+class EngineLog:
+    """Events (kept in ``events`` and appended to the run's events file), metrics rows and atomic checkpoints.
+
+    The files and their record schemas belong to ``lares_agent.runs``: a row the schema does not know is a bug
+    here, so it raises instead of being written. Without a run directory nothing is written: events are only
+    kept in memory and checkpoints are skipped.
     """
-    rewards = [_reward_from_json(d, load_reward) for d in state["rewards"]]
-    engine: Any = cls.__new__(cls)
-    engine._setup(task, config, rewards, propose, run_dir)
-    engine.load_state_dict(state)
-    engine._event({"event": "resumed", "env_steps": engine.env_steps, "round": engine.round})
-    return engine
 
+    def __init__(self, run_dir: str | Path | None) -> None:
+        self.run_dir = Path(run_dir) if run_dir is not None else None
+        self.events: list[dict[str, Any]] = []
+        self._files = RunLog(RunLayout(self.run_dir)) if self.run_dir is not None else None
 
-class EngineStateMixin:
-    """Checkpoint methods of :class:`LaResEngine` (kept apart so the loop module stays readable)."""
+    def event(self, record: dict[str, Any]) -> None:
+        """Keep and write one event."""
+        self.events.append(record)
+        if self._files is not None:
+            self._files.events.append(_typed(Event.from_json(record), record))
 
-    def state_dict(self: LaResEngine) -> dict[str, Any]:
-        """The full engine state as nested dicts of arrays, tensors and scalars."""
-        return {
-            "version": STATE_VERSION,
-            "task": self.task.name,
-            "config": self.config.to_json(),
-            "counters": {
-                "env_steps": self.env_steps,
-                "train_episodes": self.train_episodes,
-                "eval_episode_counter": self.eval_episode_counter,
-                "round": self.round,
-                "last_update_steps": self.last_update_steps,
-                "next_eval": None if self.next_eval == float("inf") else int(self.next_eval),
-                "next_checkpoint": None if self.next_checkpoint == float("inf") else int(self.next_checkpoint),
-                "warmed_up": self.warmed_up,
-                "best_slot": self.best_slot,
-                "loss_count": self._loss_count,
-            },
-            "quarantined": sorted(self.quarantined),
-            "acted": self.acted.copy(),
-            "loss_sum": {k: v.copy() for k, v in self._loss_sum.items()},
-            "rng": self.rng.bit_generator.state,
-            "torch_gen": self.torch_gen.get_state(),
-            "ts": self.ts.state_dict(),
-            "population": self.population.state_dict(),
-            "buffer": self.buffer.state_dict(),
-            "rewards": [fn.to_json() for fn in self.rewards],
-        }
+    def metrics(self, record: dict[str, Any]) -> None:
+        """Write one metrics row."""
+        if self._files is not None:
+            self._files.metrics.append(_typed(MetricRow.from_json(record), record))
 
-    def load_state_dict(self: LaResEngine, state: Mapping[str, Any]) -> None:
-        """Restore counters, RNGs, TS, learners and buffer; ``self.rewards`` must already be the saved ones."""
-        if state.get("version") != STATE_VERSION:
-            raise EngineError(f"engine state version {state.get('version')} != {STATE_VERSION}")
-        if state["task"] != self.task.name:
-            raise EngineError(f"checkpoint is for task {state['task']!r}, not {self.task.name!r}")
-        c = state["counters"]
-        self.env_steps = int(c["env_steps"])
-        self.train_episodes = int(c["train_episodes"])
-        self.eval_episode_counter = int(c["eval_episode_counter"])
-        self.round = int(c["round"])
-        self.last_update_steps = int(c["last_update_steps"])
-        self.next_eval = float("inf") if c["next_eval"] is None else int(c["next_eval"])
-        self.next_checkpoint = float("inf") if c["next_checkpoint"] is None else int(c["next_checkpoint"])
-        self.warmed_up = bool(c["warmed_up"])
-        self.best_slot = int(c["best_slot"])
-        self._loss_count = int(c["loss_count"])
-        self.quarantined = {int(q) for q in state["quarantined"]}
-        self.acted[:] = np.asarray(state["acted"])
-        for key, value in state["loss_sum"].items():
-            self._loss_sum[key][:] = np.asarray(value)
-        self.rng.bit_generator.state = state["rng"]
-        self.torch_gen.set_state(state["torch_gen"])
-        self.ts.load_state_dict(state["ts"])
-        self.population.load_state_dict(state["population"])
-        columns = self.rewards if self.warmed_up else None
-        self.buffer.load_state_dict(state["buffer"], columns)
-
-    def save_checkpoint(self: LaResEngine, name: str | None = None) -> Path | None:
-        """Atomically checkpoint under ``run_dir/checkpoints`` (no-op without a run directory).
+    def checkpoint(self, state: Callable[[], dict[str, Any]], name: str | None, counters: Counters) -> Path | None:
+        """Atomically save ``state()`` in the run's checkpoints folder and log a ``checkpoint`` event.
 
         Default name ``step-<env_steps>`` (only the newest periodic one is kept); reward updates use
         ``round-<n>`` names, which are kept.
         """
-        if self.run_dir is None:
+        if self._files is None:
             return None
         periodic = name is None
-        name = name or f"step-{self.env_steps:09d}"
+        name = name or f"step-{counters.env_steps:09d}"
         path = save_checkpoint(
-            self.run_dir / "checkpoints", self.state_dict(), name, prune_prefix="step-" if periodic else None
+            self._files.layout.checkpoints, state(), name, prune_prefix="step-" if periodic else None
         )
-        self._event({"event": "checkpoint", "name": name, "env_steps": self.env_steps, "round": self.round})
+        self.event({"event": "checkpoint", "name": name, "env_steps": counters.env_steps, "round": counters.round})
         return path
 
-    @classmethod
-    def restore(
-        cls,
-        checkpoint: str | Path,
-        task: TaskSpec,
-        load_reward: LoadReward | None = None,
-        propose: ProposeFn | None = None,
-        run_dir: str | Path | None = None,
-    ) -> LaResEngine:
-        """Rebuild an engine from a checkpoint directory (or a ``checkpoints/`` root: its latest).
+    def close(self) -> None:
+        """Nothing stays open: every record is appended and flushed on its own (kept for the engines' close)."""
 
-        ``load_reward(dict)`` rebuilds each saved candidate from its ``to_json()``; the human reward is
-        rebuilt here. Logging continues in ``run_dir`` (metrics lines after the checkpoint may repeat; a
-        ``resumed`` event marks where).
-        """
-        state = load_checkpoint(checkpoint)
-        return restored_engine(cls, state, task, EngineConfig.from_json(state["config"]), load_reward, propose,
-                               run_dir)
+
+T = TypeVar("T")
+
+
+def _typed(record: T | None, raw: Mapping[str, Any]) -> T:
+    if record is None:
+        raise EngineError(f"the engine wrote a row its record schema does not know: {sorted(raw)}")
+    return record

@@ -49,11 +49,6 @@ class ThompsonSampler:
         succ, fail = self.counts()
         return 1.0 + succ, 1.0 + fail
 
-    def posterior_mean(self) -> np.ndarray:
-        """Posterior mean success of every arm; used for logging which learners TS trusts."""
-        a, b = self.posterior()
-        return a / (a + b)
-
     # ------------------------------------------------------------------ choose / record
     def select(self, draws: int, rng: np.random.Generator) -> list[int]:
         """Draw ``draws`` Thompson samples and return the distinct winners in first-win order.

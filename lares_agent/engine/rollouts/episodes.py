@@ -35,12 +35,14 @@ def episode_seed(run_seed: int, stream: int, counter: int) -> int:
     return int(np.random.SeedSequence([int(run_seed), int(stream), int(counter)]).generate_state(1)[0] >> 1)
 
 
-def to_env_action(action: np.ndarray, space: gymnasium.spaces.Box) -> np.ndarray:
+def to_env_action(action: np.ndarray, space: gymnasium.Space[Any]) -> np.ndarray:
     """Map policy actions in [-1, 1] (tanh-squashed) onto the environment's Box bounds."""
+    if not isinstance(space, gymnasium.spaces.Box):
+        raise TypeError(f"tasks need Box action spaces, got {type(space).__name__}")
     low = np.asarray(space.low, dtype=np.float64)
     high = np.asarray(space.high, dtype=np.float64)
     if np.all(np.isfinite(low)) and np.all(np.isfinite(high)):
-        return low + (np.clip(action, -1.0, 1.0) + 1.0) * 0.5 * (high - low)
+        return np.asarray(low + (np.clip(action, -1.0, 1.0) + 1.0) * 0.5 * (high - low))
     return np.asarray(action, dtype=np.float64)
 
 
@@ -121,7 +123,7 @@ def run_episodes(
     first = [seeded_reset(env, int(s)) for env, s in zip(envs, reset_seeds, strict=True)]
     cur = np.stack([np.asarray(o, dtype=np.float32).ravel() for o, _ in first])
     obs_dim = cur.shape[1]
-    act_dim = int(np.prod(envs[0].action_space.shape))
+    act_dim = int(np.prod(envs[0].action_space.shape or (1,)))
     obs = np.zeros((m, horizon, obs_dim), np.float32)
     nxt = np.zeros((m, horizon, obs_dim), np.float32)
     action = np.zeros((m, horizon, act_dim), np.float32)
@@ -138,7 +140,8 @@ def run_episodes(
         if bad.any():
             nonfinite |= bad & alive
             a[bad] = 0.0
-        for i in np.flatnonzero(alive):
+        for step_i in np.flatnonzero(alive):
+            i = int(step_i)
             env = envs[i]
             ea = to_env_action(a[i], env.action_space)
             o2, _, te, tr, info = env.step(ea.astype(env.action_space.dtype, copy=False))

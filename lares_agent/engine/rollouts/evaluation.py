@@ -15,58 +15,15 @@ are compared on identical initial conditions). Per member it reports:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
-from lares_agent.engine.contracts import HUMAN_REWARD_FEATURE, RewardFunction
+from lares_agent.engine.contracts import HUMAN_REWARD_FEATURE, ComponentStats, MemberEvaluation, RewardFunction
 from lares_agent.engine.rollouts.episodes import EnvPool, batch_features, run_episodes
 
-__all__ = ["ComponentStats", "MemberEvaluation", "component_stats", "evaluate_members"]
+__all__ = ["component_stats", "evaluate_members"]
 
 SUCCESS_FEATURE = "success"
-
-
-@dataclass(frozen=True)
-class ComponentStats:
-    """Statistics of one reward component over evaluation steps; ``share`` = its part of the total |r|."""
-
-    mean: float
-    std: float
-    share: float
-
-    def to_json(self) -> dict[str, float]:
-        return {"mean": self.mean, "std": self.std, "share": self.share}
-
-
-@dataclass(frozen=True)
-class MemberEvaluation:
-    """Outcome of one member's deterministic evaluation episodes (means over episodes)."""
-
-    member: int
-    episodes: int
-    success_rate: float
-    task_return: float
-    own_return: float
-    mean_progress: float
-    final_progress: float
-    episode_length: float
-    component_stats: Mapping[str, ComponentStats] = field(default_factory=dict)
-    rollouts: tuple[Mapping[str, np.ndarray], ...] = ()
-    nonfinite: bool = False
-
-    def summary(self) -> dict[str, Any]:
-        """JSON-ready scalars (no rollouts), for metrics.jsonl."""
-        return {
-            "member": self.member,
-            "success": self.success_rate,
-            "task_return": self.task_return,
-            "own_return": self.own_return,
-            "final_progress": self.final_progress,
-            "episode_length": self.episode_length,
-            "nonfinite": self.nonfinite,
-        }
 
 
 def component_stats(components: Mapping[str, np.ndarray]) -> dict[str, ComponentStats]:

@@ -96,19 +96,19 @@ class Rollout:
         t, n = self.alive.shape
         flat = {k: v.reshape(t * n) for k, v in self.features.items()}
         r = np.asarray(reward(flat), dtype=np.float64).reshape(t, n)
-        return np.where(self.alive, r, 0.0).sum(axis=0)
+        return np.asarray(np.where(self.alive, r, 0.0).sum(axis=0))
 
     def success(self) -> np.ndarray:
         """Any-step success per sub-env (LaRes counts an episode successful if any step succeeds), [N]."""
         s = np.where(self.alive, self.features["success"], 0.0)
-        return (s > 0.5).any(axis=0).astype(np.float64)
+        return np.asarray((s > 0.5).any(axis=0), dtype=np.float64)
 
     def task_return(self) -> np.ndarray:
         """Return under the env's own reward (``human_reward``; NaN where the task has none), [N]."""
         h = self.features.get("human_reward")
         if h is None:
             return np.full(self.alive.shape[1], np.nan)
-        return np.where(self.alive, h, 0.0).sum(axis=0)
+        return np.asarray(np.where(self.alive, h, 0.0).sum(axis=0))
 
     def select(self, columns: np.ndarray | Sequence[int]) -> Rollout:
         """The sub-rollout of the given sub-env columns."""
@@ -127,7 +127,7 @@ def rollout(
     next-step autoreset makes them throwaway steps of a new episode); the loop stops once all are done.
     """
     n = venv.num_envs
-    obs, _ = venv.reset(seed=list(seeds) if seeds is not None else None)
+    obs, _ = venv.reset(seed=list(seeds) if seeds is not None else None)  # type: ignore[arg-type]
     obs_l, act_l, raw_l, alive_l = [], [], [], []
     done = np.zeros(n, dtype=bool)
     space = venv.single_action_space

@@ -96,7 +96,7 @@ class MetaWorldTask:
 
 
 def _distance_words(weights: Vec3) -> str:
-    used = [(axis, w) for axis, w in zip(_AXES, weights) if w]
+    used = [(axis, w) for axis, w in zip(_AXES, weights, strict=True) if w]
     if len(used) == 3 and all(w == 1.0 for _, w in used):
         return "distance"
     if len(used) == 1 and used[0][1] == 1.0:
@@ -121,7 +121,9 @@ def metaworld_feature_defs(task: MetaWorldTask) -> tuple[Feature, ...]:
         Feature("obj_speed", f"speed of the {obj}", "m/s"),
         Feature("action_norm", "Euclidean norm of the 4-d action (3 motion commands and the gripper command)", "1"),
         Feature("gripper_command", "gripper part of the action: +1 closes the fingers, -1 opens them", "1"),
-        Feature("grasped", f"1 when the {obj} sits between the two finger pads and the gripper is closed on it", "bool"),
+        Feature(
+            "grasped", f"1 when the {obj} sits between the two finger pads and the gripper is closed on it", "bool"
+        ),
         Feature("near_object", f"1 when tcp_to_obj <= {NEAR_RADIUS} m", "bool"),
         Feature(SUCCESS, f"1 when the task's success test holds: {task.success_text}", "bool"),
     ]

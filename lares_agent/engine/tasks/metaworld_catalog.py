@@ -12,7 +12,8 @@ from lares_agent.engine.tasks.metaworld import JointFeature, MetaWorldTask
 __all__ = ["METAWORLD_TASKS"]
 
 _DOOR_ANGLE = JointFeature(
-    "doorjoint", "door_angle", "how far the door is swung open from closed (0 = closed, about 1.6 = wide open)", "rad", -1.0
+    "doorjoint", "door_angle", "how far the door is swung open from closed (0 = closed, about 1.6 = wide open)",
+    "rad", -1.0,
 )
 
 METAWORLD_TASKS: tuple[MetaWorldTask, ...] = (
@@ -117,7 +118,9 @@ METAWORLD_TASKS: tuple[MetaWorldTask, ...] = (
         goal="Turn the dial by pushing its knob sideways.",
         success_text="obj_to_target <= 0.07 m",
         reach_offset=(0.05, 0.02, 0.09),
-        joint=JointFeature("knob_Joint_1", "dial_angle", "how far the dial has been turned from its start", "rad", -1.0),
+        joint=JointFeature(
+            "knob_Joint_1", "dial_angle", "how far the dial has been turned from its start", "rad", -1.0
+        ),
     ),
     MetaWorldTask(
         "hammer-v3",
@@ -127,7 +130,9 @@ METAWORLD_TASKS: tuple[MetaWorldTask, ...] = (
         success_text="nail_depth > 0.09 m",
         head="hammer head",
         head_offset=(0.16, 0.06, 0.0),
-        joint=JointFeature("NailSlideJoint", "nail_depth", "how far the nail has been driven in (success above 0.09)", "m"),
+        joint=JointFeature(
+            "NailSlideJoint", "nail_depth", "how far the nail has been driven in (success above 0.09)", "m"
+        ),
         info_distance=None,
     ),
     MetaWorldTask(

@@ -46,7 +46,8 @@ class TaskError(LaresError):
 
 
 class TaskSpecError(TaskError, ValueError):
-    """A task definition is inconsistent (bad feature names, unknown progress feature, wrong shapes from its functions)."""
+    """A task definition is inconsistent (bad feature names, unknown progress feature, wrong shapes from its
+    functions)."""
 
 
 class TaskShapeError(TaskError, ValueError):
@@ -73,7 +74,7 @@ class Feature:
             raise TaskSpecError(f"feature {self.name!r} needs a unit (use '1' for dimensionless)")
 
 
-class FeatureView(tuple):
+class FeatureView(tuple[Feature, ...]):
     """The declared features of a task (a tuple of `Feature`) that can also be called to compute them.
 
     docs/ARCHITECTURE.md names both `spec.features` (the tuple) and `spec.features(raw, action)` (the computation);
@@ -233,7 +234,7 @@ class TaskSpec:
 
 def row_norm(x: np.ndarray) -> np.ndarray:
     """Euclidean norm of each row of [N, D] (vectorised; used by every family's feature function)."""
-    return np.sqrt(np.einsum("ij,ij->i", x, x))
+    return np.asarray(np.sqrt(np.einsum("ij,ij->i", x, x)))
 
 
 def info_float(info: Mapping[str, Any], key: str, default: float = 0.0) -> float:
