@@ -6,7 +6,7 @@ Exit 0 when accepted, 1 with the reason when not; `--json` prints the verdict as
 from __future__ import annotations
 
 import json
-from enum import Enum
+from enum import StrEnum
 from typing import Annotated, Any
 
 import numpy as np
@@ -17,7 +17,7 @@ from lares_agent.rewards import Verdict, feature_names_of, synthetic_sample, val
 reward_app = typer.Typer(help="The reward language: check a candidate against a task.", no_args_is_help=True)
 
 
-class SampleKind(str, Enum):
+class SampleKind(StrEnum):
     synthetic = "synthetic"
     rollout = "rollout"
 
@@ -62,7 +62,8 @@ def _print_human(verdict: Verdict, task_name: str) -> None:
             typer.echo(f"complexity {verdict.complexity:g}")
     for name, text in (verdict.canonical or {}).items():
         stats = verdict.stats.get(name)
-        summary = f"   [mean {stats.mean:.4g}, std {stats.std:.4g}, min {stats.min:.4g}, max {stats.max:.4g}]" if stats else ""
+        summary = (f"   [mean {stats.mean:.4g}, std {stats.std:.4g}, min {stats.min:.4g}, max {stats.max:.4g}]"
+                   if stats else "")
         typer.echo(f"  {name} = {text}{summary}")
     for warning in verdict.warnings:
         typer.echo(f"warning: {warning}")
@@ -76,7 +77,8 @@ def check_command(
     task: Annotated[str, typer.Option("--task", "-t", help="task whose features the reward may use")] = "reach-v3",
     as_json: Annotated[bool, typer.Option("--json", help="print the verdict as one JSON object")] = False,
     sample: Annotated[
-        SampleKind, typer.Option("--sample", help="states to check on: synthetic ranges per unit, or random-action rollouts")
+        SampleKind,
+        typer.Option("--sample", help="states to check on: synthetic ranges per unit, or random-action rollouts"),
     ] = SampleKind.synthetic,
     states: Annotated[int, typer.Option("--states", min=1, max=1_000_000, help="number of sample states")] = 4096,
     seed: Annotated[int, typer.Option("--seed", help="seed of the sample")] = 0,

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from lares_agent.engine.loop.fitness import UpdateContext
 from lares_agent.engine.contracts import RewardFunction
+from lares_agent.engine.loop.fitness import UpdateContext
 from lares_agent.engine.loop.selection import distinct_fraction
 from lares_agent.graphs.build import RoundResult, compile_accepted, run_round
 from lares_agent.graphs.deps import GraphDeps
@@ -58,7 +58,9 @@ class GraphProposer:
         self._logged = {r.key for r in log.candidates.read()}
 
     # ------------------------------------------------------------------ engine hook
-    def initial(self, n: int, sample: Mapping[str, np.ndarray], given: Sequence[RewardFunction] = ()) -> list[RewardFunction]:
+    def initial(
+        self, n: int, sample: Mapping[str, np.ndarray], given: Sequence[RewardFunction] = ()
+    ) -> list[RewardFunction]:
         """Round 0: `n` candidates, the `given` ones (from --rewards) first, the rest from the graph."""
         rewards = list(given)[:n]
         for slot, reward in enumerate(rewards):
@@ -184,7 +186,8 @@ class GraphProposer:
                              component_stats={k: v.to_json() for k, v in ev.component_stats.items()}),
             )
             if self.deps.cases is not None:
-                self.deps.cases.update_fitness(self.deps.run_id, reward.id, _finite(ev.fitness), _finite(ev.success_rate))
+                self.deps.cases.update_fitness(self.deps.run_id, reward.id, _finite(ev.fitness),
+                                               _finite(ev.success_rate))
 
     def _elite(self, ctx: UpdateContext, slot: int) -> EliteInfo:
         reward = ctx.rewards[slot]
@@ -197,7 +200,7 @@ class GraphProposer:
             fitness=_finite(ev.fitness),
             success=_finite(ev.success_rate),
             complexity=float(reward.complexity),
-            stats=ev.to_json()["components"],
+            stats={k: v.to_json() for k, v in ev.component_stats.items()},
         )
 
     def _rollouts(self, ctx: UpdateContext) -> dict[str, Rollout]:
@@ -207,7 +210,7 @@ class GraphProposer:
             for i, feats in enumerate(episodes):
                 try:
                     comps = reward.components(feats)
-                except Exception:  # noqa: BLE001 - a broken reward must not stop the round; the encoder goes without
+                except Exception:  # a broken reward must not stop the round; the encoder goes without
                     comps = {}
                 rid = f"r{ctx.round}-s{slot}-e{i}"
                 out[rid] = Rollout(features=feats, components=comps, policy_id=f"slot-{slot}", reward_id=reward.id)
