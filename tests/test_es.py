@@ -19,6 +19,7 @@ from lares_agent.engine.loop.es_config import ESSearchConfig, reward_population_
 from lares_agent.engine.es.learner import ESLearner, LearnerSettings, generation_seeds
 from lares_agent.engine.loop.es_engine import ESEngine, ESUpdateContext
 from lares_agent.engine.loop.config import EngineError
+from lares_agent.errors import ConfigError
 from lares_agent.runs.jsonl import read_jsonl
 from lares_agent.engine.es.policies import PolicyBatch, PolicySpec, RunningNorm, act, init_params, num_params
 from lares_agent.engine.contracts import HumanReward
@@ -330,9 +331,9 @@ def test_config_validation_and_reward_fraction() -> None:
     cfg = ESSearchConfig(reward_fraction=0.25, elites=2, es=es.ESConfig(population_size=16))
     assert cfg.num_slots == 4
     assert ESSearchConfig.from_json(cfg.to_json()) == cfg
-    with pytest.raises(EngineError, match="elites"):
+    with pytest.raises(ConfigError, match="elites"):
         ESSearchConfig(population_size=2, elites=3)
-    with pytest.raises(EngineError, match="backend"):
+    with pytest.raises(ConfigError, match="backend"):
         ESSearchConfig(backend="spark")
     with pytest.raises(EngineError, match="initial rewards"):
         ESEngine(TinyTask(), _config(), three_rewards()[:2])
