@@ -70,8 +70,9 @@ class SearchConfig:
     """Everything needed to start (and later resume) a run; saved verbatim as `config.json`.
 
     Valid exactly when the engine and LLM configs it maps onto are (`__post_init__` builds both): what
-    `config.json` says is what runs. The CLI flag of a field is its name with dashes (`--reward-period`),
-    except `llm_backend` (`--llm`), `llm_model` (`--model`) and `rewards_file` (`--rewards`).
+    `config.json` says is what runs. A field's `lares run` flag is its name with dashes (`--reward-period`),
+    except `llm_backend` (`--llm`), `llm_model` (`--model`), `rewards_file` (`--rewards`) and `retrieval`
+    (`--no-retrieval`); the engine's names are in `engine_config`.
     """
 
     task: str = "reach-v3"
