@@ -1,7 +1,17 @@
-"""The error every layer raises for bad user input, so the CLI can print one line instead of a traceback."""
+"""The errors every layer raises for bad user input, so the CLI can print one line instead of a traceback."""
 
 from __future__ import annotations
+
+__all__ = ["ConfigError", "LaresError"]
 
 
 class LaresError(Exception):
     """A user-facing error: the message says what is wrong and what to do."""
+
+
+class ConfigError(LaresError, ValueError):
+    """An invalid configuration (an option out of range, a choice that does not exist or does not apply).
+
+    Raised by every config's validation (search, engine, learners, LLM, graph limits), so one `except` and one
+    exit code (2, like a usage error) cover them all. A `ValueError` too, because a bad config is a bad value.
+    """

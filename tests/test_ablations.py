@@ -30,8 +30,8 @@ from lares_agent.graphs.context import GraphLimits, RunContext
 from lares_agent.graphs.round import run_round
 from lares_agent.graphs.routing import route_start
 from lares_agent.llm.client import LLMClient, LLMConfig
-from lares_agent.search.config import ABLATIONS, SearchConfig
-from lares_agent.search.runner import engine_config, reflects, uses_retrieval
+from lares_agent.search.config import ABLATIONS, SearchConfig, engine_config
+from lares_agent.search.runner import reflects, uses_retrieval
 from lares_agent.tools.trajectory import Rollout
 
 torch.set_num_threads(1)

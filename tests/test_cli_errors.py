@@ -26,10 +26,11 @@ def invoke(*args: str, env: dict[str, str] | None = None) -> Any:
     return CliRunner().invoke(app, list(args), env=env)
 
 
-def assert_one_line_error(result: Any, *fragments: str) -> str:
-    """Exit code 1, exactly one non-empty output line, `error: ` first, every fragment in it, no traceback."""
+def assert_one_line_error(result: Any, *fragments: str, exit_code: int = 1) -> str:
+    """The exit code (2: an invalid configuration), exactly one non-empty output line, `error: ` first, every
+    fragment in it, no traceback."""
     lines = [line for line in result.output.splitlines() if line.strip()]
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == exit_code, result.output
     assert isinstance(result.exception, SystemExit), repr(result.exception)
     assert "Traceback" not in result.output
     assert len(lines) == 1 and lines[0].startswith("error: "), result.output
@@ -66,14 +67,6 @@ def _nothing_written(runs: Path) -> bool:
         (["--llm", "replay"], ("--llm replay needs --replay-from",)),
         (["--llm", "replay", "--replay-from", "."], ("replay record", "does not exist")),
         (["--rewards", "no-such-rewards.json"], ("--rewards file", "does not exist")),
-        (["--population", "0"], ("--population must be at least 1",)),
-        (["--elites", "2"], ("--elites must be between 0 and population-1",)),
-        (["--setting", "bogus"], ("--setting must be one of scratch, init, baseline",)),
-        (["--llm", "bogus"], ("--llm must be one of local, openai, replay",)),
-        (["--learner", "ppo"], ("--learner must be one of sac, es",)),
-        (["--budget", "0"], ("--budget and --reward-period must be positive",)),
-        (["--max-minutes", "-1"], ("--max-minutes must be positive",)),
-        (["--preset", "huge"], ("unknown preset 'huge'",)),
     ],
 )
 def test_run_rejects_bad_input_before_creating_anything(
@@ -82,6 +75,40 @@ def test_run_rejects_bad_input_before_creating_anything(
     monkeypatch.chdir(tmp_path)  # relative paths above resolve inside the test's folder
     assert_one_line_error(invoke("run", *SMALL, "--run-dir", str(runs), *args), *fragments)
     assert _nothing_written(runs)
+
+
+@pytest.mark.parametrize(
+    ("args", "fragments"),
+    [
+        (["--population", "0"], ("--population must be at least 1",)),
+        (["--elites", "0"], ("--elites must be between 1 and --population (2), not 0", "inherit")),
+        (["--elites", "3"], ("--elites must be between 1 and --population (2), not 3",)),
+        (["--setting", "bogus"], ("--setting must be one of scratch, init, baseline",)),
+        (["--llm", "bogus"], ("--llm must be one of local, openai, replay",)),
+        (["--learner", "ppo"], ("--learner must be one of sac, es",)),
+        (["--selection", "roulette"], ("--selection must be one of truncation, tournament",)),
+        (["--selection", "tournament"], ("--selection tournament applies to the ES learner (--learner es)",)),
+        (["--backend", "ray"], ("--backend ray runs the ES learner (--learner es)", "--backend local")),
+        (["--budget", "0"], ("--budget and --reward-period must be positive",)),
+        (["--max-minutes", "-1"], ("--max-minutes must be positive",)),
+        (["--max-llm-tokens", "0"], ("LLM token budget must be >= 1",)),
+        (["--preset", "huge"], ("unknown preset 'huge'", "demo, paper")),
+        (["--learner", "es", "--population", "3", "--elites", "4"], ("--elites must be between 1 and --population",)),
+    ],
+)
+def test_run_refuses_an_invalid_config_with_exit_2_before_creating_anything(
+    runs: Path, args: list[str], fragments: tuple[str, ...]
+) -> None:
+    result = invoke("run", *SMALL, "--run-dir", str(runs), *args)
+    assert_one_line_error(result, *fragments, exit_code=2)
+    assert isinstance(result.exception, SystemExit) and _nothing_written(runs)
+
+
+def test_resume_refuses_a_config_the_engine_refuses_with_exit_2(tmp_path: Path) -> None:
+    data = {**SearchConfig(task="Reacher-v5").to_json(), "warmup_steps": 1}  # only the engine checks this one
+    (tmp_path / "config.json").write_text(json.dumps(data))
+    assert_one_line_error(invoke("resume", str(tmp_path)), "config.json", "warmup_steps must be >= 2", exit_code=2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json"]
 
 
 def test_run_with_an_unreachable_endpoint_fails_at_once(runs: Path) -> None:

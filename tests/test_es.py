@@ -25,6 +25,7 @@ from lares_agent.engine.loop.es_config import ESSearchConfig, reward_population_
 from lares_agent.engine.loop.selection import SelectionConfig
 from lares_agent.engine.rollouts.vector import concat_rollouts, make_vector_env, rollout
 from lares_agent.engine.tasks import get_task
+from lares_agent.errors import ConfigError
 from lares_agent.runs.jsonl import read_jsonl
 
 
@@ -395,9 +396,9 @@ def test_config_validation_and_reward_fraction() -> None:
     cfg = ESSearchConfig(reward_fraction=0.25, elites=2, es=es.ESConfig(population_size=16))
     assert cfg.num_slots == 4
     assert ESSearchConfig.from_json(cfg.to_json()) == cfg
-    with pytest.raises(EngineError, match="elites"):
+    with pytest.raises(ConfigError, match="elites"):
         ESSearchConfig(population_size=2, elites=3)
-    with pytest.raises(EngineError, match="backend"):
+    with pytest.raises(ConfigError, match="backend"):
         ESSearchConfig(backend="spark")
     with pytest.raises(EngineError, match="initial rewards"):
         ESEngine(TinyTask(), _config(), three_rewards()[:2])

@@ -29,6 +29,7 @@ from lares_agent.engine import (
     UpdateContext,
 )
 from lares_agent.engine.loop.fitness import rank_slots, slot_evaluation
+from lares_agent.errors import ConfigError
 from lares_agent.runs.jsonl import read_jsonl
 
 torch.set_num_threads(1)
@@ -306,11 +307,11 @@ def test_fitness_ranking_tie_breaks() -> None:
 
 
 def test_config_validation() -> None:
-    with pytest.raises(EngineError):
+    with pytest.raises(ConfigError):
         EngineConfig(setting="nope")
-    with pytest.raises(EngineError):
+    with pytest.raises(ConfigError):
         EngineConfig(population_size=3, elites=4)
-    with pytest.raises(EngineError):
+    with pytest.raises(ConfigError):
         EngineConfig(setting="init", population_size=1, elites=1)
     cfg = tiny_config()
     assert EngineConfig.from_json(json.loads(json.dumps(cfg.to_json()))) == cfg

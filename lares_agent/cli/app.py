@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 import typer.core
@@ -11,12 +11,15 @@ from typer.core import TyperGroup
 
 
 class _OneLineErrors(TyperGroup):
-    """Turns any failure of a command into one line on stderr and exit code 1 (tracebacks with `--debug`).
+    """Turns any failure of a command into one line on stderr (tracebacks with `--debug`): exit code 2 for a
+    usage error or an invalid configuration (`ConfigError`), 1 for everything else.
 
     Done in the group rather than in `main()` so that typer's CliRunner sees exactly what a user sees.
     """
 
-    def invoke(self, ctx: typer.Context):  # type: ignore[override]
+    def invoke(self, ctx: typer.Context) -> Any:  # type: ignore[override]  # click passes its own Context
+        from lares_agent.errors import ConfigError
+
         try:
             return super().invoke(ctx)
         except _usage_errors() as exc:
@@ -25,11 +28,13 @@ class _OneLineErrors(TyperGroup):
             ctx.exit(2)
         except _click_control_flow():
             raise
-        except Exception as exc:
+        except Exception as exc:  # the CLI boundary
             if ctx.meta.get("lares.debug") or "--debug" in sys.argv:
                 raise
             message = " ".join((str(exc).strip() or type(exc).__name__).split())
             typer.echo(f"error: {message}", err=True)
+            if isinstance(exc, ConfigError):
+                ctx.exit(2)
             if not _is_user_error(exc):
                 typer.echo("(run again with --debug for the traceback)", err=True)
             ctx.exit(1)
@@ -43,7 +48,7 @@ def _click_control_flow() -> tuple[type[BaseException], ...]:
     return (typer.Exit, typer.Abort, *(t for t in found if t is not None))
 
 
-def _usage_errors() -> tuple[type[BaseException], ...]:
+def _usage_errors() -> tuple[type[Any], ...]:
     """A mistyped flag or value: one line too, with the command's --help to turn to."""
     bundled = getattr(typer.core, "_click", None)
     usage = getattr(getattr(bundled, "exceptions", None), "UsageError", None)

@@ -9,7 +9,9 @@ from rich.table import Table
 from lares_agent.llm.errors import ModelNotFound
 from lares_agent.llm.models import DEFAULT_MODEL, KNOWN_MODELS, cache_dir, model_statuses, resolve_model
 
-models_app = typer.Typer(help="Installed GGUF models: list them, or print (and assemble) one's path.", no_args_is_help=True)
+models_app = typer.Typer(
+    help="Installed GGUF models: list them, or print (and assemble) one's path.", no_args_is_help=True
+)
 
 
 def _size(n: int) -> str:

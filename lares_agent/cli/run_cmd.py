@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from lares_agent.search.config import preset_config
+
+if TYPE_CHECKING:
+    from lares_agent.search.runner import RunOutcome, RunStatus
 
 RUNS_DIR = Path("runs")
 
@@ -17,7 +20,7 @@ Task = Annotated[str, typer.Option("--task", "-t", help="Task name (see `lares t
 
 
 @contextmanager
-def _progress(budget: int) -> Iterator:
+def _progress(budget: int) -> Iterator[Callable[[RunStatus], None]]:
     """A rich progress bar: env steps, best success so far, LLM calls in flight, ETA."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
@@ -35,14 +38,14 @@ def _progress(budget: int) -> Iterator:
     with Progress(*columns, transient=False) as bar:
         tid = bar.add_task("training", total=budget, round=0, best=0.0, llm="")
 
-        def update(status) -> None:
+        def update(status: RunStatus) -> None:
             llm = "LLM: 1 call in flight" if status.llm_in_flight else "LLM: idle"
             bar.update(tid, completed=status.env_steps, round=status.round, best=status.best_success, llm=llm)
 
         yield update
 
 
-def _finish(outcome, report: bool) -> None:
+def _finish(outcome: RunOutcome, report: bool) -> None:
     state = "finished" if outcome.finished else "stopped (resume with `lares resume`)"
     typer.echo(
         f"run {state}: {outcome.env_steps:,} env steps in {outcome.wall_s / 60:.1f} min, "
@@ -59,24 +62,34 @@ def _finish(outcome, report: bool) -> None:
 
 def run_command(
     task: Task = "reach-v3",
-    llm: Annotated[str, typer.Option(help="LLM backend: local (GGUF via llama.cpp), openai (any OpenAI-compatible server) or replay.")] = "local",
-    model: Annotated[str | None, typer.Option(help="Local: a known model name (`lares models list`) or a GGUF path; openai: the model name.")] = None,
-    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1 (key from OPENAI_API_KEY).")] = None,
-    replay_from: Annotated[Path | None, typer.Option(help="With --llm replay: the run whose recorded LLM calls answer this one.")] = None,
-    persona: Annotated[str, typer.Option(help="Prompt persona name (`lares personas list`) or a persona file.")] = "neutral",
+    llm: Annotated[str, typer.Option(
+        help="LLM backend: local (GGUF via llama.cpp), openai (any OpenAI-compatible server) or replay.")] = "local",
+    model: Annotated[str | None, typer.Option(
+        help="Local: a known model name (`lares models list`) or a GGUF path; openai: the model name.")] = None,
+    base_url: Annotated[str | None, typer.Option(
+        help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1 (key from OPENAI_API_KEY).")] = None,
+    replay_from: Annotated[Path | None, typer.Option(
+        help="With --llm replay: the run whose recorded LLM calls answer this one.")] = None,
+    persona: Annotated[str, typer.Option(
+        help="Prompt persona name (`lares personas list`) or a persona file.")] = "neutral",
     population: Annotated[int | None, typer.Option(help="K reward candidates (one learner each).")] = None,
-    elites: Annotated[int | None, typer.Option(help="E candidates kept at each reward update.")] = None,
+    elites: Annotated[int | None, typer.Option(
+        help="E candidates kept at each reward update (1 to K; the best one's learner is inherited).")] = None,
     budget: Annotated[int | None, typer.Option(help="Env steps to train (warm-up excluded).")] = None,
     reward_period: Annotated[int | None, typer.Option(help="Env steps between reward-population updates.")] = None,
     learner: Annotated[str, typer.Option(help="Policy learner: sac or es.")] = "sac",
-    backend: Annotated[str, typer.Option(help="Execution backend: local or ray.")] = "local",
-    ray_address: Annotated[str | None, typer.Option(help="Ray cluster address (with --backend ray); default: local Ray.")] = None,
-    selection: Annotated[str, typer.Option(help="Reward-population selection: truncation (LaRes) or tournament.")] = "truncation",
-    setting: Annotated[str, typer.Option(help="scratch (all rewards proposed) or init (the task's human reward seeds the population).")] = "scratch",
+    backend: Annotated[str, typer.Option(help="Execution backend: local or ray (ray: --learner es only).")] = "local",
+    ray_address: Annotated[str | None, typer.Option(
+        help="Ray cluster address (with --backend ray); default: local Ray.")] = None,
+    selection: Annotated[str, typer.Option(
+        help="Reward-population selection: truncation (LaRes) or tournament (--learner es only).")] = "truncation",
+    setting: Annotated[str, typer.Option(
+        help="scratch (all rewards proposed) or init (the task's human reward seeds the population).")] = "scratch",
     rewards: Annotated[Path | None, typer.Option(help="JSON file of starting reward candidates.")] = None,
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
     run_dir: Annotated[Path, typer.Option(help="Folder that receives the run folder.")] = RUNS_DIR,
-    preset: Annotated[str, typer.Option(help="demo (minutes on a laptop) or paper (the LaRes reference settings).")] = "demo",
+    preset: Annotated[str, typer.Option(
+        help="demo (minutes on a laptop) or paper (the LaRes reference settings).")] = "demo",
     no_retrieval: Annotated[bool, typer.Option("--no-retrieval", help="Do not retrieve past reward cases.")] = False,
     max_llm_tokens: Annotated[int | None, typer.Option(help="Token budget for all LLM calls of the run.")] = None,
     max_minutes: Annotated[float | None, typer.Option(help="Stop (resumably) after this many minutes.")] = None,
@@ -119,7 +132,8 @@ def run_command(
 
 def resume_command(
     run: Annotated[Path, typer.Argument(help="The run folder to continue.")],
-    max_minutes: Annotated[float | None, typer.Option(help="Stop again (resumably) after this many minutes.")] = None,
+    max_minutes: Annotated[float | None, typer.Option(
+        help="Stop again (resumably) after this many minutes.")] = None,
     report: Annotated[bool, typer.Option(help="Write the HTML report at the end.")] = True,
 ) -> None:
     """Continue a stopped or killed run from its newest checkpoint and graph state."""
@@ -145,7 +159,7 @@ def baseline_command(
     """Plain SAC on the task's own (human) reward with the same engine: the comparison for `report --compare`."""
     from lares_agent.search.runner import check_start, start_run
 
-    cfg = preset_config(preset, task=task, budget=budget, seed=seed, setting="baseline", population=1, elites=0)
+    cfg = preset_config(preset, task=task, budget=budget, seed=seed, setting="baseline", population=1, elites=1)
     check_start(cfg)
     with _progress(cfg.budget) as update:
         outcome = start_run(cfg, run_dir, progress=update)

@@ -23,9 +23,12 @@ _TEXT_CHARS = 4000
 
 def trace_command(
     run: Annotated[Path, typer.Argument(help="run directory (runs/<run-id>)")],
-    node: Annotated[str | None, typer.Option(help="only this node's steps (analyse, critique, propose, validate), with prompts and answers")] = None,
-    round: Annotated[int | None, typer.Option("--round", help="only this round's steps (0 = the initial population), with prompts and answers")] = None,
-    candidate: Annotated[str | None, typer.Option(help="one candidate: verdict, lineage (elite and critique it came from), prompt and answer")] = None,
+    node: Annotated[str | None, typer.Option(
+        help="only this node's steps (analyse, critique, propose, validate), with prompts and answers")] = None,
+    round: Annotated[int | None, typer.Option(
+        "--round", help="only this round's steps (0 = the initial population), with prompts and answers")] = None,
+    candidate: Annotated[str | None, typer.Option(
+        help="one candidate: verdict, lineage (elite and critique it came from), prompt and answer")] = None,
     json: Annotated[bool, typer.Option("--json", help="print JSON instead of tables")] = False,
 ) -> None:
     """Show the graph trace of a run: every node step, its LLM calls, verdicts and candidates' lineage."""
@@ -137,7 +140,8 @@ def _show_detail(console: Any, step: Any) -> None:
         console.print(Text(f"proposed {rec.get('id')} (parent {rec.get('parent_id') or '-'}): {what}"))
     for key in ("accepted", "rejected"):
         for rec in out.get(key) or []:
-            console.print(Text(f"{key} {rec.get('id')}: {rec.get('reason') or ''}  {_components(rec.get('components'))}"))
+            reason = rec.get("reason") or ""
+            console.print(Text(f"{key} {rec.get('id')}: {reason}  {_components(rec.get('components'))}"))
     for call in step.calls:
         _show_call(console, call)
 
@@ -181,7 +185,8 @@ def _show_lineage(lineage: Any) -> None:
     if lineage.children:
         lines.append(f"children: {', '.join(lineage.children)}")
     if c.critique_id:
-        lines.append(f"critique {c.critique_id}: {_cut(lineage.critique) if lineage.critique else '(text not in trace)'}")
+        critique = _cut(lineage.critique) if lineage.critique else "(text not in trace)"
+        lines.append(f"critique {c.critique_id}: {critique}")
     if lineage.validated_by is not None:
         lines.append(f"verdict step: round {lineage.validated_by.round} validate: {lineage.validated_by.summary}")
     console.print(Text("\n".join(lines)))

@@ -14,6 +14,7 @@ from typing import Protocol
 
 import numpy as np
 
+from lares_agent.errors import ConfigError
 from lares_agent.llm.client import LLMClient
 from lares_agent.memory.cases import CaseStore
 from lares_agent.prompts.loader import DEFAULT_PERSONA, Persona, load_persona
@@ -64,7 +65,7 @@ class GraphLimits:
 
     def __post_init__(self) -> None:
         if self.retry_budget < 0 or self.per_call < 1 or self.max_calls_per_pass < 1:
-            raise ValueError("GraphLimits: retry_budget >= 0, per_call >= 1 and max_calls_per_pass >= 1 required")
+            raise ConfigError("GraphLimits: retry_budget >= 0, per_call >= 1 and max_calls_per_pass >= 1 required")
 
 
 def _default_persona() -> Persona:

@@ -4,15 +4,21 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal, get_args
 
-__all__ = ["LLMConfig"]
+from lares_agent.errors import ConfigError
+
+__all__ = ["LLM_BACKENDS", "LLMBackend", "LLMConfig"]
+
+LLMBackend = Literal["local", "openai", "replay"]
+LLM_BACKENDS: tuple[LLMBackend, ...] = get_args(LLMBackend)
 
 
 @dataclass(frozen=True)
 class LLMConfig:
     """How a run talks to its LLM. Budgets are per run (per client); None means unlimited."""
 
-    backend: str = "local"  # "local" | "openai" | "replay"
+    backend: LLMBackend = "local"
     model: str | None = None  # local: known name or GGUF path (None = default 1.5B); openai: model name
     base_url: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
@@ -26,3 +32,14 @@ class LLMConfig:
     max_total_tokens: int | None = None
     max_wall_s: float | None = None  # seconds spent inside LLM calls, retries and back-off included
 
+    def __post_init__(self) -> None:
+        if self.backend not in LLM_BACKENDS:
+            raise ConfigError(f"unknown LLM backend {self.backend!r}; choose one of: {', '.join(LLM_BACKENDS)}")
+        if self.temperature < 0 or self.max_tokens < 1 or self.n_ctx < 1 or self.max_retries < 0:
+            raise ConfigError("LLMConfig needs temperature >= 0, max_tokens >= 1, n_ctx >= 1 and max_retries >= 0")
+        if self.timeout_s <= 0 or (self.n_threads is not None and self.n_threads < 1):
+            raise ConfigError("LLMConfig needs timeout_s > 0 and n_threads >= 1 (or None)")
+        if self.max_total_tokens is not None and self.max_total_tokens < 1:
+            raise ConfigError(f"the LLM token budget must be >= 1 (or none), not {self.max_total_tokens}")
+        if self.max_wall_s is not None and self.max_wall_s <= 0:
+            raise ConfigError(f"the LLM time budget must be > 0 s (or none), not {self.max_wall_s}")

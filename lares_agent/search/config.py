@@ -1,21 +1,33 @@
-"""What a reward-search run is: one frozen config, presets, and its JSON form in `config.json`."""
+"""What a reward-search run is: one frozen config, presets, its JSON form in `config.json`, and its one mapping
+onto the engine and LLM configs (`engine_config`, `llm_config`), which also validate it."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass, field
+import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
-from lares_agent.errors import LaresError
+from lares_agent.errors import ConfigError
+from lares_agent.llm.config import LLM_BACKENDS, LLMBackend, LLMConfig
 
-SETTINGS = ("scratch", "init", "baseline")
-LEARNERS = ("sac", "es")
-BACKENDS = ("local", "ray")
-LLM_BACKENDS = ("local", "openai", "replay")
+if TYPE_CHECKING:
+    from lares_agent.engine import EngineConfig, ESSearchConfig
+
+Setting = Literal["scratch", "init", "baseline"]
+Learner = Literal["sac", "es"]
+Backend = Literal["local", "ray"]
+Selection = Literal["truncation", "tournament"]
+Preset = Literal["demo", "paper"]
 # Ablations of LaRes' parts (issue 7); each switches one part off, default none (full LaRes).
-ABLATIONS = {
+Ablation = Literal["no-relabel", "no-thompson", "no-scaling", "no-constraint", "no-reflection", "no-retrieval"]
+SETTINGS: tuple[Setting, ...] = get_args(Setting)
+LEARNERS: tuple[Learner, ...] = get_args(Learner)
+BACKENDS: tuple[Backend, ...] = get_args(Backend)
+SELECTIONS: tuple[Selection, ...] = get_args(Selection)
+PRESET_NAMES: tuple[Preset, ...] = get_args(Preset)
+ABLATIONS: dict[Ablation, str] = {
     "no-relabel": "a refilled slot's old buffer rows keep their old reward values (EngineConfig.relabel=False)",
     "no-thompson": "uniform random choice of the acting learners (EngineConfig.thompson=False)",
     "no-scaling": "no rescaling of a new reward to the best elite (EngineConfig.scale_to_best=False)",
@@ -23,17 +35,49 @@ ABLATIONS = {
     "no-reflection": "no analyse/critique nodes: the graph goes straight to propose (GraphLimits.reflect=False)",
     "no-retrieval": "no past cases retrieved for the proposer (same as retrieval=False)",
 }
-ENGINE_ABLATIONS = ("no-relabel", "no-thompson", "no-scaling", "no-constraint")
+ENGINE_ABLATIONS: tuple[Ablation, ...] = ("no-relabel", "no-thompson", "no-scaling", "no-constraint")
+__all__ = [
+    "ABLATIONS",
+    "BACKENDS",
+    "ENGINE_ABLATIONS",
+    "LEARNERS",
+    "LLM_BACKENDS",
+    "PRESETS",
+    "PRESET_NAMES",
+    "SELECTIONS",
+    "SETTINGS",
+    "Ablation",
+    "Backend",
+    "LLMBackend",
+    "Learner",
+    "Preset",
+    "SearchConfig",
+    "Selection",
+    "Setting",
+    "engine_config",
+    "llm_config",
+    "preset_config",
+]
 
 
-@dataclass(frozen=True)
+def _choice(flag: str, value: object, allowed: tuple[str, ...]) -> list[str]:
+    return [] if value in allowed else [f"{flag} must be one of {', '.join(allowed)}, not {value!r}"]
+
+
+@dataclasses.dataclass(frozen=True)
 class SearchConfig:
-    """Everything needed to start (and later resume) a run; saved verbatim as `config.json`."""
+    """Everything needed to start (and later resume) a run; saved verbatim as `config.json`.
+
+    Valid exactly when the engine and LLM configs it maps onto are (`__post_init__` builds both): what
+    `config.json` says is what runs. A field's `lares run` flag is its name with dashes (`--reward-period`),
+    except `llm_backend` (`--llm`), `llm_model` (`--model`), `rewards_file` (`--rewards`) and `retrieval`
+    (`--no-retrieval`); the engine's names are in `engine_config`.
+    """
 
     task: str = "reach-v3"
-    setting: str = "scratch"
-    learner: str = "sac"
-    backend: str = "local"
+    setting: Setting = "scratch"
+    learner: Learner = "sac"
+    backend: Backend = "local"
     ray_address: str | None = None
     population: int = 3
     elites: int = 1
@@ -52,12 +96,12 @@ class SearchConfig:
     complexity_lambda: float = 0.0
     ts_window: int = 50
     es_population: int = 16  # ES perturbations per generation (--learner es)
-    selection: str = "truncation"  # or "tournament" (reward population, issue 5)
+    selection: Selection = "truncation"  # "tournament": the ES learner's reward population (issue 5)
     tournament_size: int = 2
     torch_threads: int = 1  # 0: torch's default; 1 is as fast for these small networks and never oversubscribes
     seed: int = 0
     persona: str = "neutral"
-    llm_backend: str = "local"
+    llm_backend: LLMBackend = "local"
     llm_model: str | None = None
     base_url: str | None = None
     temperature: float = 0.4
@@ -66,39 +110,46 @@ class SearchConfig:
     max_minutes: float | None = None
     rewards_file: str | None = None
     replay_from: str | None = None
-    preset: str = "demo"
-    ablations: tuple[str, ...] = ()  # names from ABLATIONS; () is full LaRes
-    extra: dict[str, Any] = field(default_factory=dict)
+    preset: Preset = "demo"
+    ablations: tuple[Ablation, ...] = ()  # names from ABLATIONS; () is full LaRes
 
     def __post_init__(self) -> None:
-        problems = []
-        if self.setting not in SETTINGS:
-            problems.append(f"--setting must be one of {', '.join(SETTINGS)}, not {self.setting!r}")
-        if self.learner not in LEARNERS:
-            problems.append(f"--learner must be one of {', '.join(LEARNERS)}, not {self.learner!r}")
-        if self.backend not in BACKENDS:
-            problems.append(f"--backend must be one of {', '.join(BACKENDS)}, not {self.backend!r}")
-        if self.llm_backend not in LLM_BACKENDS:
-            problems.append(f"--llm must be one of {', '.join(LLM_BACKENDS)}, not {self.llm_backend!r}")
-        if self.selection not in ("truncation", "tournament"):
-            problems.append(f"--selection must be truncation or tournament, not {self.selection!r}")
+        problems = [
+            *_choice("--setting", self.setting, SETTINGS),
+            *_choice("--learner", self.learner, LEARNERS),
+            *_choice("--backend", self.backend, BACKENDS),
+            *_choice("--llm", self.llm_backend, LLM_BACKENDS),
+            *_choice("--selection", self.selection, SELECTIONS),
+            *_choice("--preset", self.preset, PRESET_NAMES),
+        ]
+        # The flags a user types, checked here to name them as typed; the engine config checks the same ranges.
         if self.population < 1:
             problems.append("--population must be at least 1")
-        if not 0 <= self.elites < max(self.population, 1) and self.setting != "baseline":
-            problems.append(f"--elites must be between 0 and population-1 ({self.population - 1}), not {self.elites}")
-        if self.init_alpha <= 0:
-            problems.append("init_alpha must be positive")
+        elif not 1 <= self.elites <= self.population and self.setting != "baseline":
+            problems.append(f"--elites must be between 1 and --population ({self.population}), not {self.elites}: "
+                            "a reward update keeps at least the best candidate, whose learner refilled slots inherit")
         if self.budget <= 0 or self.reward_period <= 0:
             problems.append("--budget and --reward-period must be positive")
         if self.max_minutes is not None and self.max_minutes <= 0:
             problems.append("--max-minutes must be positive")
+        if self.init_alpha <= 0:
+            problems.append("init_alpha must be positive")
         unknown = [a for a in self.ablations if a not in ABLATIONS]
         if unknown:
             problems.append(f"unknown ablation(s) {', '.join(unknown)}; choose from {', '.join(ABLATIONS)}")
-        if self.learner != "sac" and any(a in ENGINE_ABLATIONS for a in self.ablations):
+        if self.learner == "sac":
+            if self.selection != "truncation":
+                problems.append(f"--selection {self.selection} applies to the ES learner (--learner es); the SAC "
+                                "engine keeps the top --elites (truncation)")
+            if self.backend != "local":
+                problems.append(f"--backend {self.backend} runs the ES learner (--learner es); SAC learners train "
+                                "as one batched in-process computation, use --backend local")
+        elif any(a in ENGINE_ABLATIONS for a in self.ablations):
             problems.append(f"ablations {', '.join(ENGINE_ABLATIONS)} apply to the SAC engine (--learner sac)")
         if problems:
-            raise LaresError("; ".join(problems))
+            raise ConfigError("; ".join(problems))
+        engine_config(self)  # raises ConfigError on what only the engine checks (e.g. warmup_steps, horizon)
+        llm_config(self)
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -108,8 +159,15 @@ class SearchConfig:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SearchConfig:
+        """A saved config; keys this version does not know (e.g. the removed `extra`) are ignored."""
         known = {f.name for f in dataclasses.fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in known}
+        # Files written before the options were checked against the engine: `elites` 0 ran as 1, and the SAC
+        # learner ignored `selection`; load them as what ran.
+        if kwargs.get("elites") == 0:
+            kwargs["elites"] = 1
+        if kwargs.get("learner", "sac") == "sac":
+            kwargs.pop("selection", None)
         for key in ("hidden", "ablations"):
             if key in kwargs:
                 kwargs[key] = tuple(kwargs[key])
@@ -123,7 +181,7 @@ class SearchConfig:
 
 # The embedded default finishes in under 10 minutes on 2 cores (see README); `paper` is the reference's setup
 # (docs/lares-reference.md §10: K=5, E=3, 1e6 steps, reward period 2e5, 10k warm-up, 3x256 networks, batch 128, UTD 1).
-PRESETS: dict[str, dict[str, Any]] = {
+PRESETS: dict[Preset, dict[str, Any]] = {
     "demo": {},
     "paper": {
         "population": 5,
@@ -146,8 +204,56 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 def preset_config(preset: str, **overrides: Any) -> SearchConfig:
     """A preset's values, then every override that is not None."""
-    if preset not in PRESETS:
-        raise LaresError(f"unknown preset {preset!r}; choose one of: {', '.join(PRESETS)}")
-    values = dict(PRESETS[preset])
-    values.update({k: v for k, v in overrides.items() if v is not None})
-    return SearchConfig(preset=preset, **values)
+    given = {k: v for k, v in overrides.items() if v is not None}
+    for name, values in PRESETS.items():
+        if name == preset:
+            return SearchConfig(preset=name, **{**values, **given})
+    raise ConfigError(f"unknown preset {preset!r}; choose one of: {', '.join(PRESETS)}")
+
+
+def engine_config(cfg: SearchConfig) -> EngineConfig | ESSearchConfig:
+    """The engine's view of a search config (`--learner sac`: `EngineConfig`, `es`: `ESSearchConfig`).
+
+    The one place a search setting changes its name (search / CLI name -> engine name):
+    `population` -> `population_size`, `budget` -> `total_steps`, `eval_episodes` -> `eval_episodes` and
+    `update_eval_episodes`; SAC: `hidden`, `batch_size`, `utd`, `init_alpha` -> `sac.hidden`, `sac.batch_size`,
+    `sac.utd_ratio`, `sac.init_log_alpha` (its log), the ablations -> `relabel`, `thompson`, `scale_to_best`,
+    `anchor_weight` 0; ES: `reward_period` -> `reward_every_steps`, `es_population` -> `es.population_size`,
+    `selection`, `tournament_size` -> `selection.method`, `selection.tournament_size`.
+    """
+    from lares_agent.engine import EngineConfig, ESSearchConfig
+
+    shared: dict[str, Any] = dict(
+        setting=cfg.setting, population_size=cfg.population, elites=cfg.elites, total_steps=cfg.budget,
+        eval_episodes=cfg.eval_episodes, update_eval_episodes=cfg.eval_episodes,
+        complexity_lambda=cfg.complexity_lambda, horizon=cfg.horizon, seed=cfg.seed,
+    )
+    if cfg.learner == "es":
+        from lares_agent.engine import ESConfig, SelectionConfig
+
+        return ESSearchConfig(
+            **shared, reward_every_generations=0, reward_every_steps=cfg.reward_period, eval_every_generations=5,
+            es=ESConfig(population_size=cfg.es_population), backend=cfg.backend, ray_address=cfg.ray_address,
+            selection=SelectionConfig(method=cfg.selection, tournament_size=cfg.tournament_size),
+            checkpoint_every_generations=5,
+        )
+    from lares_agent.engine import SACConfig
+
+    return EngineConfig(
+        **shared, warmup_steps=cfg.warmup_steps, reward_period=cfg.reward_period, eval_every=cfg.eval_every,
+        ts_window=cfg.ts_window, checkpoint_every=cfg.checkpoint_every,
+        anchor_weight=0.0 if "no-constraint" in cfg.ablations else cfg.anchor_weight,
+        scale_to_best="no-scaling" not in cfg.ablations,
+        relabel="no-relabel" not in cfg.ablations,
+        thompson="no-thompson" not in cfg.ablations,
+        buffer_capacity=max(cfg.budget + cfg.warmup_steps + 1_000, 10_000) if cfg.budget < 1_000_000 else 1_000_000,
+        sac=SACConfig(hidden=cfg.hidden, batch_size=cfg.batch_size, utd_ratio=cfg.utd,
+                      init_log_alpha=math.log(cfg.init_alpha)),
+    )
+
+
+def llm_config(cfg: SearchConfig) -> LLMConfig:
+    """The LLM client's view: `llm_backend` -> `backend`, `llm_model` -> `model`, `max_llm_tokens` ->
+    `max_total_tokens`."""
+    return LLMConfig(backend=cfg.llm_backend, model=cfg.llm_model, base_url=cfg.base_url,
+                     temperature=cfg.temperature, max_total_tokens=cfg.max_llm_tokens, seed=cfg.seed)

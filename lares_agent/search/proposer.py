@@ -206,7 +206,7 @@ class GraphProposer:
             for i, feats in enumerate(episodes):
                 try:
                     comps = reward.components(feats)
-                except Exception:
+                except Exception:  # a broken reward must not stop the round; the encoder goes without
                     comps = {}
                 rid = f"r{ctx.round}-s{slot}-e{i}"
                 out[rid] = Rollout(features=feats, components=comps, policy_id=f"slot-{slot}", reward_id=reward.id)

@@ -9,7 +9,6 @@ newest atomic checkpoint.
 from __future__ import annotations
 
 import json
-import math
 import socket
 import time
 import urllib.parse
@@ -18,24 +17,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from lares_agent.engine import (
-    EngineConfig,
-    EngineError,
-    ESConfig,
     ESEngine,
-    ESSearchConfig,
     LaResEngine,
     RewardFunction,
-    SACConfig,
-    SelectionConfig,
     TaskSpec,
     get_task,
     latest_checkpoint,
     random_feature_sample,
 )
-from lares_agent.errors import LaresError
+from lares_agent.errors import ConfigError, LaresError
 from lares_agent.runs import RunLayout, RunLog
-from lares_agent.search.config import SearchConfig
+from lares_agent.search.config import SearchConfig, engine_config, llm_config
 
 ProgressFn = Callable[["RunStatus"], None]
 
@@ -61,34 +56,6 @@ class RunOutcome:
     wall_s: float
 
 
-def engine_config(cfg: SearchConfig) -> EngineConfig:
-    """The engine's view of a search config."""
-    return EngineConfig(
-        setting=cfg.setting,
-        population_size=cfg.population,
-        elites=max(1, cfg.elites) if cfg.setting != "baseline" else 1,
-        total_steps=cfg.budget,
-        warmup_steps=cfg.warmup_steps,
-        reward_period=cfg.reward_period,
-        eval_every=cfg.eval_every,
-        eval_episodes=cfg.eval_episodes,
-        update_eval_episodes=cfg.eval_episodes,
-        ts_window=cfg.ts_window,
-        anchor_weight=0.0 if "no-constraint" in cfg.ablations else cfg.anchor_weight,
-        scale_to_best="no-scaling" not in cfg.ablations,
-        relabel="no-relabel" not in cfg.ablations,
-        thompson="no-thompson" not in cfg.ablations,
-        complexity_lambda=cfg.complexity_lambda,
-        horizon=cfg.horizon,
-        checkpoint_every=cfg.checkpoint_every,
-        buffer_capacity=max(cfg.budget + cfg.warmup_steps + 1_000, 10_000) if cfg.budget < 1_000_000 else 1_000_000,
-        sac=SACConfig(
-            hidden=tuple(cfg.hidden), batch_size=cfg.batch_size, utd_ratio=cfg.utd, init_log_alpha=math.log(cfg.init_alpha)
-        ),
-        seed=cfg.seed,
-    )
-
-
 def uses_retrieval(cfg: SearchConfig) -> bool:
     """Whether the proposer gets past cases (off with `retrieval=False` or the `no-retrieval` ablation)."""
     return cfg.retrieval and "no-retrieval" not in cfg.ablations
@@ -99,27 +66,6 @@ def reflects(cfg: SearchConfig) -> bool:
     return "no-reflection" not in cfg.ablations
 
 
-def es_config(cfg: SearchConfig) -> ESSearchConfig:
-    """The ES engine's view (`--learner es`): linear policies, the same reward period in env steps."""
-    return ESSearchConfig(
-        setting=cfg.setting,
-        population_size=cfg.population,
-        elites=max(1, cfg.elites) if cfg.setting != "baseline" else 1,
-        total_steps=cfg.budget,
-        reward_every_generations=0,
-        reward_every_steps=cfg.reward_period,
-        eval_every_generations=5,
-        eval_episodes=cfg.eval_episodes,
-        update_eval_episodes=cfg.eval_episodes,
-        complexity_lambda=cfg.complexity_lambda,
-        es=ESConfig(population_size=cfg.es_population),
-        horizon=cfg.horizon,
-        selection=SelectionConfig(method=cfg.selection, tournament_size=cfg.tournament_size),
-        backend=cfg.backend,
-        ray_address=cfg.ray_address,
-        seed=cfg.seed,
-        checkpoint_every_generations=5,
-    )
 
 
 class Search:
@@ -146,20 +92,13 @@ class Search:
         # Imported here so that `lares baseline` never loads the LLM stack.
         from lares_agent.graphs.build import build_graph, open_trace
         from lares_agent.graphs.context import GraphLimits, RunContext
-        from lares_agent.llm import LLMConfig, make_client
+        from lares_agent.llm import make_client
         from lares_agent.memory.cases import CaseStore
         from lares_agent.search.personas import resolve_persona
         from lares_agent.search.proposer import GraphProposer
 
         cfg = self.cfg
-        llm_cfg = LLMConfig(
-            backend=cfg.llm_backend,
-            model=cfg.llm_model,
-            base_url=cfg.base_url,
-            temperature=cfg.temperature,
-            max_total_tokens=cfg.max_llm_tokens,
-            seed=cfg.seed,
-        )
+        llm_cfg = llm_config(cfg)
         replay = Path(cfg.replay_from) if cfg.replay_from else None  # check_llm already refused a missing one
         self.llm = make_client(llm_cfg, self.run.root, replay_from=replay)
         self._cases = CaseStore() if uses_retrieval(cfg) else None
@@ -178,11 +117,8 @@ class Search:
     # ------------------------------------------------------------------ engine
     def _engine_class(self) -> tuple[Any, Any]:
         if self.cfg.learner == "es":
-            return ESEngine, es_config(self.cfg)
-        if self.cfg.backend != "local":
-            raise LaresError("--backend ray runs the ES learner (--learner es); SAC learners train as one batched "
-                             "in-process computation, use --backend local")
-        return LaResEngine, engine_config(self.cfg)
+            return ESEngine, engine_config(self.cfg)
+        return LaResEngine, engine_config(self.cfg)  # SearchConfig refused the options SAC does not take
 
     def new_engine(self) -> Any:
         engine_cls, ecfg = self._engine_class()
@@ -273,6 +209,8 @@ def read_config(run: RunLayout) -> SearchConfig:
         if not isinstance(data, dict):
             raise ValueError("not a JSON object")
         return SearchConfig.from_json(data)
+    except ConfigError as exc:
+        raise ConfigError(f"{run.config}: {exc}") from None
     except (OSError, ValueError, TypeError) as exc:
         raise LaresError(f"{run.config} is not a readable run configuration ({exc})") from None
 
@@ -280,11 +218,7 @@ def read_config(run: RunLayout) -> SearchConfig:
 def check_start(cfg: SearchConfig) -> None:
     """Everything about a new run's input that can be wrong, checked before a folder or a progress bar exists:
     task, persona, `--rewards` file and the LLM."""
-    task = get_task(cfg.task)
-    try:
-        es_config(cfg) if cfg.learner == "es" else engine_config(cfg)
-    except EngineError as exc:
-        raise LaresError(exc.reason) from None
+    task = get_task(cfg.task)  # the option ranges were checked when `cfg` was made (SearchConfig.__post_init__)
     if cfg.setting == "baseline":
         return
     from lares_agent.search.personas import resolve_persona
@@ -312,10 +246,9 @@ def check_llm(cfg: SearchConfig) -> None:
 
         resolve_model(cfg.llm_model)
     else:
-        from lares_agent.llm import LLMConfig
         from lares_agent.llm.openai_compat import make_openai_chat_model
 
-        make_openai_chat_model(LLMConfig(backend="openai", model=cfg.llm_model, base_url=cfg.base_url))
+        make_openai_chat_model(llm_config(cfg))
         if cfg.base_url:
             probe_endpoint(cfg.base_url)
 
@@ -332,9 +265,8 @@ def probe_endpoint(base_url: str, timeout_s: float = 3.0) -> None:
     try:
         socket.create_connection((parts.hostname, port), timeout=timeout_s).close()
     except OSError as exc:
-        raise LaresError(
-            f"cannot reach the LLM endpoint {base_url} ({exc.strerror or exc}); fix: start the server or correct --base-url"
-        ) from None
+        raise LaresError(f"cannot reach the LLM endpoint {base_url} ({exc.strerror or exc}); "
+                         "fix: start the server or correct --base-url") from None
 
 
 def start_run(cfg: SearchConfig, runs_base: Path, run_id: str | None = None,

@@ -24,6 +24,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from lares_agent.errors import ConfigError
+
 __all__ = [
     "ESConfig",
     "ESConfigError",
@@ -37,7 +39,7 @@ __all__ = [
 ]
 
 
-class ESConfigError(ValueError):
+class ESConfigError(ConfigError):
     """An ES setting is out of range; ``reason`` says which and why in one line."""
 
     def __init__(self, reason: str) -> None:

@@ -20,6 +20,7 @@ from torch import Tensor, nn
 
 from lares_agent.engine.contracts import Batch
 from lares_agent.engine.learners.nets import init_mlp, layer_sizes, squashed_gaussian
+from lares_agent.errors import ConfigError
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,11 +53,11 @@ class SACConfig:
         object.__setattr__(self, "hidden", tuple(int(h) for h in self.hidden))
         object.__setattr__(self, "log_std_bounds", tuple(float(b) for b in self.log_std_bounds))
         if not self.hidden or min(self.hidden) < 1:
-            raise ValueError(f"hidden must be non-empty positive widths, got {self.hidden}")
+            raise ConfigError(f"hidden must be non-empty positive widths, got {self.hidden}")
         if self.lr <= 0 or self.batch_size < 1 or not 0 <= self.gamma <= 1 or not 0 < self.tau <= 1:
-            raise ValueError("need lr > 0, batch_size >= 1, 0 <= gamma <= 1, 0 < tau <= 1")
+            raise ConfigError("need lr > 0, batch_size >= 1, 0 <= gamma <= 1, 0 < tau <= 1")
         if self.utd_ratio <= 0:
-            raise ValueError(f"utd_ratio must be positive, got {self.utd_ratio}")
+            raise ConfigError(f"utd_ratio must be positive, got {self.utd_ratio}")
 
     def entropy_target(self, act_dim: int) -> float:
         """The temperature's entropy target for an action space of act_dim dimensions."""

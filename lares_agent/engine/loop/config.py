@@ -10,6 +10,7 @@ from typing import Any
 from lares_agent.engine.contracts import SETTINGS
 from lares_agent.engine.errors import EngineError
 from lares_agent.engine.learners.sac import SACConfig
+from lares_agent.errors import ConfigError
 
 __all__ = ["EngineConfig"]
 
@@ -75,27 +76,27 @@ class EngineConfig:
 
     def __post_init__(self) -> None:
         if self.setting not in SETTINGS:
-            raise EngineError(f"unknown setting {self.setting!r}; choose one of {', '.join(SETTINGS)}")
+            raise ConfigError(f"unknown setting {self.setting!r}; choose one of {', '.join(SETTINGS)}")
         if self.setting != "baseline":
             if self.population_size < 1:
-                raise EngineError(f"population_size must be >= 1, got {self.population_size}")
+                raise ConfigError(f"population_size must be >= 1, got {self.population_size}")
             if not 1 <= self.elites <= self.population_size:
-                raise EngineError(f"elites must be in 1..{self.population_size}, got {self.elites}")
+                raise ConfigError(f"elites must be in 1..{self.population_size}, got {self.elites}")
             if self.setting == "init" and self.population_size < 2:
-                raise EngineError("setting 'init' needs population_size >= 2 (slot 0 is the human reward)")
+                raise ConfigError("setting 'init' needs population_size >= 2 (slot 0 is the human reward)")
         for name in ("total_steps", "warmup_steps", "reward_period", "eval_every", "checkpoint_every",
                      "feature_sample", "rollout_slots", "rollouts_kept"):
             if getattr(self, name) < 0:
-                raise EngineError(f"{name} must be >= 0, got {getattr(self, name)}")
+                raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.warmup_steps < 2:
-            raise EngineError("warmup_steps must be >= 2 (reward scaling needs stored steps)")
+            raise ConfigError("warmup_steps must be >= 2 (reward scaling needs stored steps)")
         for name in ("eval_episodes", "update_eval_episodes", "ts_window", "buffer_capacity"):
             if getattr(self, name) < 1:
-                raise EngineError(f"{name} must be >= 1, got {getattr(self, name)}")
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.horizon is not None and self.horizon < 1:
-            raise EngineError(f"horizon must be >= 1, got {self.horizon}")
+            raise ConfigError(f"horizon must be >= 1, got {self.horizon}")
         if self.anchor_weight < 0 or self.complexity_lambda < 0:
-            raise EngineError("anchor_weight and complexity_lambda must be >= 0")
+            raise ConfigError("anchor_weight and complexity_lambda must be >= 0")
 
     @property
     def num_slots(self) -> int:

@@ -18,6 +18,7 @@ from lares_agent.engine.contracts import SETTINGS
 from lares_agent.engine.errors import EngineError
 from lares_agent.engine.es.strategy import ESConfig
 from lares_agent.engine.loop.selection import DiversityConfig, SelectionConfig
+from lares_agent.errors import ConfigError
 
 __all__ = ["BACKENDS", "ESSearchConfig", "reward_population_size"]
 
@@ -27,8 +28,8 @@ BACKENDS = ("local", "ray")
 def reward_population_size(policy_population: int, fraction: float) -> int:
     """Reward slots for a policy population of ``policy_population`` at ``fraction`` (at least 1, rounded)."""
     if not 0.0 < fraction <= 1.0:
-        raise EngineError(f"reward_fraction must be in (0, 1], got {fraction}")
-    return max(1, round(policy_population * fraction))
+        raise ConfigError(f"reward_fraction must be in (0, 1], got {fraction}")
+    return max(1, int(round(policy_population * fraction)))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,26 +81,26 @@ class ESSearchConfig:
 
     def __post_init__(self) -> None:
         if self.setting not in SETTINGS:
-            raise EngineError(f"unknown setting {self.setting!r}; choose one of {', '.join(SETTINGS)}")
+            raise ConfigError(f"unknown setting {self.setting!r}; choose one of {', '.join(SETTINGS)}")
         if self.backend not in BACKENDS:
-            raise EngineError(f"unknown backend {self.backend!r}; choose one of {', '.join(BACKENDS)}")
+            raise ConfigError(f"unknown backend {self.backend!r}; choose one of {', '.join(BACKENDS)}")
         k = self.num_slots
         if self.setting != "baseline" and not 1 <= self.elites <= k:
-            raise EngineError(f"elites must be in 1..{k}, got {self.elites}")
+            raise ConfigError(f"elites must be in 1..{k}, got {self.elites}")
         if self.setting == "init" and k < 2:
-            raise EngineError("setting 'init' needs population_size >= 2 (slot 0 is the human reward)")
+            raise ConfigError("setting 'init' needs population_size >= 2 (slot 0 is the human reward)")
         for name in ("total_steps", "rollout_workers", "reward_every_generations", "reward_every_steps",
                      "eval_every_generations", "rollout_slots", "rollouts_kept", "feature_sample",
                      "checkpoint_every_generations"):
             if getattr(self, name) < 0:
-                raise EngineError(f"{name} must be >= 0, got {getattr(self, name)}")
+                raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
         for name in ("eval_episodes", "update_eval_episodes", "episodes_per_member"):
             if getattr(self, name) < 1:
-                raise EngineError(f"{name} must be >= 1, got {getattr(self, name)}")
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.horizon is not None and self.horizon < 1:
-            raise EngineError(f"horizon must be >= 1, got {self.horizon}")
+            raise ConfigError(f"horizon must be >= 1, got {self.horizon}")
         if self.complexity_lambda < 0:
-            raise EngineError("complexity_lambda must be >= 0")
+            raise ConfigError("complexity_lambda must be >= 0")
 
     @property
     def num_slots(self) -> int:
@@ -109,7 +110,7 @@ class ESSearchConfig:
         if self.reward_fraction is not None:
             return reward_population_size(self.es.population_size, self.reward_fraction)
         if self.population_size < 1:
-            raise EngineError(f"population_size must be >= 1, got {self.population_size}")
+            raise ConfigError(f"population_size must be >= 1, got {self.population_size}")
         return self.population_size
 
     def to_json(self) -> dict[str, Any]:

@@ -43,8 +43,8 @@ from lares_agent.engine.loop.selection import measure_diversity, select_elites
 from lares_agent.engine.loop.slots import LearnerHooks, RewardSlots, SlotRules, initial_slot_rewards
 from lares_agent.engine.loop.state import (
     STATE_VERSION,
-    ESCounters,
     EngineLog,
+    ESCounters,
     check_state,
     load_counters,
     rewards_from_state,

@@ -18,6 +18,7 @@ from typing import Any, Literal
 import numpy as np
 
 from lares_agent.engine.contracts import Diversity
+from lares_agent.errors import ConfigError
 
 __all__ = [
     "DiversityConfig",
@@ -43,9 +44,9 @@ class SelectionConfig:
 
     def __post_init__(self) -> None:
         if self.method not in ("truncation", "tournament"):
-            raise ValueError(f"selection method must be 'truncation' or 'tournament', got {self.method!r}")
+            raise ConfigError(f"selection method must be 'truncation' or 'tournament', got {self.method!r}")
         if self.tournament_size < 1:
-            raise ValueError(f"tournament_size must be >= 1, got {self.tournament_size}")
+            raise ConfigError(f"tournament_size must be >= 1, got {self.tournament_size}")
 
 
 def _order(fitness: np.ndarray) -> np.ndarray:

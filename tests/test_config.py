@@ -1,0 +1,130 @@
+"""The config tree: one error type, choices from one Literal each, SearchConfig valid exactly when the engine
+config it maps onto is, and config.json files of earlier versions still load as what they ran."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, get_args, get_type_hints
+
+import pytest
+from lares_agent.graphs.context import GraphLimits
+
+from lares_agent.engine.es.strategy import ESConfig
+from lares_agent.engine.learners.sac import SACConfig
+from lares_agent.engine.loop import config as engine_cfg
+from lares_agent.engine.loop import es_config
+from lares_agent.engine.loop.selection import SelectionConfig
+from lares_agent.errors import ConfigError, LaresError
+from lares_agent.llm.config import LLMConfig
+from lares_agent.search import config as search_cfg
+from lares_agent.search.config import SearchConfig, engine_config, llm_config, preset_config
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: SearchConfig(population=0),
+        lambda: engine_cfg.EngineConfig(warmup_steps=1),
+        lambda: es_config.ESSearchConfig(backend="spark"),
+        lambda: SACConfig(utd_ratio=0),
+        lambda: ESConfig(population_size=3),
+        lambda: SelectionConfig(tournament_size=0),
+        lambda: GraphLimits(per_call=0),
+        lambda: LLMConfig(max_total_tokens=0),
+        lambda: LLMConfig(backend="bogus"),  # type: ignore[arg-type]
+        lambda: preset_config("huge"),
+    ],
+)
+def test_every_config_refuses_with_the_one_config_error(make: Any) -> None:
+    with pytest.raises(ConfigError) as info:
+        make()
+    assert isinstance(info.value, LaresError) and isinstance(info.value, ValueError)
+    assert "\n" not in str(info.value) and str(info.value).strip()
+
+
+def test_choices_come_from_one_literal_each_and_match_the_engine() -> None:
+    assert search_cfg.SETTINGS == get_args(search_cfg.Setting) == engine_cfg.SETTINGS
+    assert search_cfg.BACKENDS == get_args(search_cfg.Backend) == es_config.BACKENDS
+    assert get_args(get_type_hints(SelectionConfig)["method"]) == search_cfg.SELECTIONS
+    assert get_args(search_cfg.Learner) == search_cfg.LEARNERS
+    assert tuple(search_cfg.ABLATIONS) == get_args(search_cfg.Ablation)
+    assert tuple(search_cfg.PRESETS) == search_cfg.PRESET_NAMES == get_args(search_cfg.Preset)
+    assert get_args(get_type_hints(LLMConfig)["backend"]) == search_cfg.LLM_BACKENDS
+    hints = get_type_hints(SearchConfig)
+    for name, choices in [("setting", search_cfg.SETTINGS), ("learner", search_cfg.LEARNERS),
+                          ("backend", search_cfg.BACKENDS), ("selection", search_cfg.SELECTIONS),
+                          ("preset", search_cfg.PRESET_NAMES), ("llm_backend", search_cfg.LLM_BACKENDS)]:
+        assert get_args(hints[name]) == choices, name
+
+
+@pytest.mark.parametrize("learner", ["sac", "es"])
+@pytest.mark.parametrize("setting", ["scratch", "init"])
+def test_search_config_accepts_exactly_the_population_and_elites_the_engine_accepts(learner: str,
+                                                                                   setting: str) -> None:
+    engine_type = es_config.ESSearchConfig if learner == "es" else engine_cfg.EngineConfig
+    for population in range(4):
+        for elites in range(-1, 6):
+            try:
+                engine_type(setting=setting, population_size=population, elites=elites)
+                engine_ok = True
+            except ConfigError:
+                engine_ok = False
+            try:
+                cfg = SearchConfig(learner=learner, setting=setting, population=population, elites=elites)  # type: ignore[arg-type]
+            except ConfigError:
+                assert not engine_ok, (population, elites)
+                continue
+            assert engine_ok, (population, elites)
+            run = engine_config(cfg)
+            assert (run.population_size, run.elites) == (cfg.population, cfg.elites)  # stored is what runs
+
+
+def test_zero_elites_are_refused_with_the_reason() -> None:
+    with pytest.raises(ConfigError, match=r"--elites must be between 1 and --population \(3\), not 0: .*inherit"):
+        SearchConfig(elites=0)
+
+
+def test_options_that_do_not_apply_to_the_sac_learner_are_refused() -> None:
+    with pytest.raises(ConfigError, match="--selection tournament applies to the ES learner"):
+        SearchConfig(selection="tournament")
+    with pytest.raises(ConfigError, match="--backend ray runs the ES learner"):
+        SearchConfig(backend="ray")
+    es_run = engine_config(SearchConfig(learner="es", selection="tournament", tournament_size=3))
+    assert isinstance(es_run, es_config.ESSearchConfig)
+    assert (es_run.selection.method, es_run.selection.tournament_size) == ("tournament", 3)
+
+
+def test_engine_only_ranges_are_checked_when_the_search_config_is_made() -> None:
+    with pytest.raises(ConfigError, match="warmup_steps must be >= 2"):
+        SearchConfig(warmup_steps=1)
+    with pytest.raises(ConfigError, match="population_size must be an even number"):
+        SearchConfig(learner="es", es_population=5)
+    with pytest.raises(ConfigError, match="horizon must be >= 1"):
+        SearchConfig(horizon=0)
+
+
+def test_the_mapping_renames_once_for_both_learners() -> None:
+    cfg = SearchConfig(population=4, elites=2, budget=1_234, reward_period=600, eval_episodes=3, horizon=40,
+                       complexity_lambda=0.5, seed=9, es_population=8, hidden=(16,), utd=0.5, init_alpha=1.0)
+    sac = engine_config(cfg)
+    es = engine_config(SearchConfig.from_json({**cfg.to_json(), "learner": "es"}))
+    for run in (sac, es):
+        assert (run.population_size, run.elites, run.total_steps, run.eval_episodes, run.update_eval_episodes,
+                run.horizon, run.complexity_lambda, run.seed) == (4, 2, 1_234, 3, 3, 40, 0.5, 9)
+    assert isinstance(sac, engine_cfg.EngineConfig) and isinstance(es, es_config.ESSearchConfig)
+    assert sac.reward_period == 600 and es.reward_every_steps == 600 and es.es.population_size == 8
+    assert sac.sac.hidden == (16,) and sac.sac.utd_ratio == 0.5 and sac.sac.init_log_alpha == 0.0
+    llm = llm_config(SearchConfig(llm_backend="openai", llm_model="m", max_llm_tokens=100, temperature=0.2))
+    assert (llm.backend, llm.model, llm.max_total_tokens, llm.temperature) == ("openai", "m", 100, 0.2)
+
+
+def test_config_json_of_earlier_versions_loads_as_what_it_ran() -> None:
+    old = {**SearchConfig().to_json(), "extra": {"note": "dead field"}, "elites": 0, "selection": "tournament"}
+    cfg = SearchConfig.from_json(json.loads(json.dumps(old)))
+    assert not hasattr(cfg, "extra")
+    assert cfg.elites == 1 and cfg.selection == "truncation"  # what `max(1, elites)` and SAC ran
+    baseline = SearchConfig.from_json({**old, "setting": "baseline", "population": 1})
+    assert baseline.elites == 1 and engine_config(baseline).num_slots == 1
+    es = SearchConfig.from_json({**old, "learner": "es", "elites": 2})
+    assert es.selection == "tournament"  # ES did run tournament selection
+    assert SearchConfig.from_json(cfg.to_json()) == cfg
