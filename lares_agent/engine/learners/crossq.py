@@ -112,10 +112,8 @@ def renorm_limits(steps: Tensor, config: CrossQConfig) -> tuple[Tensor, Tensor]:
     """(r_max, d_max) after `steps` earlier train-mode forwards: (1, 0) during the warm-up (= batch norm),
     then the configured limits, reached linearly over `renorm_relax_steps` (Ioffe 2017 §4)."""
     past = steps.double() - config.renorm_warmup_steps
-    if config.renorm_relax_steps > 0:
-        frac = (past / config.renorm_relax_steps).clamp(0.0, 1.0)
-    else:
-        frac = (past > 0).double()
+    relax = config.renorm_relax_steps
+    frac = (past / relax).clamp(0.0, 1.0) if relax > 0 else (past > 0).double()
     return (1.0 + (config.r_max - 1.0) * frac).float(), (config.d_max * frac).float()
 
 
@@ -215,13 +213,16 @@ class QNetwork(nn.Module):
         self.net = renorm_mlp(layer_sizes(obs_dim + act_dim, config.critic_hidden, 1), config, True, generator)
 
     def forward(self, obs: Tensor, action: Tensor) -> Tensor:
-        return self.net(torch.cat([obs, action], dim=-1)).squeeze(-1)
+        q: Tensor = self.net(torch.cat([obs, action], dim=-1))
+        return q.squeeze(-1)
 
 
 def squared_distance(module: nn.Module, anchor: nn.Module) -> Tensor:
     """sum_k ||theta_k - theta_k^anchor||^2 over all parameters (LaRes' parameter constraint, §7)."""
-    pairs = zip(module.parameters(), anchor.parameters(), strict=True)
-    return sum(((p - a).pow(2).sum() for p, a in pairs), start=torch.zeros(()))
+    total = torch.zeros(())
+    for p, a in zip(module.parameters(), anchor.parameters(), strict=True):
+        total = total + (p - a).pow(2).sum()
+    return total
 
 
 @contextmanager
@@ -280,9 +281,11 @@ class CrossQLearner:
         with torch.no_grad():
             obs_t = self._norm(torch.as_tensor(obs, dtype=torch.float32).reshape(-1, self.obs_dim))
             if deterministic:
-                return self.actor.deterministic(obs_t).numpy()
-            noise = torch.randn(obs_t.shape[0], self.act_dim, generator=generator)
-            return self.actor(obs_t, noise)[0].numpy()
+                action = self.actor.deterministic(obs_t)
+            else:
+                noise = torch.randn(obs_t.shape[0], self.act_dim, generator=generator)
+                action = self.actor(obs_t, noise)[0]
+        return np.asarray(action.numpy(), np.float32)
 
     def update(self, batch: Batch) -> dict[str, float]:
         """One critic step, and every `policy_delay`-th call an actor and temperature step; returns losses."""
@@ -312,7 +315,7 @@ class CrossQLearner:
             squared_distance(self.qf1, self.anchor_qf1) + squared_distance(self.qf2, self.anchor_qf2)
         )
         self.q_optimizer.zero_grad()
-        (qf_loss + q_anchor).backward()
+        torch.autograd.backward(qf_loss + q_anchor)
         self.q_optimizer.step()
 
         # Delayed actor and temperature (paper §4): the actor in train mode, the updated critics with
@@ -324,11 +327,11 @@ class CrossQLearner:
             actor_loss = (alpha * log_pi - min_qf_pi).mean()
             actor_anchor = self.anchor_weight * squared_distance(self.actor, self.anchor_actor)
             self.actor_optimizer.zero_grad()
-            (actor_loss + actor_anchor).backward()
+            torch.autograd.backward(actor_loss + actor_anchor)
             self.actor_optimizer.step()
             alpha_loss = -(self.log_alpha * (log_pi.detach() + self.target_entropy)).mean()
             self.a_optimizer.zero_grad()
-            alpha_loss.backward()
+            torch.autograd.backward(alpha_loss)
             self.a_optimizer.step()
             self.last_actor_loss, self.last_alpha_loss = actor_loss.item(), alpha_loss.item()
             self.last_actor_anchor = float(actor_anchor.detach())

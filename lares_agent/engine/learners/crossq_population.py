@@ -150,7 +150,7 @@ class CrossQPopulation:
     def _policy(self, actor: Sequence[Tensor], running: Sequence[Tensor], steps: Tensor | None, obs: Tensor,
                 noise: Tensor, training: bool) -> tuple[Tensor, Tensor]:
         head = stacked_renorm_mlp(obs, actor, running, steps, self.config, training)
-        mean, log_std = head.split(self.act_dim, dim=-1)
+        mean, log_std = torch.split(head, self.act_dim, dim=-1)
         return squashed_gaussian(mean, log_std, noise, self.config.log_std_bounds)
 
     def observe(self, obs: np.ndarray) -> None:
@@ -181,7 +181,7 @@ class CrossQPopulation:
             if deterministic:
                 out[rows] = torch.tanh(head[:, : self.act_dim])
             else:
-                mean, log_std = head.split(self.act_dim, dim=-1)
+                mean, log_std = torch.split(head, self.act_dim, dim=-1)
                 assert noise is not None
                 out[rows] = squashed_gaussian(mean, log_std, noise[rows], self.config.log_std_bounds)[0]
         return out.cpu().numpy()
@@ -308,7 +308,8 @@ class CrossQPopulation:
         s = torch.as_tensor([src], device=self.device).expand(len(dst))
         d2 = torch.cat([d, d + self.k])  # both critics of each dst member
         s2 = torch.cat([s, s + self.k])
-        for params, anchor, dr, sr in [(self.actor, self.anchor_actor, d, s), (self.critic, self.anchor_critic, d2, s2)]:
+        groups = [(self.actor, self.anchor_actor, d, s), (self.critic, self.anchor_critic, d2, s2)]
+        for params, anchor, dr, sr in groups:
             for p, a in zip(params, anchor, strict=True):
                 p[dr] = p[sr]
                 a[dr] = p[sr]
@@ -342,8 +343,8 @@ class CrossQPopulation:
         nets = [(learner.actor, self._actor, member), (learner.qf1, self._critic, member),
                 (learner.qf2, self._critic, member + self.k)]
         for module, ensemble, row in nets:
-            linears = [m for m in module.net if isinstance(m, torch.nn.Linear)]
-            norms = [m for m in module.net if isinstance(m, BatchRenorm)]
+            linears = [m for m in module.modules() if isinstance(m, torch.nn.Linear)]
+            norms = [m for m in module.modules() if isinstance(m, BatchRenorm)]
             per = 4 if norms else 2
             for i, linear in enumerate(linears):
                 p = ensemble.params[per * i : per * (i + 1)]
