@@ -1,4 +1,4 @@
-"""Learner throughput: K batched SAC learners vs K separate ones vs K Stable-Baselines3 SAC learners.
+"""Learner throughput: K batched SAC (and CrossQ) learners vs K separate ones vs K library learners.
 
 Side by side in one run, with the reference's sizes (obs 39, act 4, 3x256 MLPs, batch 128):
   * learner-updates/s of `Population` (K learners as one batched computation, ours),
@@ -6,11 +6,16 @@ Side by side in one run, with the reference's sizes (obs 39, act 4, 3x256 MLPs, 
   * K Stable-Baselines3 SAC learners with the same sizes (skipped when SB3 is not installed),
   * the fraction of this CPU's measured matmul FLOP/s that each reaches (matmul FLOPs actually executed),
   * env steps/s of a whole LaRes-style loop on MetaWorld reach-v3 (episode, add with K reward columns,
-    one update per env step per learner).
+    one update per env step per learner);
+  * the same side-by-side table for CrossQ (issue 12 item 7) at K = 3 and 5 (`--crossq-k`), with the sizes of
+    `CrossQConfig()` (actor 2x128, critic 2x256, batch 256, policy delay 3): `CrossQPopulation`, K separate
+    `CrossQLearner`s, K sb3-contrib CrossQ learners (skipped when sb3-contrib is not installed). A CrossQ
+    update's FLOPs count the actor step once per `policy_delay` updates (its average cost).
 Each timing is the best of several blocks, because the CPU may be shared. Usage:
 
     python benchmarks/learners.py [--threads 2] [--k 5] [--block-seconds 2] [--blocks 3] [--loop-steps 300]
     python benchmarks/learners.py --threads 1 --clock thread   # on a machine shared with other jobs
+    python benchmarks/learners.py --learners crossq --crossq-k 3 5 --loop-steps 0
 """
 
 from __future__ import annotations
@@ -23,9 +28,11 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from lares_agent.engine import ReplayBuffer, SACConfig
+from lares_agent.engine.buffer import ReplayBuffer
+from lares_agent.engine.learners.crossq import CrossQConfig, CrossQLearner
+from lares_agent.engine.learners.crossq_population import CrossQPopulation
 from lares_agent.engine.learners.nets import layer_sizes, reuse_freed_memory
-from lares_agent.engine.learners.sac import SACLearner
+from lares_agent.engine.learners.sac import SACConfig, SACLearner
 from lares_agent.engine.learners.sac_population import Population
 
 OBS, ACT = 39, 4
@@ -200,7 +207,7 @@ def loop_steps_per_second(k: int, cfg: SACConfig, steps: int, seed: int, clock: 
     while done < steps:
         n = episode(member)
         member, done = (member + 1) % k, done + n
-        for _ in range(int(round(cfg.utd_ratio * n))):
+        for _ in range(round(cfg.utd_ratio * n)):
             t0 = clock()
             batch = buf.sample(cfg.batch_size, range(k), rng)
             t1 = clock()
@@ -212,25 +219,105 @@ def loop_steps_per_second(k: int, cfg: SACConfig, steps: int, seed: int, clock: 
     return {"steps_per_s": done / total, **{key: value / total for key, value in timers.items()}}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--k", type=int, default=5)
-    parser.add_argument("--block-seconds", type=float, default=2.0)
-    parser.add_argument("--blocks", type=int, default=3)
-    parser.add_argument("--loop-steps", type=int, default=300, help="0 skips the whole-loop measurement")
-    parser.add_argument("--clock", choices=("wall", "thread"), default="wall",
-                        help="thread: CPU time of this thread (needs --threads 1); robust on a busy machine")
-    args = parser.parse_args()
-    if args.clock == "thread" and args.threads != 1:
-        parser.error("--clock thread measures one thread's CPU time: use it with --threads 1")
-    clock = time.thread_time if args.clock == "thread" else time.perf_counter
-    torch.set_num_threads(args.threads)
-    reuse_freed_memory()  # helps every column alike (fewer page faults on fresh activations)
-    cfg, k = SACConfig(), args.k
-    timing = (args.block_seconds, args.blocks, clock)
+def crossq_update_flops(cfg: CrossQConfig) -> float:
+    """Average matmul FLOPs of one CrossQ update (both our implementations compute the same).
 
-    peak = matmul_peak(*timing)
+    Every update: next actions (actor forward, B rows), the critic step on the joint batch (2 critics
+    forward on 2B rows, weight gradients and input gradients but the first layer's). Every `policy_delay`-th
+    update: the actor forward and full backward (B rows), 2 critics forward plus input gradients of every
+    layer (the action is an input) on B rows.
+    """
+    b = cfg.batch_size
+
+    def fwd(layers: list[tuple[int, int]], rows: int) -> float:
+        return sum(2.0 * rows * i * o for i, o in layers)
+
+    actor = layer_sizes(OBS, cfg.actor_hidden, 2 * ACT)
+    critic = layer_sizes(OBS + ACT, cfg.critic_hidden, 1)
+    critic_step = fwd(actor, b) + 2 * (2 * fwd(critic, 2 * b) + fwd(critic[1:], 2 * b))
+    actor_step = 2 * fwd(actor, b) + fwd(actor[1:], b) + 2 * 2 * fwd(critic, b)
+    return critic_step + actor_step / cfg.policy_delay
+
+
+def sb3_crossq_update_time(k: int, cfg: CrossQConfig, block_seconds: float, blocks: int,
+                           clock: Clock) -> float | None:
+    """Seconds for one update of each of k sb3-contrib CrossQ learners (None when sb3-contrib is missing)."""
+    try:
+        import gymnasium
+        from sb3_contrib import CrossQ
+        from stable_baselines3.common.logger import configure
+    except ImportError:
+        return None
+
+    class Dummy(gymnasium.Env):  # only the spaces matter: training reads the replay buffer
+        observation_space = gymnasium.spaces.Box(-np.inf, np.inf, (OBS,), np.float32)
+        action_space = gymnasium.spaces.Box(-1.0, 1.0, (ACT,), np.float32)
+
+    rng = np.random.default_rng(0)
+    models = []
+    for seed in range(k):
+        model = CrossQ("MlpPolicy", Dummy(), learning_rate=cfg.lr, buffer_size=10_000, learning_starts=0,
+                       batch_size=cfg.batch_size, gamma=cfg.gamma, policy_delay=cfg.policy_delay, device="cpu",
+                       seed=seed, policy_kwargs={"net_arch": {"pi": list(cfg.actor_hidden),
+                                                              "qf": list(cfg.critic_hidden)}})
+        model.set_logger(configure(None, []))
+        for _ in range(2000):
+            model.replay_buffer.add(rng.normal(size=(1, OBS)), rng.normal(size=(1, OBS)),
+                                    rng.uniform(-1, 1, (1, ACT)), rng.normal(size=1), np.zeros(1), [{}])
+        models.append(model)
+
+    def step() -> None:
+        for model in models:
+            model.train(gradient_steps=1, batch_size=cfg.batch_size)
+
+    # Whole policy-delay cycles, so every column averages the same mix of critic and actor steps.
+    return best_time(lambda: [step() for _ in range(cfg.policy_delay)], block_seconds, blocks, clock) / cfg.policy_delay
+
+
+def crossq_table(k: int, peak: float, timing: tuple[float, int, Clock]) -> None:
+    """CrossQ side by side at population size k: batched, separate ours, sb3-contrib."""
+    cfg = CrossQConfig()
+    buf = random_buffer(k, 20_000, seed=0)
+    rng = np.random.default_rng(1)
+    pop = CrossQPopulation(k, OBS, ACT, cfg, seed=0)
+    pop.inherit(list(range(1, k // 2 + 1)), 0, anchor_weight=1.0)  # as after a reward update: some anchored
+    learners = [CrossQLearner(OBS, ACT, cfg, seed) for seed in range(k)]
+    delay = cfg.policy_delay
+
+    def batched() -> None:  # whole policy-delay cycles (see sb3_crossq_update_time)
+        for _ in range(delay):
+            pop.update(buf.sample(cfg.batch_size, range(k), rng))
+
+    def separate() -> None:
+        for _ in range(delay):
+            for j, learner in enumerate(learners):
+                learner.update(buf.sample(cfg.batch_size, [j], rng).column(0))
+
+    rows = {f"{k} batched learners (CrossQPopulation)": best_time(batched, *timing) / delay,
+            f"{k} separate CrossQLearners (ours)": best_time(separate, *timing) / delay}
+    sb3 = sb3_crossq_update_time(k, cfg, *timing)
+    sb3_name = f"{k} sb3-contrib CrossQ learners"
+    if sb3 is not None:
+        rows[sb3_name] = sb3
+    flops = k * crossq_update_flops(cfg)
+    print(f"\nCrossQ K={k}: actor {cfg.actor_hidden}, critic {cfg.critic_hidden}, batch {cfg.batch_size} "
+          f"(joint critic batch {2 * cfg.batch_size}), policy delay {delay}; one update of all {k} learners "
+          f"executes {flops / 1e9:.2f} GFLOP of matmuls on average")
+    print(f"{'':42} {'learner-upd/s':>14} {'ms per K upd':>13} {'GFLOP/s':>9} {'% of peak':>10}")
+    for name, seconds in rows.items():
+        print(f"{name:42} {k / seconds:14.1f} {1e3 * seconds:13.2f} {flops / seconds / 1e9:9.1f} "
+              f"{100 * flops / seconds / peak:9.1f}%")
+    names = list(rows)
+    print(f"batched vs separate (ours): {rows[names[1]] / rows[names[0]]:.2f}x")
+    if sb3 is None:
+        print(f"{sb3_name}: skipped (sb3_contrib not installed; `pip install sb3-contrib`)")
+    else:
+        print(f"batched vs sb3-contrib CrossQ: {sb3 / rows[names[0]]:.2f}x (issue 12 target: >= 2x)")
+
+
+def sac_table(args: argparse.Namespace, k: int, peak: float, timing: tuple[float, int, Clock], clock: Clock) -> None:
+    """SAC side by side at population size k (and the whole loop on reach-v3)."""
+    cfg = SACConfig()
     buf = random_buffer(k, 20_000, seed=0)
     rng = np.random.default_rng(1)
     pop = Population(k, OBS, ACT, cfg, seed=0)
@@ -253,13 +340,9 @@ def main() -> None:
         rows[sb3_name] = sb3
     flops = k * update_flops(cfg.hidden, cfg.batch_size)
 
-    load = os.getloadavg()[0]
-    print(f"torch {torch.__version__}, {args.threads} threads, {args.clock} clock; K={k}, obs {OBS}, "
-          f"act {ACT}, hidden {cfg.hidden}, batch {cfg.batch_size}; load average {load:.1f} "
-          f"on {os.cpu_count()} CPUs{' (busy machine: wall times are pessimistic)' if load > 1 else ''}")
-    print(f"matmul peak (2048^3 sgemm): {peak / 1e9:.1f} GFLOP/s; one update of all {k} learners executes "
+    print(f"\nSAC K={k}: hidden {cfg.hidden}, batch {cfg.batch_size}; one update of all {k} learners executes "
           f"{flops / 1e9:.2f} GFLOP of matmuls ({k * convention_flops(cfg.hidden, cfg.batch_size) / 1e9:.2f} "
-          "by the 3x-forward convention)\n")
+          "by the 3x-forward convention)")
     print(f"{'':38} {'learner-upd/s':>14} {'ms per K upd':>13} {'GFLOP/s':>9} {'% of peak':>10}")
     for name, seconds in rows.items():
         print(f"{name:38} {k / seconds:14.1f} {1e3 * seconds:13.2f} {flops / seconds / 1e9:9.1f} "
@@ -279,6 +362,39 @@ def main() -> None:
             print(f"whole loop on reach-v3 (UTD {cfg.utd_ratio}, {k} learners): "
                   f"{loop['steps_per_s']:.1f} env steps/s; time shares: {shares}")
 
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--k", type=int, default=5)
+    parser.add_argument("--block-seconds", type=float, default=2.0)
+    parser.add_argument("--blocks", type=int, default=3)
+    parser.add_argument("--loop-steps", type=int, default=300, help="0 skips the whole-loop measurement")
+    parser.add_argument("--learners", nargs="+", choices=("sac", "crossq"), default=["sac", "crossq"])
+    parser.add_argument("--crossq-k", nargs="+", type=int, default=[3, 5], help="CrossQ population sizes")
+    parser.add_argument("--clock", choices=("wall", "thread"), default="wall",
+                        help="thread: CPU time of this thread (needs --threads 1); robust on a busy machine")
+    args = parser.parse_args()
+    if args.clock == "thread" and args.threads != 1:
+        parser.error("--clock thread measures one thread's CPU time: use it with --threads 1")
+    clock = time.thread_time if args.clock == "thread" else time.perf_counter
+    torch.set_num_threads(args.threads)
+    reuse_freed_memory()  # helps every column alike (fewer page faults on fresh activations)
+    k = args.k
+    timing = (args.block_seconds, args.blocks, clock)
+
+    peak = matmul_peak(*timing)
+    load = os.getloadavg()[0]
+    print(f"torch {torch.__version__}, {args.threads} threads, {args.clock} clock; obs {OBS}, act {ACT}; "
+          f"load average {load:.1f} on {os.cpu_count()} CPUs"
+          f"{' (busy machine: wall times are pessimistic)' if load > 1 else ''}")
+    print(f"matmul peak (2048^3 sgemm): {peak / 1e9:.1f} GFLOP/s")
+    if "sac" in args.learners:
+        sac_table(args, k, peak, timing, clock)
+    if "crossq" in args.learners:
+        for crossq_k in args.crossq_k:
+            crossq_table(crossq_k, peak, timing)
 
 if __name__ == "__main__":
     main()

@@ -44,8 +44,8 @@ from typing import Any
 
 import numpy as np
 
-from lares_agent.search.config import ABLATIONS, SearchConfig, preset_config
 from lares_agent.runs import atomic_write_text, read_jsonl
+from lares_agent.search.config import ABLATIONS, SearchConfig, preset_config
 
 # The reference's from-scratch MetaWorld set (docs/lares-reference.md §10) that this project's task list covers.
 DEFAULT_TASKS = ("window-close-v3", "button-press-v3", "drawer-open-v3")

@@ -7,7 +7,6 @@ import json
 from typing import Any, get_args, get_type_hints
 
 import pytest
-from lares_agent.graphs.context import GraphLimits
 
 from lares_agent.engine.es.strategy import ESConfig
 from lares_agent.engine.learners.sac import SACConfig
@@ -15,6 +14,7 @@ from lares_agent.engine.loop import config as engine_cfg
 from lares_agent.engine.loop import es_config
 from lares_agent.engine.loop.selection import SelectionConfig
 from lares_agent.errors import ConfigError, LaresError
+from lares_agent.graphs.context import GraphLimits
 from lares_agent.llm.config import LLMConfig
 from lares_agent.search import config as search_cfg
 from lares_agent.search.config import SearchConfig, engine_config, llm_config, preset_config

@@ -47,10 +47,13 @@ def member_seeds(seed: int, k: int) -> list[int]:
     return [int(c.generate_state(1, np.uint64)[0] >> np.uint64(1)) for c in children]
 
 
-def stacked_mlp(x: Tensor, weights: Sequence[Tensor], biases: Sequence[Tensor]) -> Tensor:
+def stacked_mlp(
+    x: Tensor, weights: Sequence[Tensor], biases: Sequence[Tensor], layer_norm: bool = False
+) -> Tensor:
     """E independent MLPs in one go: x [E, B, in], weights [E, in, out], biases [E, 1, out] -> [E, B, out].
 
-    One `baddbmm` per layer runs the whole ensemble as a single batched matmul (ReLU between layers).
+    One `baddbmm` per layer runs the whole ensemble as a single batched matmul (ReLU between layers;
+    with `layer_norm`, a LayerNorm without affine parameters before each ReLU, as the single learner's).
     """
     last = len(weights) - 1
     for i, (weight, bias) in enumerate(zip(weights, biases, strict=True)):
@@ -61,6 +64,8 @@ def stacked_mlp(x: Tensor, weights: Sequence[Tensor], biases: Sequence[Tensor]) 
         else:
             x = torch.baddbmm(bias, x, weight)
         if i < last:
+            if layer_norm:
+                x = torch.nn.functional.layer_norm(x, x.shape[-1:])
             x = torch.relu(x)
     return x
 

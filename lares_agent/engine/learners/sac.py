@@ -20,6 +20,7 @@ from torch import Tensor, nn
 
 from lares_agent.engine.contracts import Batch
 from lares_agent.engine.learners.nets import init_mlp, layer_sizes, squashed_gaussian
+from lares_agent.engine.learners.obs_norm import ObsNormalizer
 from lares_agent.errors import ConfigError
 
 
@@ -47,6 +48,10 @@ class SACConfig:
     """Multiplier of the reward in the critic target (reference `--reward-scale` 1)."""
     utd_ratio: float = 1.0
     """Updates per learner per env step collected by the whole population (the loop reads it)."""
+    critic_layer_norm: bool = False
+    """LayerNorm (no affine parameters) before every hidden ReLU of the critics and their targets."""
+    obs_norm: bool = False
+    """Normalise observations with running statistics of the collected data (`obs_norm.ObsNormalizer`)."""
 
     def __post_init__(self) -> None:
         # JSON round trips (config.json, checkpoints) give lists; keep the frozen config hashable.
@@ -64,15 +69,17 @@ class SACConfig:
         return -float(act_dim) if self.target_entropy is None else self.target_entropy
 
 
-def _mlp(sizes: list[tuple[int, int]], generator: torch.Generator) -> nn.Sequential:
-    """ReLU MLP of nn.Linear layers with weights drawn by `init_mlp` (the population draws the same)."""
+def _mlp(sizes: list[tuple[int, int]], generator: torch.Generator, layer_norm: bool = False) -> nn.Sequential:
+    """ReLU MLP of nn.Linear layers with weights drawn by `init_mlp` (the population draws the same);
+    `layer_norm` puts a LayerNorm without parameters before each ReLU."""
     layers: list[nn.Module] = []
     for i, (weight, bias) in enumerate(init_mlp(sizes, generator)):
         linear = nn.Linear(weight.shape[1], weight.shape[0])
         with torch.no_grad():
             linear.weight.copy_(weight)
             linear.bias.copy_(bias)
-        layers += [linear, nn.ReLU()] if i < len(sizes) - 1 else [linear]
+        norm = [nn.LayerNorm(weight.shape[0], elementwise_affine=False)] if layer_norm else []
+        layers += [linear, *norm, nn.ReLU()] if i < len(sizes) - 1 else [linear]
     return nn.Sequential(*layers)
 
 
@@ -100,7 +107,7 @@ class SoftQNetwork(nn.Module):
 
     def __init__(self, obs_dim: int, act_dim: int, config: SACConfig, generator: torch.Generator):
         super().__init__()
-        self.net = _mlp(layer_sizes(obs_dim + act_dim, config.hidden, 1), generator)
+        self.net = _mlp(layer_sizes(obs_dim + act_dim, config.hidden, 1), generator, config.critic_layer_norm)
 
     def forward(self, obs: Tensor, action: Tensor) -> Tensor:
         out: Tensor = self.net(torch.cat([obs, action], dim=-1))
@@ -139,11 +146,20 @@ class SACLearner:
         self.anchor_actor = copy.deepcopy(self.actor).requires_grad_(False)
         self.anchor_qf1 = copy.deepcopy(self.qf1).requires_grad_(False)
         self.anchor_qf2 = copy.deepcopy(self.qf2).requires_grad_(False)
+        self.obs_norm = ObsNormalizer(obs_dim) if config.obs_norm else None
+
+    def observe(self, obs: np.ndarray) -> None:
+        """Add collected observations [N, obs_dim] to the normalisation statistics (no-op without)."""
+        if self.obs_norm is not None:
+            self.obs_norm.update(obs)
+
+    def _norm(self, obs: Tensor) -> Tensor:
+        return obs if self.obs_norm is None else self.obs_norm.normalize(obs)
 
     def act(self, obs: np.ndarray, deterministic: bool, generator: torch.Generator) -> np.ndarray:
         """Actions in [-1, 1] for observations [M, obs_dim]: sampled, or tanh(mean) when deterministic."""
         with torch.no_grad():
-            obs_t = torch.as_tensor(obs, dtype=torch.float32).reshape(-1, self.obs_dim)
+            obs_t = self._norm(torch.as_tensor(obs, dtype=torch.float32).reshape(-1, self.obs_dim))
             if deterministic:
                 return self.actor.deterministic(obs_t).numpy()
             noise = torch.randn(obs_t.shape[0], self.act_dim, generator=generator)
@@ -152,6 +168,7 @@ class SACLearner:
     def update(self, batch: Batch) -> dict[str, float]:
         """One gradient step of critics, actor and temperature on a minibatch [B, ...]; returns losses."""
         obs, action, next_obs = (torch.as_tensor(x) for x in (batch.obs, batch.action, batch.next_obs))
+        obs, next_obs = self._norm(obs), self._norm(next_obs)
         reward, terminated = torch.as_tensor(batch.reward), torch.as_tensor(batch.terminated)
         noise_next = torch.randn(action.shape, generator=self.generator)
         noise_pi = torch.randn(action.shape, generator=self.generator)
@@ -221,6 +238,8 @@ class SACLearner:
             (self.a_optimizer, src.a_optimizer),
         ]:
             mine_opt.load_state_dict(copy.deepcopy(their_opt.state_dict()))
+        if self.obs_norm is not None and src.obs_norm is not None:
+            self.obs_norm.copy_from(src.obs_norm)
         self.anchor_weight = anchor_weight
 
     def release_anchor(self) -> None:

@@ -27,6 +27,7 @@ from lares_agent.engine.learners.nets import (
     squashed_gaussian,
     stacked_mlp,
 )
+from lares_agent.engine.learners.obs_norm import ObsNormalizer
 from lares_agent.engine.learners.sac import SACConfig, SACLearner
 
 __all__ = ["Population", "SACConfig"]
@@ -78,6 +79,16 @@ class Population:
         self.anchor_weight = torch.zeros(k, device=self.device)
         self.anchor_actor = [p.detach().clone() for p in self.actor]
         self.anchor_critic = [p.detach().clone() for p in self.critic]
+        # One normaliser for all members: they share the buffer (obs_norm.py explains).
+        self.obs_norm = ObsNormalizer(obs_dim) if config.obs_norm else None
+
+    def observe(self, obs: np.ndarray) -> None:
+        """Add collected observations [N, obs_dim] to the shared normalisation statistics (no-op without)."""
+        if self.obs_norm is not None:
+            self.obs_norm.update(obs)
+
+    def _norm(self, obs: Tensor) -> Tensor:
+        return obs if self.obs_norm is None else self.obs_norm.normalize(obs)
 
     # ------------------------------------------------------------------ networks
     def _policy(self, actor: Sequence[Tensor], obs: Tensor, noise: Tensor) -> tuple[Tensor, Tensor]:
@@ -87,7 +98,7 @@ class Population:
     def _q(self, critic: Sequence[Tensor], obs: Tensor, action: Tensor) -> Tensor:
         """Both critics of each member: obs/action [C, B, ...] -> q [2, C, B]."""
         x = torch.cat([obs, action], dim=-1)
-        q = stacked_mlp(torch.cat([x, x]), critic[0::2], critic[1::2])
+        q = stacked_mlp(torch.cat([x, x]), critic[0::2], critic[1::2], self.config.critic_layer_norm)
         return q.view(2, obs.shape[0], obs.shape[1])
 
     def _rows(self, members: Sequence[int]) -> tuple[Tensor | None, Tensor | None]:
@@ -110,6 +121,7 @@ class Population:
         Noise [M, act_dim] is drawn from `generator` in row order (on this population's device).
         """
         obs_t = torch.as_tensor(obs, dtype=torch.float32, device=self.device).reshape(-1, self.obs_dim)
+        obs_t = self._norm(obs_t)
         members = np.asarray(members, np.int64).reshape(-1)
         if members.shape[0] != obs_t.shape[0]:
             raise ValueError(f"{obs_t.shape[0]} observations but {members.shape[0]} member ids")
@@ -146,6 +158,7 @@ class Population:
             torch.as_tensor(x, device=dev)
             for x in (batch.obs, batch.action, batch.reward, batch.next_obs, batch.terminated)
         )
+        obs, next_obs = self._norm(obs), self._norm(next_obs)
         noise_shape = (obs.shape[1], self.act_dim)
         noises = [torch.randn(noise_shape, generator=self.generators[m]) for m in members for _ in (0, 1)]
         noise = torch.stack(noises).view(len(members), 2, *noise_shape).to(dev)
@@ -257,6 +270,8 @@ class Population:
                 linear.weight.copy_(w[row].t())
                 linear.bias.copy_(b[row, 0])
         learner.log_alpha.copy_(self.log_alpha[member : member + 1])
+        if learner.obs_norm is not None and self.obs_norm is not None:
+            learner.obs_norm.copy_from(self.obs_norm)
         return learner
 
     def state_dict(self) -> dict[str, Any]:
@@ -273,6 +288,7 @@ class Population:
             "anchor_weight": self.anchor_weight.cpu().clone(),
             "anchor_actor": cpu(self.anchor_actor), "anchor_critic": cpu(self.anchor_critic),
             "generators": [g.get_state() for g in self.generators],
+            "obs_norm": None if self.obs_norm is None else self.obs_norm.state_dict(),
         }
 
     @torch.no_grad()
@@ -297,3 +313,5 @@ class Population:
         self.a_optimizer.load_state_dict(d["a_optimizer"])
         for g, state in zip(self.generators, d["generators"], strict=True):
             g.set_state(state)
+        if self.obs_norm is not None and d.get("obs_norm") is not None:
+            self.obs_norm.load_state_dict(d["obs_norm"])
