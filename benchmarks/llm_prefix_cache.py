@@ -54,7 +54,8 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             start = time.perf_counter()
             ensure_model(spec, Path(tmp))
-            print(f"assembly + sha256 of {spec.name} ({spec.size / 2**20:.0f} MiB): {time.perf_counter() - start:.2f} s")
+            seconds = time.perf_counter() - start
+            print(f"assembly + sha256 of {spec.name} ({spec.size / 2**20:.0f} MiB): {seconds:.2f} s")
     start = time.perf_counter()
     path = resolve_model(args.model)
     print(f"resolve {args.model} from cache {cache_dir()}: {time.perf_counter() - start:.3f} s -> {path.name}")
@@ -68,7 +69,8 @@ def main() -> None:
     llama = model.load()
 
     gen = client.complete([HumanMessage("Count from 1 to 60 separated by commas.")], max_tokens=96)
-    print(f"generation: {gen.completion_tokens} tokens in {gen.seconds:.2f} s = {gen.completion_tokens / gen.seconds:.1f} tok/s "
+    rate = gen.completion_tokens / gen.seconds
+    print(f"generation: {gen.completion_tokens} tokens in {gen.seconds:.2f} s = {rate:.1f} tok/s "
           f"(incl. a {gen.prompt_tokens}-token prompt)")
 
     system = SystemMessage(long_system_prompt(args.repeats))

@@ -104,7 +104,7 @@ def main() -> None:
     rows = []
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
-        for name, n in zip(tasks, share):
+        for name, n in zip(tasks, share, strict=True):
             rows.append(bench_task(name, n, args, (args.keep or Path(tmp)) / name))
             r = rows[-1]
             print(f"{name:16s} n={r['n']:3d} valid {r['valid'] / r['n']:.0%} sane {r['sane'] / r['n']:.0%} "
@@ -126,7 +126,8 @@ def main() -> None:
     print(f"seconds per proposal: cold (first call) {rows[0]['secs'][0] / args.per_call:.2f}, "
           f"first call of later tasks {statistics.mean([r['secs'][0] for r in rows[1:]] or [float('nan')]):.2f}, "
           f"warm median {statistics.median(warm) / args.per_call:.2f} (target <= 2 s), "
-          f"warm mean {statistics.mean(warm) / args.per_call:.2f}; completion tokens median {statistics.median(tokens)}")
+          f"warm mean {statistics.mean(warm) / args.per_call:.2f}; "
+          f"completion tokens median {statistics.median(tokens)}")
     failures: dict[str, int] = {}
     for r in rows:
         for reason in r["reasons"]:

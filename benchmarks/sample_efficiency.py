@@ -194,7 +194,7 @@ def read_result(path: Path) -> dict[str, Any] | None:
         "wall_s": round(wall, 1),
         "sittings": len(sittings),
         # Every iteration runs round(utd * steps) population updates, each one SAC step for every learner.
-        "learner_updates": int(round(float(cfg["utd"]) * env_steps)) * learners,
+        "learner_updates": round(float(cfg["utd"]) * env_steps) * learners,
         "learners": learners,
         "reward_updates": sum(1 for e in events if e.get("event") == "reward_update"),
         "fallback_rewards": sum(1 for e in events if e.get("event") == "fallback"),

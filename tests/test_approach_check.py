@@ -20,8 +20,8 @@ def sample() -> dict[str, np.ndarray]:
 
 
 def _check(task_name: str, components: dict[str, str], sample: dict[str, np.ndarray],
-           config: CheckConfig = CheckConfig()) -> Verdict:
-    return validate({"components": components}, get_task(task_name), sample, id="c", config=config)
+           config: CheckConfig | None = None) -> Verdict:
+    return validate({"components": components}, get_task(task_name), sample, id="c", config=config or CheckConfig())
 
 
 def test_a_reward_without_the_approach_term_is_rejected_with_the_fix(sample) -> None:

@@ -114,7 +114,7 @@ def test_engine_resume_reproduces_the_same_next_steps(tmp_path: Path) -> None:
     assert len(b.buffer) == n
     for name in ("obs", "action", "next_obs", "raw_reward", "features"):
         assert np.array_equal(getattr(a.buffer, name)[:n], getattr(b.buffer, name)[:n]), name
-    for pa, pb in zip(a.population.actor + a.population.critic, b.population.actor + b.population.critic):
+    for pa, pb in zip(a.population.actor + a.population.critic, b.population.actor + b.population.critic, strict=True):
         assert torch.equal(pa, pb)
     assert np.array_equal(a.ts.state_dict()["ring"], b.ts.state_dict()["ring"])
     assert torch.equal(a.population.anchor_weight, b.population.anchor_weight)
@@ -182,7 +182,7 @@ def test_engine_resume_is_exact_on_reacher(tmp_path: Path) -> None:
     assert a.round == b.round == 2 and len(b.buffer) == n
     for name in ("obs", "action", "raw_reward", "features"):
         assert np.array_equal(getattr(a.buffer, name)[:n], getattr(b.buffer, name)[:n]), name
-    assert all(torch.equal(x, y) for x, y in zip(a.population.actor, b.population.actor))
+    assert all(torch.equal(x, y) for x, y in zip(a.population.actor, b.population.actor, strict=True))
 
 
 def test_metaworld_reset_depends_only_on_the_episode_seed() -> None:

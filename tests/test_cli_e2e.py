@@ -122,7 +122,8 @@ def test_report_on_the_replayed_run(replayed: Path, tmp_path: Path) -> None:
     index = Path(result.output.strip().splitlines()[-1])
     assert index == replayed / "report" / "index.html" and index.is_file()
     html = index.read_text(encoding="utf-8")
-    child = next(r for r in read_jsonl(replayed / "candidates.jsonl") if r.get("verdict") == "accepted" and r["round"] == 1)
+    child = next(r for r in read_jsonl(replayed / "candidates.jsonl")
+                 if r.get("verdict") == "accepted" and r["round"] == 1)
     assert child["id"] in html
 
 
@@ -177,7 +178,8 @@ def test_default_local_model_end_to_end(tmp_path: Path) -> None:
     assert calls and all(c["backend"] == "local" for c in calls)
     assert any(c["ok"] and c["tag"] == "propose" for c in calls)
     # every slot holds an LLM candidate or a logged fallback: nothing is silent
-    slots = {r["slot"] for r in read_jsonl(run / "candidates.jsonl") if r.get("verdict") == "accepted" and r["round"] == 0}
+    slots = {r["slot"] for r in read_jsonl(run / "candidates.jsonl")
+             if r.get("verdict") == "accepted" and r["round"] == 0}
     assert slots == {0, 1}
     data = json.loads(lares("trace", str(run), "--json", home=tmp_path).output)
     assert 0 in data["rounds"] and {s["node"] for s in data["steps"]} >= {"propose", "validate"}

@@ -135,7 +135,7 @@ def test_baseline_rejects_an_unknown_task(runs: Path) -> None:
     assert _nothing_written(runs)
 
 
-# ---------------------------------------------------------------------------------------------- a folder that is not a run
+# ------------------------------------------------------------------------------------ a folder that is not a run
 @pytest.mark.parametrize("command", ["resume", "trace", "report"])
 def test_a_folder_that_is_not_a_run(tmp_path: Path, command: str) -> None:
     (tmp_path / "notes.txt").write_text("hello")

@@ -6,6 +6,7 @@ Loop tests use a tiny point-mass task (no MuJoCo); one test trains a linear poli
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -46,7 +47,7 @@ def test_cosine_schedule_values() -> None:
     assert es.cosine_lr(100, 100, 0.1, 0.01) == pytest.approx(0.01)
     assert es.cosine_lr(500, 100, 0.1, 0.01) == pytest.approx(0.01)
     lrs = [es.cosine_lr(g, 40, 0.1, 0.01) for g in range(41)]
-    assert all(a >= b for a, b in zip(lrs, lrs[1:]))
+    assert all(a >= b for a, b in itertools.pairwise(lrs))
 
 
 def test_ask_is_antithetic_and_deterministic_given_rng() -> None:

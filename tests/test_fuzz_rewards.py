@@ -2,9 +2,10 @@
 
 For every input, `parse_expression` / `parse_candidate` either return or raise `RewardRejected` with a one-line
 reason; `validate` (the one candidate validator, with or without the task checks) never raises; nothing
-evaluates text (eval, exec and sympy's parser are trapped); and each example finishes within the hypothesis deadline (a hang guard, not a
-speed claim). What is accepted is finite on the sample and survives the checkpoint round trip (its canonical
-text parses back to the same tree and the same values), since `lares resume` rebuilds rewards from that text.
+evaluates text (eval, exec and sympy's parser are trapped); and each example finishes within the hypothesis deadline
+(a hang guard, not a speed claim). What is accepted is finite on the sample and survives the checkpoint round trip
+(its canonical text parses back to the same tree and the same values), since `lares resume` rebuilds rewards from
+that text.
 
 The hostile corpora in `tests/data/` (hostile_expressions.txt and hostile_corpus.txt) are replayed through
 every entry point. CI runs a few hundred examples per property; the `slow` variants run thousands.
@@ -170,7 +171,7 @@ def check_candidate_data(data: Any) -> None:
 # ---------------------------------------------------------------------------------------------- strategies
 _UNLISTED = ("eval", "exec", "open", "__import__", "getattr", "sin", "cos", "sympify", "Symbol", "lambdify",
              "range", "print", "compile", "globals", "Function", "diff", "Integral", "atan2", "еxp", "ｅｖａｌ")
-_NAMES = FEATURES + ("pi", "E", "x", "__class__", "__builtins__", "inf", "nan", "tcp_to_οbj", "True", "None", "_")
+_NAMES = (*FEATURES, "pi", "E", "x", "__class__", "__builtins__", "inf", "nan", "tcp_to_οbj", "True", "None", "_")
 _ODD_NUMBERS = ("1e308", "1e-400", "9" * 60, "0x10", "1_000", "1j", "1e6", "1000001", "-0.0", "2.5e-7", "0o7",
                 "1e999", "'s'", "b'x'", "...", "f'{x}'")
 _BINOPS = (" + ", " - ", " * ", " / ", "**", " // ", " % ", " @ ", " ^ ", " & ", " | ", " << ", " and ", " or ",

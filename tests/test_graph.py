@@ -110,7 +110,8 @@ def test_initial_round_goes_straight_to_propose_and_compiles_the_accepted_reward
 def test_full_round_reads_rollouts_then_critiques_then_proposes_from_the_elite() -> None:
     t = np.arange(20.0)
     rollout = Rollout({"tcp_to_goal": 0.3 - 0.01 * t, "success": 0 * t}, {"d": -(0.3 - 0.01 * t)})
-    deps = make_deps(["- it stalls at 0.1 m", "- the distance term is too flat: scale it", GOOD], rollouts={"p0": rollout})
+    deps = make_deps(["- it stalls at 0.1 m", "- the distance term is too flat: scale it", GOOD],
+                     rollouts={"p0": rollout})
     result = run_round(build_graph(), {"round": 2, "elites": [ELITE], "rollout_ids": ["p0"], "n_wanted": 1}, "r2", deps)
     assert [s["node"] for s in result.steps] == ["analyse", "critique", "propose", "validate"]
     assert result.analysis == "- it stalls at 0.1 m" and "too flat" in result.critique
@@ -239,7 +240,8 @@ def test_sqlite_trace_stores_every_step_and_a_finished_round_is_not_rerun(tmp_pa
     again = run_round(graph, {"round": 1, "n_wanted": 1}, "round-1", deps)
     assert again == first and len(seen(deps)) == 2  # no new LLM call
     rows = [json.loads(line) for line in (tmp_path / "llm_calls.jsonl").read_text().splitlines()]
-    assert [(r["tag"], r["meta"]["round"], r["meta"]["attempt"]) for r in rows] == [("propose", 1, 1), ("propose", 1, 2)]
+    tags = [(r["tag"], r["meta"]["round"], r["meta"]["attempt"]) for r in rows]
+    assert tags == [("propose", 1, 1), ("propose", 1, 2)]
     saver.conn.close()
     assert (tmp_path / "trace.sqlite").stat().st_size > 0
 

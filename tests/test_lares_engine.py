@@ -206,7 +206,8 @@ def test_rejected_and_missing_proposals_keep_the_slot() -> None:
     assert [fn.id for fn in engine.rewards] == before
     rejected = [e for e in engine.events if e["event"] == "candidate_rejected"]
     assert {e["slot"] for e in rejected} == set(ctx.refill) and all("constant" in e["reason"] for e in rejected)
-    assert all(torch.equal(a, b) for a, b in zip(actor_before, engine.population.actor))  # nothing inherited
+    # nothing inherited
+    assert all(torch.equal(a, b) for a, b in zip(actor_before, engine.population.actor, strict=True))
     # Too many proposals is a programming error of the hook.
     engine.propose = lambda c: [FeatureReward("dist")] * (len(c.refill) + 1)
     with pytest.raises(EngineError):

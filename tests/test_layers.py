@@ -60,7 +60,8 @@ def _imports(path: Path, name: str, modules: set[str]) -> set[str]:
 def _graph() -> dict[str, set[str]]:
     paths = {_module_name(p): p for p in ROOT.rglob("*.py")}
     modules = set(paths)
-    return {name: {m for m in _imports(path, name, modules) if m in modules and m != name} for name, path in paths.items()}
+    return {name: {m for m in _imports(path, name, modules) if m in modules and m != name}
+            for name, path in paths.items()}
 
 
 def _layer(module: str) -> int:
@@ -120,7 +121,7 @@ def test_no_import_cycle() -> None:
         stack.append(node)
         for nxt in sorted(graph[node]):
             if state.get(nxt) == 1:
-                cycles.append(" -> ".join(stack[stack.index(nxt):] + [nxt]))
+                cycles.append(" -> ".join([*stack[stack.index(nxt):], nxt]))
             elif nxt not in state:
                 visit(nxt)
         stack.pop()

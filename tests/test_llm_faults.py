@@ -6,6 +6,7 @@ cost nothing. The engine run uses Reacher-v5 with tiny networks and short episod
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -150,7 +151,7 @@ def _engine_run(tmp_path: Path, rate: float, seed: int) -> tuple[LaResEngine, Gr
 
 
 def test_engine_run_with_half_faults_completes_its_reward_updates(tmp_path: Path) -> None:
-    engine, proposer, model = _engine_run(tmp_path, rate=0.5, seed=0)
+    engine, _, model = _engine_run(tmp_path, rate=0.5, seed=0)
     assert engine.done and engine.round >= 2
     events = read_jsonl(tmp_path / "events.jsonl")
     updates = [e for e in events if e["event"] == "reward_update"]
@@ -168,7 +169,7 @@ def test_engine_run_with_half_faults_completes_its_reward_updates(tmp_path: Path
 
 
 def test_engine_run_with_only_faults_keeps_its_population(tmp_path: Path) -> None:
-    engine, proposer, model = _engine_run(tmp_path, rate=1.0, seed=1)
+    engine, _, model = _engine_run(tmp_path, rate=1.0, seed=1)
     assert engine.done and engine.round >= 2
     ids = [fn.id for fn in engine.rewards]
     assert ids == [f"fallback-r0-s{s}" for s in range(3)]  # initial fallbacks, never replaced afterwards
@@ -193,10 +194,8 @@ def test_fault_sequence_depends_only_on_the_seed() -> None:
         from langchain_core.messages import HumanMessage
 
         for _ in range(30):
-            try:
+            with contextlib.suppress(Exception):
                 client.complete([HumanMessage("propose")])
-            except Exception:
-                pass
         return [(f.call, f.kind) for f in model.faults()]
 
     first = kinds(7)

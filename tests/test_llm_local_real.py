@@ -16,7 +16,8 @@ SPEC = KNOWN_MODELS["qwen2.5-coder-0.5b"]
 SCHEMA = {
     "type": "object",
     "properties": {
-        "components": {"type": "object", "additionalProperties": {"type": "string", "maxLength": 60}, "maxProperties": 3},
+        "components": {"type": "object", "additionalProperties": {"type": "string", "maxLength": 60},
+                       "maxProperties": 3},
         "rationale": {"type": "string", "maxLength": 80},
     },
     "required": ["components", "rationale"],

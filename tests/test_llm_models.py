@@ -86,7 +86,7 @@ def test_failed_copy_leaves_no_partial_file(tmp_path: Path, chunks, installed) -
     cache = tmp_path / "cache"
     parts = locate_parts(spec)
     parts[1].unlink()  # a part vanishing mid-assembly
-    with pytest.raises(ModelNotFound, match="could not be assembled.*No such file"):
+    with pytest.raises(ModelNotFound, match=r"could not be assembled.*No such file"):
         ensure_model(spec, cache, locate=lambda _: parts)
     assert not (cache / spec.filename).exists()
     assert _leftovers(cache) == []
@@ -105,7 +105,7 @@ def test_damaged_cache_file_is_rebuilt_from_parts(tmp_path: Path, chunks, instal
 
 def test_missing_part_package_names_the_fix(chunks) -> None:
     spec = _spec(chunks, "lares_no_such_package_part")
-    with pytest.raises(ModelNotFound, match="not installed.*fix: pip install fake"):
+    with pytest.raises(ModelNotFound, match=r"not installed.*fix: pip install fake"):
         locate_parts(spec)
 
 

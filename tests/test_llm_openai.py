@@ -97,7 +97,7 @@ def test_unreachable_endpoint_is_one_clear_error() -> None:
         port = sock.getsockname()[1]
     config = _config(f"http://127.0.0.1:{port}/v1", timeout_s=2.0, max_retries=1)
     client = LLMClient(make_openai_chat_model(config), config, sleep=lambda s: None)
-    with pytest.raises(LLMError, match="failed after 2 attempts: .*Connection") as info:
+    with pytest.raises(LLMError, match=r"failed after 2 attempts: .*Connection") as info:
         client.complete(MESSAGES, tag="propose")
     assert "\n" not in str(info.value) and f"127.0.0.1:{port}" in str(info.value)
 

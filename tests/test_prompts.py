@@ -38,7 +38,7 @@ def test_render_rejects_missing_and_unused_variables() -> None:
     dropped = sorted(values)[0]
     with pytest.raises(PromptError, match=f"missing value.*{dropped}"):
         template.render({k: v for k, v in values.items() if k != dropped})
-    with pytest.raises(PromptError, match="unused value.*bogus"):
+    with pytest.raises(PromptError, match=r"unused value.*bogus"):
         template.render({**values, "bogus": 1})
 
 

@@ -75,12 +75,14 @@ def make_run(root: Path, name: str, *, slots: int = 3, rounds: int = 3, seed: in
             events.append(ev)
             updates.append(ev)
             if replaced:
-                candidates.append(_candidate(new_id, rnd + 1, worst, float(rng.integers(3, 20)), parent=holders[order[0]]))
+                candidates.append(_candidate(new_id, rnd + 1, worst, float(rng.integers(3, 20)),
+                                             parent=holders[order[0]]))
                 candidates.append({"id": f"bad{rnd}", "round": rnd + 1, "verdict": "rejected", "reason": "constant",
                                    "components": {"x": "1"}, "complexity": 1.0})
                 holders.update(replaced)
             for tag in ("analyse", "critique", "propose"):
-                calls.append({"tag": tag, "round": rnd, "meta": {"round": rnd}, "prompt_tokens": int(rng.integers(200, 900)),
+                calls.append({"tag": tag, "round": rnd, "meta": {"round": rnd},
+                              "prompt_tokens": int(rng.integers(200, 900)),
                               "completion_tokens": int(rng.integers(20, 300)), "seconds": float(rng.uniform(1, 9))})
     events.insert(0, {"event": "run_start", "round": 0, "env_steps": 0})
     events.append({"event": "run_end", "env_steps": budget, "wall_s": budget / 100.0 + 1.5})
@@ -109,7 +111,8 @@ def make_run(root: Path, name: str, *, slots: int = 3, rounds: int = 3, seed: in
 def _candidate(cid: str, rnd: int, slot: int, complexity: float, parent: str | None = None) -> dict[str, Any]:
     return {
         "id": cid, "round": rnd, "slot": slot, "verdict": "accepted", "reason": "", "complexity": complexity,
-        "components": {"reach": "-tcp_to_obj", "smooth": "-0.1*action_norm", "bonus": "Piecewise((1, grasp > 0.5), (0, True))"},
+        "components": {"reach": "-tcp_to_obj", "smooth": "-0.1*action_norm",
+                       "bonus": "Piecewise((1, grasp > 0.5), (0, True))"},
         "rationale": "reach then grasp", "parent_id": parent, "critique_id": None,
         "component_stats": {"reach": {"mean": -0.3, "std": 0.1, "share": 0.6},
                             "smooth": {"mean": -0.05, "std": 0.01, "share": 0.1},
@@ -241,7 +244,8 @@ def test_reader_tolerates_gaps_and_junk(tmp_path: Path) -> None:
         "not json at all\n"
         '{"env_steps": 100, "slots": [{"slot": 4, "success": null, "task_return": 7}]}\n'
     )
-    (run / "events.jsonl").write_text('{"event": "quarantine", "slot": 4}\n{"event": "reward_update", "fitness": {"4": 0.5}}\n')
+    (run / "events.jsonl").write_text(
+        '{"event": "quarantine", "slot": 4}\n{"event": "reward_update", "fitness": {"4": 0.5}}\n')
     data = read_run(run)
     steps, success, slots = data.slot_matrix("success")
     assert steps.tolist() == [100, 200] and slots == [4]
@@ -279,7 +283,8 @@ def test_gradient_influence_from_feature_sample(tmp_path: Path, monkeypatch: pyt
     rng = np.random.default_rng(3)
     a, b = rng.normal(0, 1.0, 5000), rng.normal(0, 4.0, 5000)
     np.savez(syn["path"] / "checkpoints" / "feature_sample.npz", a=a, b=b, success=np.zeros(5000))
-    monkeypatch.setattr(influence, "_load_rewards_api", lambda: (lambda data, names: data, lambda p, i: _FakeCompiled()))
+    fake_api = (lambda data, names: data, lambda p, i: _FakeCompiled())
+    monkeypatch.setattr(influence, "_load_rewards_api", lambda: fake_api)
     run = read_run(syn["path"])
     rid = summarize(run).best_reward_id
     assert rid is not None
@@ -298,7 +303,8 @@ def test_gradient_influence_with_the_real_rewards_layer(tmp_path: Path) -> None:
     run_dir.mkdir()
     (run_dir / "config.json").write_text("{}")
     (run_dir / "candidates.jsonl").write_text(json.dumps(
-        {"id": "c1", "verdict": "accepted", "fitness": 0.5, "components": {"near": "-2*tcp_to_obj", "slow": "-tcp_speed"}}
+        {"id": "c1", "verdict": "accepted", "fitness": 0.5,
+         "components": {"near": "-2*tcp_to_obj", "slow": "-tcp_speed"}}
     ) + "\n")
     (run_dir / "checkpoints").mkdir()
     rng = np.random.default_rng(4)
@@ -339,5 +345,6 @@ def test_engine_style_records(tmp_path: Path) -> None:
     assert data.evaluations[1].slots[1].q_loss == 0.7 and data.evaluations[0].acted == {0: 3, 1: 1}
     assert {m.slot: m.reward_id for m in final_population(data)} == {0: "a", 1: "c"}
     got = influence.component_influence(data, "a")
-    assert got is not None and dict(zip(got.names, got.shares, strict=True)) == pytest.approx({"near": 0.75, "slow": 0.25})
+    assert got is not None
+    assert dict(zip(got.names, got.shares, strict=True)) == pytest.approx({"near": 0.75, "slow": 0.25})
     assert summarize(data).wall_s == 10.0

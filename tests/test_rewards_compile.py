@@ -36,7 +36,8 @@ EVERY_FUNCTION = {
     "minmax": "Min(tcp_to_obj, obj_to_target, 0.4) + max(action_norm, 0.2) - min(grasp, 0.5) + 1/(1 + action_norm)**3",
     "logic": "where(grasp, 2, 0.5) + (tcp_to_obj < 0.3) + Piecewise((1, (grasp > 0.5) & (tcp_speed <= 0.3)),"
     " (tcp_speed, (obj_to_target >= 0.6) | (tcp_to_obj == 0.5)), (0, True))",
-    "soft_and": "hamacher(tolerance(tcp_to_obj, 0, 0.1, 0.3), grasp) + clip(2*tcp_speed - 0.5, 0, 1) + abs(-tcp_to_obj)",
+    "soft_and": "hamacher(tolerance(tcp_to_obj, 0, 0.1, 0.3), grasp) + clip(2*tcp_speed - 0.5, 0, 1)"
+    " + abs(-tcp_to_obj)",
     "chain": "(0.2 < tcp_to_obj <= 0.8) * E + pi * (not (grasp != 0)) + tcp_speed**-1 * 0.01",
 }
 
@@ -181,7 +182,8 @@ def test_common_subexpressions_compile_once() -> None:
 
 # --- numeric checks --------------------------------------------------------------------------------------
 def test_check_accepts_a_sane_reward_and_reports_stats() -> None:
-    reward = compile_reward(parse_candidate({"components": {"reach": "-tcp_to_obj", "bonus": "10*(grasp > 2)"}}, FEATURES))
+    parsed = parse_candidate({"components": {"reach": "-tcp_to_obj", "bonus": "10*(grasp > 2)"}}, FEATURES)
+    reward = compile_reward(parsed)
     verdict = check_numeric(reward, _sample(1000, seed=7))
     assert verdict.accepted and verdict.reason == "accepted"
     assert verdict.complexity == reward.complexity
@@ -241,7 +243,8 @@ def test_reward_key_is_one_identity_whatever_the_names_order_or_split() -> None:
         return reward_key(parse_candidate({"components": components}, FEATURES))
 
     assert key({"d": "2*tcp_to_obj"}) == key({"d": "tcp_to_obj*2"})
-    assert key({"reach": "-tcp_to_obj", "ctrl": "-0.1*action_norm"}) == key({"u": "-0.1*action_norm", "r": "-tcp_to_obj"})
+    split = key({"reach": "-tcp_to_obj", "ctrl": "-0.1*action_norm"})
+    assert split == key({"u": "-0.1*action_norm", "r": "-tcp_to_obj"})
     assert key({"a": "-tcp_to_obj", "b": "5*grasp"}) == key({"whole": "5*grasp - tcp_to_obj"})
     assert key({"d": "-tcp_to_obj"}) != key({"d": "-2*tcp_to_obj"})
     parsed = parse_candidate({"components": {"x": "tcp_to_obj*2"}}, FEATURES)

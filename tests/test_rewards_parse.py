@@ -160,7 +160,8 @@ x, g = feature_symbol("tcp_to_obj"), feature_symbol("grasp")
         ("where(grasp, tcp_to_obj, 0)", fn.where(sympy.Ne(g, 0), x, 0)),
         ("where(grasp > 0.5, 1, tcp_to_obj)", fn.where(g > sympy.Float(0.5), 1, x)),
         ("Piecewise((1, grasp > 0.5), (tcp_to_obj, True))", fn.where(g > sympy.Float(0.5), 1, x)),
-        ("Piecewise((1, grasp > 0.5), (2, tcp_to_obj < 1), (3, True))", fn.where(g > sympy.Float(0.5), 1, fn.where(x < 1, 2, 3))),
+        ("Piecewise((1, grasp > 0.5), (2, tcp_to_obj < 1), (3, True))",
+         fn.where(g > sympy.Float(0.5), 1, fn.where(x < 1, 2, 3))),
         ("clip(tcp_to_obj, 0, 1)", fn.Min(1, fn.Max(0, x))),
         ("0 < tcp_to_obj < 1", fn.where(sympy.And(sympy.Lt(0, x), x < 1), 1, 0)),
         ("(tcp_to_obj < 1) and not (grasp == 1)", fn.where(sympy.And(x < 1, sympy.Ne(g, 1)), 1, 0)),
@@ -264,7 +265,8 @@ def test_a_decoded_mapping_is_held_to_the_candidate_size_limit() -> None:
     data = {"components": components, "rationale": "r" * 1000}
     with pytest.raises(RewardRejected) as info:
         parse_candidate(data, FEATURES)
-    assert info.value.reason == "candidate too long: 8928 characters in its names, expressions and rationale, limit 8000"
+    assert info.value.reason == (
+        "candidate too long: 8928 characters in its names, expressions and rationale, limit 8000")
     with pytest.raises(RewardRejected) as info:  # within a larger total, each part is judged on its own
         parse_candidate(data, FEATURES, Limits(max_candidate_chars=9000))
     assert info.value.reason.startswith("component 'c0': expression nested too deeply")

@@ -52,7 +52,8 @@ def _rollout(spec: TaskSpec, steps: int, seed: int, policy=None) -> dict:
     """raw states (reset row first), actions (zeros at reset), step rewards (NaN at reset), infos, flags."""
     env = spec.make_env(seed)
     obs, info = env.reset()
-    raws, actions, rewards, infos, ends = [spec.raw_state(env, obs, info)], [np.zeros(spec.act_dim)], [np.nan], [info], []
+    raws, actions, rewards = [spec.raw_state(env, obs, info)], [np.zeros(spec.act_dim)], [np.nan]
+    infos, ends = [info], []
     for _ in range(steps):
         action = np.clip(policy.get_action(obs), -1, 1) if policy else env.action_space.sample()
         obs, reward, terminated, truncated, info = env.step(action)
@@ -205,7 +206,8 @@ def test_specs_pickle_and_feature_view_is_a_callable_tuple():
 def test_metaworld_features_match_the_env(name, mw_rollouts):
     spec, roll, task = get_task(name), mw_rollouts[name], next(t for t in METAWORLD_TASKS if t.env_name == name)
     env = roll["env"]
-    assert (spec.obs_dim, spec.act_dim, spec.dt) == (*env.observation_space.shape, *env.action_space.shape, env.unwrapped.dt)
+    shapes = (*env.observation_space.shape, *env.action_space.shape, env.unwrapped.dt)
+    assert (spec.obs_dim, spec.act_dim, spec.dt) == shapes
     raw, action, s = roll["raw"], roll["action"], _steps(roll)
     feats = spec.features(raw, action)
     assert list(feats) == list(spec.output_names)
@@ -225,7 +227,8 @@ def test_metaworld_features_match_the_env(name, mw_rollouts):
 
 
 def test_metaworld_experts_reach_success_and_joint_features_track_it(mw_rollouts):
-    solved = [n for n in MW_NAMES if get_task(n).features(mw_rollouts[n]["raw"], mw_rollouts[n]["action"])[SUCCESS].any()]
+    solved = [n for n in MW_NAMES
+              if get_task(n).features(mw_rollouts[n]["raw"], mw_rollouts[n]["action"])[SUCCESS].any()]
     assert len(solved) >= 12, solved  # the scripted experts solve most seeds within 120 steps
     door = get_task("door-open-v3").features(mw_rollouts["door-open-v3"]["raw"], mw_rollouts["door-open-v3"]["action"])
     np.testing.assert_array_equal(door[SUCCESS] > 0, door["obj_to_target"] <= 0.08)
@@ -253,7 +256,7 @@ def test_metaworld_runs_to_the_horizon_and_varies_the_goal():
         obs, info = env.reset()
         targets.append(spec.raw_state(env, obs, info)[54:57])
         for t in range(1, HORIZON + 1):
-            obs, reward, terminated, truncated, info = env.step(np.zeros(4))
+            obs, _, terminated, truncated, info = env.step(np.zeros(4))
             assert not terminated and truncated == (t == HORIZON)
     assert not np.allclose(targets[0], targets[1])
 
@@ -263,7 +266,8 @@ def test_metaworld_runs_to_the_horizon_and_varies_the_goal():
 def test_gym_features_shapes_and_human_reward(name, gym_rollouts):
     spec, roll = get_task(name), gym_rollouts[name]
     env = roll["env"]
-    assert (spec.obs_dim, spec.act_dim, spec.dt) == (*env.observation_space.shape, *env.action_space.shape, env.unwrapped.dt)
+    shapes = (*env.observation_space.shape, *env.action_space.shape, env.unwrapped.dt)
+    assert (spec.obs_dim, spec.act_dim, spec.dt) == shapes
     assert spec.horizon == env.spec.max_episode_steps
     feats = spec.features(roll["raw"], roll["action"])
     assert list(feats) == list(spec.output_names)

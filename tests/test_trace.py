@@ -87,7 +87,7 @@ def traced_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         slots = tuple(
             SlotEvaluation(slot=i, reward_id=r.id, success_rate=s, task_return=-5.0, own_return=1.0,
                            final_progress=0.1, complexity=r.complexity, fitness=s, tie_break=0.0)
-            for i, (r, s) in enumerate(zip(rewards, (0.5, 0.0)))
+            for i, (r, s) in enumerate(zip(rewards, (0.5, 0.0), strict=True))
         )
         episode = {k: np.asarray(v[:50]) for k, v in sample.items()}
         ctx = UpdateContext(round=1, env_steps=150, setting="scratch", slots=slots, ranking=(0, 1), elites=(0,),
