@@ -36,7 +36,7 @@ test-fast: install
 	$(BIN)/python -m pytest -q -m "not slow" -x
 
 lint: install
-	$(BIN)/ruff check lares_agent tests benchmarks
+	$(BIN)/ruff check lares_agent tests benchmarks experiments
 	$(BIN)/mypy
 
 bench: install

@@ -21,9 +21,9 @@ policy LaRes would hand over without looking at the evaluation it is scored on. 
 its one learner. Retrieval reads a case store private to `--out` (`LARES_HOME=<out>/home`), so results do
 not depend on the machine's earlier runs; later runs of the experiment do see earlier runs' cases.
 
-    python benchmarks/sample_efficiency.py                       # 3 tasks x 3 seeds x 2 sides, 10k steps each
-    python benchmarks/sample_efficiency.py --only lares --cpus 1 --seeds "" --ablations all --ablation-seeds 0
-    python benchmarks/sample_efficiency.py --aggregate-only      # rebuild results.csv, summary.csv, the plot
+    python experiments/sample_efficiency.py                       # 3 tasks x 3 seeds x 2 sides, 10k steps each
+    python experiments/sample_efficiency.py --only lares --cpus 1 --seeds "" --ablations all --ablation-seeds 0
+    python experiments/sample_efficiency.py --aggregate-only      # rebuild results.csv, summary.csv, the plot
 
 Measured numbers and the exact setup are in docs/RESULTS.md.
 """
