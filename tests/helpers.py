@@ -1,18 +1,26 @@
-"""Small fixtures shared by the engine tests: a point-mass env and task, a one-feature reward, random batches.
+"""Small pieces shared by the tests: a point-mass env and task, a scripted chat model, one-feature rewards, batches.
 
-They live in one module so the SAC, ES, Ray and fault tests train on the same toy problem. The env's own
+They live in one module so the SAC, ES, Ray, graph and fault tests run on the same toy problem. The env's own
 reward and `info` are never read by the engines (features come from the raw state), so every test can use
-this one env; the tiny task is duck-typed on purpose (the ES engine must not need a real `TaskSpec`).
+this one env. The tiny task is a real `TaskSpec` (built by `point_task`, fields overridable), so the tests go
+through the same typed seams as a run: `engine.tasks.TaskSpec`, `rewards.RewardTask`, `graphs.GraphTask`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+import dataclasses
+import json
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import gymnasium
 import numpy as np
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from pydantic import Field
+
+from lares_agent.engine.tasks import Feature, TaskSpec
 
 
 # ---------------------------------------------------------------------------------------------- tiny task
@@ -47,38 +55,83 @@ def point_features(raw: np.ndarray, action: np.ndarray) -> dict[str, np.ndarray]
             "success": (dist < 0.1).astype(np.float64), "human_reward": -dist}
 
 
-@dataclass(frozen=True)
-class FeatureDef:
-    name: str
-    meaning: str = ""
-    unit: str = "1"
+def point_env(seed: int) -> PointMass:
+    """The task's env factory (module-level, so a spec pickles into worker processes and Ray actors)."""
+    return PointMass()
 
 
-class _Features(tuple):
-    """The declared features that can also be called to compute them (as ``TaskSpec.features``)."""
-
-    def __call__(self, raw: np.ndarray, action: np.ndarray) -> dict[str, np.ndarray]:
-        return point_features(raw, action)
+def obs_state(env: gymnasium.Env, obs: np.ndarray, info: Mapping[str, Any]) -> np.ndarray:
+    """The raw state is the observation itself."""
+    return np.asarray(obs, np.float64)
 
 
-class TinyTask:
-    """Duck-typed TaskSpec around PointMass for fast loop tests."""
+POINT_FEATURES = (Feature("dist", "distance from point to goal", "m"),
+                  Feature("action_norm", "norm of the action", "1"))
 
-    name = "point-mass"
-    family = "custom"
-    description = "move the point to the goal"
-    progress_feature = "dist"
-    has_human_reward = True
-    features = _Features((FeatureDef("dist"), FeatureDef("action_norm")))
 
-    def __init__(self, horizon: int = 12) -> None:
-        self.horizon = horizon
+def point_task(**overrides: Any) -> TaskSpec:
+    """The tiny task: a custom `TaskSpec` around `PointMass`, milliseconds per episode.
 
-    def make_env(self, seed: int) -> gymnasium.Env:
-        return PointMass()
+    ``overrides`` replace fields (``dataclasses.replace``, so the spec's own checks run again): a horizon, a
+    name, or, for graph and validator tests that never step the env, another feature list and progress feature.
+    """
+    spec = TaskSpec(
+        name="point-mass", family="custom", description="move the point to the goal", horizon=15,
+        feature_defs=POINT_FEATURES, progress_feature="dist", has_human_reward=True, success_test="dist < 0.1",
+        obs_dim=4, act_dim=2, state_dim=4, dt=0.1, env_fn=point_env, raw_state_fn=obs_state,
+        feature_fn=point_features,
+    )
+    return dataclasses.replace(spec, **overrides) if overrides else spec
 
-    def raw_state(self, env: gymnasium.Env, obs: np.ndarray, info: Mapping[str, Any]) -> np.ndarray:
-        return np.asarray(obs, np.float64)
+
+def described_task(name: str, progress: str, features: Mapping[str, tuple[str, str]], **overrides: Any) -> TaskSpec:
+    """A task as the prompts and the validator see it: ``features`` maps a name to (meaning, unit).
+
+    Its env is the point mass (graph and validator tests never step it).
+    """
+    defs = tuple(Feature(n, meaning, unit) for n, (meaning, unit) in features.items())
+    return point_task(name=name, feature_defs=defs, progress_feature=progress, **overrides)
+
+
+# ---------------------------------------------------------------------------------------------- chat model
+class ScriptedChatModel(BaseChatModel):
+    """A chat model answering from ``script`` in call order; keeps every prompt and every call's options.
+
+    An item that is an exception is raised, a dict or list is sent as JSON, a string as it is. Once the script
+    is used up, ``then(call_number)`` answers (1-based), or else the last item repeats. ``usage`` (prompt,
+    completion tokens) is reported on every answer when given.
+    """
+
+    script: list[Any] = Field(default_factory=list)
+    then: Callable[[int], Any] | None = None
+    usage: tuple[int, int] | None = None
+    seen: list[list[BaseMessage]] = Field(default_factory=list)
+    options: list[dict[str, Any]] = Field(default_factory=list)
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted"
+
+    @property
+    def calls(self) -> int:
+        return len(self.seen)
+
+    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None,
+                  **kwargs: Any) -> ChatResult:
+        self.seen.append(list(messages))
+        self.options.append(dict(kwargs))
+        if self.calls > len(self.script) and self.then is not None:
+            item = self.then(self.calls)
+        else:
+            item = self.script[min(self.calls, len(self.script)) - 1]
+        if isinstance(item, BaseException):
+            raise item
+        text = item if isinstance(item, str) else json.dumps(item)
+        meta = None
+        if self.usage is not None:
+            p, c = self.usage
+            meta = {"input_tokens": p, "output_tokens": c, "total_tokens": p + c}
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(text, usage_metadata=meta))])
 
 
 # ---------------------------------------------------------------------------------------------- rewards

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import FeatureReward, TinyTask, final_state, load_reward, three_rewards
+from helpers import FeatureReward, final_state, load_reward, point_task, three_rewards
 
 from lares_agent.engine import EngineError, ESEngine, UpdateContext
 from lares_agent.engine.contracts import HumanReward
@@ -28,6 +28,8 @@ from lares_agent.engine.rollouts.vector import concat_rollouts, make_vector_env,
 from lares_agent.engine.tasks import get_task
 from lares_agent.errors import ConfigError
 from lares_agent.runs.jsonl import read_jsonl
+
+TASK = point_task(horizon=12)  # the tiny task with short episodes (a frozen spec, safe to share)
 
 
 # ---------------------------------------------------------------------------------------------- ES core
@@ -148,7 +150,7 @@ def test_running_norm_matches_batch_statistics() -> None:
 
 # ---------------------------------------------------------------------------------------------- rollouts
 def test_vector_rollout_records_features_and_returns() -> None:
-    task = TinyTask()
+    task = TASK
     venv = make_vector_env(task, 3, seed=0)
     try:
         ro = rollout(venv, task, lambda obs: np.zeros((obs.shape[0], 2)), horizon=7, seeds=[5, 5, 6])
@@ -164,7 +166,7 @@ def test_vector_rollout_records_features_and_returns() -> None:
 
 
 def test_rollout_workers_and_async_env_match_in_process_rollout() -> None:
-    task = TinyTask()
+    task = TASK
     spec = PolicySpec(obs_dim=4, act_dim=2)
     policy = PolicyBatch(spec, np.random.default_rng(0).normal(size=(5, num_params(spec))))
     seeds = [3, 4, 5, 6, 7]
@@ -187,7 +189,7 @@ def test_rollout_workers_and_async_env_match_in_process_rollout() -> None:
 
 
 def test_concat_rollouts_pads_shorter_blocks() -> None:
-    task = TinyTask()
+    task = TASK
     venv = make_vector_env(task, 2, seed=0)
     try:
         long = rollout(venv, task, lambda o: np.zeros((2, 2)), 5, [1, 2])
@@ -208,7 +210,7 @@ def test_generation_seeds_pair_antithetic_twins() -> None:
 
 def test_es_learner_improves_point_mass() -> None:
     cfg = es.ESConfig(population_size=16, sigma=0.1, learning_rate=0.05, total_generations=25)
-    learner = ESLearner(TinyTask(), 0, FeatureReward("dist"), LearnerSettings(es=cfg), run_seed=0)
+    learner = ESLearner(TASK, 0, FeatureReward("dist"), LearnerSettings(es=cfg), run_seed=0)
     seeds = list(range(100, 108))
     try:
         before = learner.evaluate(8, seeds).own_return
@@ -238,7 +240,7 @@ def test_engine_runs_updates_and_logs_like_sac(tmp_path: Path) -> None:
         seen.append(ctx)
         return [FeatureReward("dist", 3.0 + ctx.round + i) for i in range(len(ctx.refill))]
 
-    engine = ESEngine(TinyTask(), _config(), three_rewards(), propose, tmp_path)
+    engine = ESEngine(TASK, _config(), three_rewards(), propose, tmp_path)
     try:
         engine.run()
         state = engine.state_dict()
@@ -266,7 +268,7 @@ def test_engine_runs_updates_and_logs_like_sac(tmp_path: Path) -> None:
 
 
 def test_replaced_slot_inherits_best_parameters() -> None:
-    engine = ESEngine(TinyTask(), _config(reward_every_generations=2, max_rounds=1), three_rewards(),
+    engine = ESEngine(TASK, _config(reward_every_generations=2, max_rounds=1), three_rewards(),
                       lambda ctx: [FeatureReward("dist", 5.0)] * len(ctx.refill))
     try:
         for _ in range(2):
@@ -283,7 +285,7 @@ def test_replaced_slot_inherits_best_parameters() -> None:
 def test_rollout_workers_give_the_in_process_result() -> None:
     means = []
     for workers in (0, 2):
-        engine = ESEngine(TinyTask(), _config(rollout_workers=workers, reward_every_generations=0), three_rewards())
+        engine = ESEngine(TASK, _config(rollout_workers=workers, reward_every_generations=0), three_rewards())
         try:
             for _ in range(2):
                 engine.step_generation()
@@ -300,7 +302,7 @@ def test_tournament_selection_and_the_engine_installs_what_propose_returns() -> 
             return np.ones(len(features[self.feature]))
 
     cfg = _config(selection=SelectionConfig(method="tournament", tournament_size=2), elites=2)
-    engine = ESEngine(TinyTask(), cfg, three_rewards(), lambda ctx: [Constant("dist", id="const")])
+    engine = ESEngine(TASK, cfg, three_rewards(), lambda ctx: [Constant("dist", id="const")])
     try:
         engine.step_generation()
         ctx = engine.reward_update()
@@ -324,7 +326,7 @@ def test_nan_reward_without_candidate_shares_the_best_reward() -> None:
             return np.full(len(features[self.feature]), np.nan)
 
     rewards = [*three_rewards()[:2], NaNReward("dist", id="nan")]
-    engine = ESEngine(TinyTask(), _config(reward_every_generations=1), rewards, lambda ctx: [])
+    engine = ESEngine(TASK, _config(reward_every_generations=1), rewards, lambda ctx: [])
     try:
         engine.step_generation()
         ctx = engine.reward_update()
@@ -341,7 +343,7 @@ def test_nan_reward_without_candidate_shares_the_best_reward() -> None:
 def test_init_setting_has_a_replaceable_human_slot_and_an_extra_human_learner() -> None:
     """One meaning of ``init`` for both learners: the human reward seeds slot 0, which the update may replace,
     and an extra learner trains on the human reward throughout, never ranked or replaced."""
-    engine = ESEngine(TinyTask(), _config(setting="init", reward_every_generations=1, max_rounds=1),
+    engine = ESEngine(TASK, _config(setting="init", reward_every_generations=1, max_rounds=1),
                       three_rewards()[:2], lambda ctx: [FeatureReward("dist", 7.0, id=f"new{s}") for s in ctx.refill])
     try:
         assert engine.num_learners == 4 and engine.extra == 3 and engine.backend.num_learners == 4
@@ -367,7 +369,7 @@ def test_init_slot_zero_is_replaceable() -> None:
     given = three_rewards()[:2]
     for fn in given:
         fn.complexity = -1.0
-    engine = ESEngine(TinyTask(), _config(setting="init", elites=1, reward_every_generations=1, complexity_lambda=10.0),
+    engine = ESEngine(TASK, _config(setting="init", elites=1, reward_every_generations=1, complexity_lambda=10.0),
                       given, lambda ctx: [FeatureReward("dist", 9.0, id="fresh")] * len(ctx.refill))
     try:
         engine.step_generation()
@@ -382,8 +384,8 @@ def test_checkpoint_restore_continues_identically(tmp_path: Path) -> None:
     def propose(ctx: UpdateContext) -> list[FeatureReward]:
         return [FeatureReward("dist", 4.0)] * len(ctx.refill)
 
-    final_a = final_state(ESEngine(TinyTask(), _config(), three_rewards(), propose, tmp_path / "a"))
-    b = ESEngine.restore(tmp_path / "a" / "checkpoints" / "round-0001", TinyTask(), load_reward, propose,
+    final_a = final_state(ESEngine(TASK, _config(), three_rewards(), propose, tmp_path / "a"))
+    b = ESEngine.restore(tmp_path / "a" / "checkpoints" / "round-0001", TASK, load_reward, propose,
                          tmp_path / "b")
     assert b.generation == 3 and b.round == 1
     final_b = final_state(b)
@@ -402,11 +404,11 @@ def test_config_validation_and_reward_fraction() -> None:
     with pytest.raises(ConfigError, match="backend"):
         ESSearchConfig(backend="spark")
     with pytest.raises(EngineError, match="initial rewards"):
-        ESEngine(TinyTask(), _config(), three_rewards()[:2])
+        ESEngine(TASK, _config(), three_rewards()[:2])
 
 
 def test_baseline_setting_trains_on_human_reward() -> None:
-    engine = ESEngine(TinyTask(), _config(setting="baseline", population_size=1))
+    engine = ESEngine(TASK, _config(setting="baseline", population_size=1))
     try:
         engine.run(until_steps=8 * 12 * 2)
     finally:

@@ -16,7 +16,7 @@ from typing import Any
 import helpers
 import numpy as np
 import pytest
-from helpers import FeatureReward, TinyTask, final_state, load_reward, three_rewards
+from helpers import FeatureReward, final_state, load_reward, point_task, three_rewards
 
 from lares_agent.engine.es import strategy as es
 from lares_agent.engine.loop.es_config import ESSearchConfig
@@ -52,7 +52,7 @@ def ray_local() -> Iterator[Any]:
 
 
 def _run(backend: str, run_dir: Path) -> tuple[ESEngine, dict[str, Any]]:
-    engine = ESEngine(TinyTask(horizon=HORIZON), _config(backend), three_rewards(), propose, run_dir)
+    engine = ESEngine(point_task(horizon=HORIZON), _config(backend), three_rewards(), propose, run_dir)
     return engine, final_state(engine)
 
 
@@ -75,7 +75,7 @@ def test_ray_run_matches_local_run(ray_local: Any, tmp_path: Path) -> None:
 
 def test_local_checkpoint_resumes_on_ray(ray_local: Any, tmp_path: Path) -> None:
     _, local_state = _run("local", tmp_path / "a")
-    engine = ESEngine.restore(tmp_path / "a" / "checkpoints" / "round-0001", TinyTask(horizon=HORIZON), load_reward,
+    engine = ESEngine.restore(tmp_path / "a" / "checkpoints" / "round-0001", point_task(horizon=HORIZON), load_reward,
                               propose, tmp_path / "b", backend="ray")
     assert engine.config.backend == "ray" and engine.round == 1
     state = final_state(engine)

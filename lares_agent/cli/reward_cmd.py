@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import json
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import numpy as np
 import typer
 
-from lares_agent.rewards import CheckConfig, RewardTask, Verdict, allowed_features, synthetic_sample, validate
+from lares_agent.rewards import CheckConfig, Verdict, allowed_features, synthetic_sample, validate
+
+if TYPE_CHECKING:
+    from lares_agent.engine.tasks import TaskSpec
 
 reward_app = typer.Typer(help="The reward language: check a candidate against a task.", no_args_is_help=True)
 
@@ -26,35 +29,20 @@ class SampleKind(StrEnum):
     rollout = "rollout"
 
 
-def _load_task(name: str) -> RewardTask:
+def _load_task(name: str) -> TaskSpec:
     """The task spec (engine layer); a function of its own so tests can stand in a small task."""
     from lares_agent.engine.tasks import get_task
 
     return get_task(name)
 
 
-def _rollout_sample(task: Any, n: int, seed: int) -> dict[str, np.ndarray]:
-    """Real states: n steps of uniformly random actions in the task's env (resetting at the horizon)."""
-    rng = np.random.default_rng(seed)
-    env = task.make_env(seed)
-    try:
-        low, high = env.action_space.low, env.action_space.high
-        obs, info = env.reset(seed=seed)
-        raws, actions = [], []
-        steps_in_episode = 0
-        for _ in range(n):
-            action = rng.uniform(low, high).astype(env.action_space.dtype)
-            obs, _, terminated, truncated, info = env.step(action)
-            raws.append(task.raw_state(env, obs, info))
-            actions.append(action)
-            steps_in_episode += 1
-            if terminated or truncated or steps_in_episode >= task.horizon:
-                obs, info = env.reset()
-                steps_in_episode = 0
-    finally:
-        env.close()
-    features = task.features(np.asarray(raws, dtype=np.float64), np.asarray(actions, dtype=np.float64))
-    return {name: np.asarray(features[name], dtype=np.float64) for name in allowed_features(task)}
+def _rollout_sample(task: TaskSpec, n: int, seed: int) -> dict[str, np.ndarray]:
+    """Real states: the first ``n`` steps of the engine's uniform-random sampler (what a search's round 0
+    validates on), in episodes no longer than the task's horizon or ``n``, restricted to the reward features."""
+    from lares_agent.engine import random_feature_sample
+
+    sample = random_feature_sample(task, n, seed, horizon=min(n, task.horizon))
+    return {name: sample[name][:n] for name in allowed_features(task)}
 
 
 def _print_human(verdict: Verdict, task_name: str) -> None:
@@ -102,9 +90,9 @@ def check_command(
     # CheckConfig() is the search's setting too (GraphLimits.checks defaults to it).
     verdict = validate(expression, spec, states_sample, config=CheckConfig())
     if as_json:
-        payload = {"task": getattr(spec, "name", task), "sample": sample.value, "states": states, **verdict.to_json()}
+        payload = {"task": spec.name, "sample": sample.value, "states": states, **verdict.to_json()}
         typer.echo(json.dumps(payload, sort_keys=True))
     else:
-        _print_human(verdict, getattr(spec, "name", task))
+        _print_human(verdict, spec.name)
     if not verdict.accepted:
         raise typer.Exit(code=1)
