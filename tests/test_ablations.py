@@ -12,18 +12,14 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import gymnasium
 import numpy as np
 import pytest
 import torch
-from langchain_core.language_models.chat_models import BaseChatModel
-from langchain_core.messages import AIMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from helpers import ScriptedChatModel, described_task, point_task
 
 from lares_agent.engine import EngineConfig, LaResEngine, SACConfig, UpdateContext
 from lares_agent.engine.buffer import ReplayBuffer
 from lares_agent.engine.loop.thompson import ThompsonSampler
-from lares_agent.engine.tasks import Feature, TaskSpec
 from lares_agent.errors import LaresError
 from lares_agent.graphs.build import build_graph
 from lares_agent.graphs.context import GraphLimits, RunContext
@@ -38,40 +34,6 @@ torch.set_num_threads(1)
 
 
 # ---------------------------------------------------------------------------------------------- fixtures
-class PointMass(gymnasium.Env):
-    """2-D point moved by 0.1 * action toward a random goal."""
-
-    def __init__(self) -> None:
-        self.observation_space = gymnasium.spaces.Box(-2.0, 2.0, (4,), np.float32)
-        self.action_space = gymnasium.spaces.Box(-1.0, 1.0, (2,), np.float32)
-        self.pos = self.goal = np.zeros(2)
-
-    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
-        super().reset(seed=seed)
-        self.pos, self.goal = self.np_random.uniform(-0.5, 0.5, 2), self.np_random.uniform(-0.5, 0.5, 2)
-        return np.concatenate([self.pos, self.goal]).astype(np.float32), {}
-
-    def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict]:
-        self.pos = np.clip(self.pos + 0.1 * np.asarray(action, np.float64), -1.0, 1.0)
-        return np.concatenate([self.pos, self.goal]).astype(np.float32), 0.0, False, False, {}
-
-
-def _features(raw: np.ndarray, action: np.ndarray) -> dict[str, np.ndarray]:
-    dist = np.linalg.norm(raw[:, :2] - raw[:, 2:4], axis=1)
-    return {"dist": dist, "action_norm": np.linalg.norm(action, axis=1),
-            "success": (dist < 0.1).astype(np.float64), "human_reward": -dist}
-
-
-def point_task() -> TaskSpec:
-    return TaskSpec(
-        name="point-mass", family="custom", description="move the point to the goal", horizon=15,
-        feature_defs=(Feature("dist", "distance to goal", "m"), Feature("action_norm", "action norm", "1")),
-        progress_feature="dist", has_human_reward=True, success_test="dist < 0.1", obs_dim=4, act_dim=2,
-        state_dim=4, dt=0.1, env_fn=lambda seed: PointMass(),
-        raw_state_fn=lambda env, obs, info: np.asarray(obs, np.float64), feature_fn=_features,
-    )
-
-
 class Linear:
     """reward = -scale * feature + offset."""
 
@@ -199,29 +161,9 @@ def test_without_constraint_inherited_learners_get_no_pull() -> None:
 
 
 # ---------------------------------------------------------------------------------------------- graph
-class Scripted(BaseChatModel):
-    """Answers from `script` in call order."""
-
-    script: list[str]
-    calls: list[int] = []
-
-    @property
-    def _llm_type(self) -> str:
-        return "scripted"
-
-    def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
-        self.calls.append(1)
-        item = self.script[min(len(self.calls), len(self.script)) - 1]
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=item))])
-
-
-class GraphTask:
-    name = "reach-v3"
-    description = "Move the gripper to the goal."
-    horizon = 150
-    features = (Feature("tcp_to_goal", "gripper to goal", "m"), Feature("success", "goal reached", "bool"))
-    progress_feature = "tcp_to_goal"
-    approach_feature = None
+GRAPH_TASK = described_task("reach-v3", "tcp_to_goal", {"tcp_to_goal": ("gripper to goal", "m"),
+                                                      "success": ("goal reached", "bool")},
+                            description="Move the gripper to the goal.", horizon=150)
 
 
 def test_graph_without_reflection_goes_straight_to_propose() -> None:
@@ -234,9 +176,9 @@ def test_graph_without_reflection_goes_straight_to_propose() -> None:
     round_input = {"round": 1, "elites": [elite], "rollout_ids": ["p0"], "n_wanted": 1}
     steps = {}
     for reflect, script in ((False, [good]), (True, ["it stalls", "too flat", good])):
-        llm = LLMClient(Scripted(script=script, calls=[]), LLMConfig(max_retries=0), sleep=lambda s: None)
+        llm = LLMClient(ScriptedChatModel(script=script), LLMConfig(max_retries=0), sleep=lambda s: None)
         rollout = Rollout({"tcp_to_goal": 0.3 - 0.01 * t, "success": 0 * t}, {"d": -(0.3 - 0.01 * t)})
-        deps = RunContext(llm=llm, task=GraphTask(), sample=sample, rollouts={"p0": rollout},
+        deps = RunContext(llm=llm, task=GRAPH_TASK, sample=sample, rollouts={"p0": rollout},
                           limits=GraphLimits(reflect=reflect))
         result = run_round(build_graph(), round_input, f"r-{reflect}", deps)
         assert len(result.accepted) == 1

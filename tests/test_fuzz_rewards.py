@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import pytest
 import sympy
+from helpers import described_task
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -50,23 +51,9 @@ DATA = Path(__file__).parent / "data"
 SAMPLE = synthetic_sample(FEATURES, 64, np.random.default_rng(0))
 
 
-@dataclass(frozen=True)
-class _Feature:
-    name: str
-    unit: str = "m"
-
-
-@dataclass(frozen=True)
-class _Task:
-    """The validator's view of a task; without progress requirements so that fuzzed text reaches every check."""
-
-    name: str = "fuzz"
-    features: tuple[_Feature, ...] = tuple(_Feature(n) for n in FEATURES)
-    progress_feature: str = "obj_to_target"
-    approach_feature: str | None = None
-
-
-TASK = _Task()
+# The validator's view of a task; the task checks (progress use and sign) are on only where a test says so
+# (LOOSE turns them off), so that fuzzed text reaches every check.
+TASK = described_task("fuzz", "obj_to_target", {n: (n, "m") for n in FEATURES})
 LOOSE = CheckConfig(require_progress_use=False, require_progress_sign=False, require_approach_use=False)
 
 CI = settings(

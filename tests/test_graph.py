@@ -7,15 +7,13 @@ each test states exactly which answers the graph gets and checks what it made of
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from langchain_core.language_models.chat_models import BaseChatModel
-from langchain_core.messages import AIMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from helpers import ScriptedChatModel, described_task
 from langgraph.runtime import Runtime
 
 from lares_agent.graphs import nodes
@@ -29,47 +27,12 @@ from lares_agent.memory.cases import Case, CaseStore
 from lares_agent.rewards import compile_record
 from lares_agent.tools.trajectory import Rollout
 
-
-@dataclass(frozen=True)
-class Feat:
-    name: str
-    meaning: str
-    unit: str
-
-
-@dataclass(frozen=True)
-class Task:
-    name: str = "reach-v3"
-    description: str = "Move the gripper to the goal position."
-    horizon: int = 150
-    features: tuple[Feat, ...] = (
-        Feat("tcp_to_goal", "gripper to goal", "m"),
-        Feat("tcp_speed", "gripper speed", "m/s"),
-        Feat("action_norm", "action size", "1"),
-        Feat("success", "goal reached", "bool"),
-    )
-    progress_feature: str = "tcp_to_goal"
-    approach_feature: str | None = None
-
-
-class Scripted(BaseChatModel):
-    """Answers from `script` in call order (an Exception item is raised); keeps every prompt it saw."""
-
-    script: list[Any]
-    seen: list[list[Any]] = []
-    options: list[dict[str, Any]] = []
-
-    @property
-    def _llm_type(self) -> str:
-        return "scripted"
-
-    def _generate(self, messages, stop=None, run_manager=None, **kwargs: Any) -> ChatResult:
-        self.seen.append(list(messages))
-        self.options.append(dict(kwargs))
-        item = self.script[min(len(self.seen), len(self.script)) - 1]
-        if isinstance(item, BaseException):
-            raise item
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=item))])
+TASK = described_task(
+    "reach-v3", "tcp_to_goal",
+    {"tcp_to_goal": ("gripper to goal", "m"), "tcp_speed": ("gripper speed", "m/s"),
+     "action_norm": ("action size", "1"), "success": ("goal reached", "bool")},
+    description="Move the gripper to the goal position.", horizon=150,
+)
 
 
 def cand(**components: str) -> str:
@@ -86,9 +49,9 @@ def make_deps(script: list[Any], tmp_path: Path | None = None, **kw: Any) -> Run
     rng = np.random.default_rng(0)
     sample = {"tcp_to_goal": rng.uniform(0, 0.5, 128), "tcp_speed": rng.uniform(0, 1, 128),
               "action_norm": rng.uniform(0, 1, 128), "success": rng.integers(0, 2, 128).astype(float)}
-    llm = LLMClient(Scripted(script=list(script), seen=[], options=[]), LLMConfig(max_retries=0),
+    llm = LLMClient(ScriptedChatModel(script=list(script)), LLMConfig(max_retries=0),
                     record_path=tmp_path / "llm_calls.jsonl" if tmp_path else None, sleep=lambda s: None)
-    return RunContext(llm=llm, task=Task(), sample=sample, **kw)
+    return RunContext(llm=llm, task=TASK, sample=sample, **kw)
 
 
 def seen(deps: RunContext) -> list[list[Any]]:
@@ -254,7 +217,7 @@ def test_replay_reproduces_a_recorded_round(tmp_path: Path) -> None:
     round_input = {"round": 3, "elites": [ELITE], "rollout_ids": ["p0"], "n_wanted": 2}
     recorded = run_round(build_graph(), round_input, "r3", deps)
     client = make_client(LLMConfig(backend="replay"), run_dir=None, replay_from=tmp_path)
-    replay_deps = RunContext(llm=client, task=Task(), sample=deps.sample, rollouts=rollouts)
+    replay_deps = RunContext(llm=client, task=TASK, sample=deps.sample, rollouts=rollouts)
     replayed = run_round(build_graph(), round_input, "r3", replay_deps)
     assert replayed == recorded and len(recorded.accepted) == 2
     assert {compile_record(r, replay_deps.task).id for r in replayed.accepted} == {r["id"] for r in recorded.accepted}
@@ -265,7 +228,7 @@ def test_accepted_records_compile_to_their_reward_in_a_new_process() -> None:
     deps = make_deps([GOOD])
     result = run_round(build_graph(), {"round": 0, "n_wanted": 1}, "r0", deps)
     (rec,) = result.accepted
-    reward = compile_record(dict(json.loads(json.dumps(rec))), Task())  # as read back from the trace
+    reward = compile_record(dict(json.loads(json.dumps(rec))), TASK)  # as read back from the trace
     assert reward.id == rec["id"] and reward.key == rec["key"] == "5*success - 2*tcp_to_goal"
 
 
@@ -283,7 +246,7 @@ def test_the_reward_key_finds_reordered_factors_and_renamed_components_as_duplic
 
 
 def elite_key(text: str) -> str:
-    return compile_record({"id": "x", **json.loads(text)}, Task()).key
+    return compile_record({"id": "x", **json.loads(text)}, TASK).key
 
 
 def test_a_decoded_answer_over_the_size_limit_is_rejected_with_its_size() -> None:

@@ -7,10 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.language_models.chat_models import BaseChatModel
+from helpers import ScriptedChatModel
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
+from pydantic import Field
 
 from lares_agent.llm import (
     BudgetExceeded,
@@ -31,27 +32,9 @@ def _msgs(text: str) -> list[BaseMessage]:
     return [SystemMessage("You write reward functions."), HumanMessage(text)]
 
 
-class Scripted(BaseChatModel):
-    """Raises the scripted exceptions in turn, then answers; counts calls and keeps the kwargs it saw."""
-
-    failures: list[Any] = []
-    answer: str = "ok"
-    usage: tuple[int, int] = (10, 5)
-    calls: int = 0
-    seen: list[dict] = []
-
-    @property
-    def _llm_type(self) -> str:
-        return "scripted"
-
-    def _generate(self, messages, stop=None, run_manager=None, **kwargs: Any) -> ChatResult:
-        self.calls += 1
-        self.seen.append(dict(kwargs))
-        if self.failures:
-            raise self.failures.pop(0)
-        p, c = self.usage
-        msg = AIMessage(self.answer, usage_metadata={"input_tokens": p, "output_tokens": c, "total_tokens": p + c})
-        return ChatResult(generations=[ChatGeneration(message=msg)])
+def scripted(*script: Any) -> ScriptedChatModel:
+    """Answers (or raises) ``script`` in turn, then repeats its last item; 10 prompt + 5 completion tokens a call."""
+    return ScriptedChatModel(script=list(script), usage=(10, 5))
 
 
 class HttpError(RuntimeError):
@@ -111,7 +94,7 @@ def test_replay_needs_a_record(tmp_path: Path) -> None:
 
 
 def test_retries_with_backoff_then_succeeds(tmp_path: Path) -> None:
-    model = Scripted(failures=[TimeoutError("slow"), ConnectionError("reset")], answer="fine")
+    model = scripted(TimeoutError("slow"), ConnectionError("reset"), "fine")
     waits: list[float] = []
     client = LLMClient(model, LLMConfig(max_retries=2), tmp_path / RECORD_NAME, sleep=waits.append)
     answer = client.complete(_msgs("x"), tag="propose")
@@ -124,7 +107,7 @@ def test_retries_with_backoff_then_succeeds(tmp_path: Path) -> None:
 
 
 def test_always_failing_model_raises_after_max_retries() -> None:
-    model = Scripted(failures=[ConnectionError(f"down {i}") for i in range(10)])
+    model = scripted(*[ConnectionError(f"down {i}") for i in range(10)])
     client = LLMClient(model, LLMConfig(max_retries=2), sleep=lambda s: None)
     with pytest.raises(LLMError, match="failed after 3 attempts: ConnectionError: down 2") as info:
         client.complete(_msgs("x"), tag="propose")
@@ -132,7 +115,7 @@ def test_always_failing_model_raises_after_max_retries() -> None:
 
 
 def test_client_errors_are_not_retried() -> None:
-    model = Scripted(failures=[HttpError(401), HttpError(401)])
+    model = scripted(HttpError(401), HttpError(401), "ok")
     client = LLMClient(model, LLMConfig(max_retries=2), sleep=lambda s: None)
     with pytest.raises(LLMError, match="HTTP 401"):
         client.complete(_msgs("x"))
@@ -140,7 +123,7 @@ def test_client_errors_are_not_retried() -> None:
 
 
 def test_token_budget_refuses_calls_once_spent() -> None:
-    model = Scripted(usage=(10, 5))
+    model = scripted("ok")
     client = LLMClient(model, LLMConfig(max_total_tokens=30))
     client.complete(_msgs("a"))
     client.complete(_msgs("b"))
@@ -150,7 +133,7 @@ def test_token_budget_refuses_calls_once_spent() -> None:
 
 
 def test_wall_budget_counts_time_spent_in_calls() -> None:
-    model = Scripted()
+    model = scripted("ok")
     client = LLMClient(model, LLMConfig(max_wall_s=15.0), clock=FakeClock(step=10.0))
     client.complete(_msgs("a"))
     client.complete(_msgs("b"))  # 10 s spent < 15 s: allowed
@@ -172,7 +155,7 @@ def test_usage_is_counted_per_tag_and_estimated_without_server_usage() -> None:
 class CapturingLlama(LlamaCppChatModel):
     """The local backend's interface without llama.cpp: records what the client asked for."""
 
-    seen: list[dict] = []
+    seen: list[dict] = Field(default_factory=list)
 
     def _generate(self, messages, stop=None, run_manager=None, **kwargs: Any) -> ChatResult:
         self.seen.append(dict(kwargs))

@@ -14,9 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from langchain_core.language_models.chat_models import BaseChatModel
-from langchain_core.messages import AIMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from helpers import ScriptedChatModel
 
 from lares_agent.engine import EngineConfig, LaResEngine, SACConfig
 from lares_agent.engine.tasks import get_task
@@ -34,30 +32,23 @@ torch.set_num_threads(1)
 TASK = get_task("Reacher-v5")
 
 
-class CandidateModel(BaseChatModel):
+def candidate_model() -> ScriptedChatModel:
     """Answers every call with a new, valid, distinct Reacher candidate (so only injected faults fail)."""
 
-    calls: int = 0
-
-    @property
-    def _llm_type(self) -> str:
-        return "candidates"
-
-    def _generate(self, messages, stop=None, run_manager=None, **kwargs: Any) -> ChatResult:
-        self.calls += 1
-        weight = 1.0 + 0.25 * self.calls
-        answer = json.dumps({"candidates": [{
+    def answer(call: int) -> dict[str, Any]:
+        weight = 1.0 + 0.25 * call
+        return {"candidates": [{
             "components": {"reach": f"-{weight}*fingertip_to_target", "calm": "-0.01*joint_speed"},
-            "rationale": f"closer is better (variant {self.calls})",
-        }]})
-        msg = AIMessage(answer, usage_metadata={"input_tokens": 50, "output_tokens": 20, "total_tokens": 70})
-        return ChatResult(generations=[ChatGeneration(message=msg)])
+            "rationale": f"closer is better (variant {call})",
+        }]}
+
+    return ScriptedChatModel(then=answer, usage=(50, 20))
 
 
 def _client(
     tmp_path: Path, rate: float, seed: int, kinds: tuple[str, ...] = FAULT_KINDS
 ) -> tuple[LLMClient, FaultyChatModel]:
-    model = FaultyChatModel(inner=CandidateModel(), rate=rate, kinds=kinds, seed=seed,
+    model = FaultyChatModel(inner=candidate_model(), rate=rate, kinds=kinds, seed=seed,
                             events_path=str(tmp_path / "faults.jsonl"))
     return LLMClient(model, LLMConfig(max_retries=2), tmp_path / RECORD_NAME, sleep=lambda s: None), model
 
@@ -182,14 +173,14 @@ def test_engine_run_with_only_faults_keeps_its_population(tmp_path: Path) -> Non
 
 def test_fault_model_rejects_bad_settings() -> None:
     with pytest.raises(ValueError, match="rate"):
-        FaultyChatModel(inner=CandidateModel(), rate=1.5)
+        FaultyChatModel(inner=candidate_model(), rate=1.5)
     with pytest.raises(ValueError, match="unknown fault kind"):
-        FaultyChatModel(inner=CandidateModel(), kinds=("meteor",))
+        FaultyChatModel(inner=candidate_model(), kinds=("meteor",))
 
 
 def test_fault_sequence_depends_only_on_the_seed() -> None:
     def kinds(seed: int) -> list[tuple[int, str]]:
-        model = FaultyChatModel(inner=CandidateModel(), rate=0.5, seed=seed)
+        model = FaultyChatModel(inner=candidate_model(), rate=0.5, seed=seed)
         client = LLMClient(model, LLMConfig(max_retries=0), None, sleep=lambda s: None)
         from langchain_core.messages import HumanMessage
 
@@ -210,4 +201,4 @@ def test_client_sees_through_the_wrapper_for_backend_options(tmp_path: Path) -> 
     record.write_text(json.dumps({"key": "k", "answer": "{}", "ok": True}) + "\n")
     wrapped = FaultyChatModel(inner=ReplayChatModel.from_record(record), rate=0.0)
     assert LLMClient(wrapped, LLMConfig(), None).kind == "replay"  # so the schema still reaches the replay model
-    assert LLMClient(FaultyChatModel(inner=CandidateModel()), LLMConfig(), None).kind == "generic"
+    assert LLMClient(FaultyChatModel(inner=candidate_model()), LLMConfig(), None).kind == "generic"

@@ -10,7 +10,6 @@ deterministically. The whole stack runs: reward language, GraphProposer, round g
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +17,10 @@ import gymnasium
 import numpy as np
 import pytest
 import torch
-from helpers import PointMass
-from langchain_core.language_models.chat_models import BaseChatModel
-from langchain_core.messages import AIMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from helpers import POINT_FEATURES, PointMass, ScriptedChatModel, point_features, point_task
 
 from lares_agent.engine import EngineConfig, IterationInfo, LaResEngine, SACConfig, random_feature_sample
-from lares_agent.engine.tasks import Feature, TaskSpec
+from lares_agent.engine.tasks import Feature
 from lares_agent.graphs.build import build_graph
 from lares_agent.graphs.context import GraphLimits, RunContext
 from lares_agent.llm import LLMClient, LLMConfig
@@ -54,36 +50,19 @@ class AgingPointMass(PointMass):
 
 
 def _features(raw: np.ndarray, action: np.ndarray) -> dict[str, np.ndarray]:
-    dist = np.linalg.norm(raw[:, :2] - raw[:, 2:4], axis=1)
-    return {"dist": dist, "action_norm": np.linalg.norm(action, axis=1), "age": raw[:, 4].copy(),
-            "success": (dist < 0.1).astype(np.float64), "human_reward": -dist}
+    return {**point_features(raw, action), "age": raw[:, 4].copy()}
 
 
-TASK = TaskSpec(
-    name="aging-point-mass", family="custom", description="move the point to the goal", horizon=15,
-    feature_defs=(Feature("dist", "distance from point to goal", "m"), Feature("action_norm", "action norm", "1"),
-                  Feature("age", "steps taken by this environment so far, divided by 100", "1")),
-    progress_feature="dist", has_human_reward=True, success_test="dist < 0.1", obs_dim=5, act_dim=2, state_dim=5,
-    dt=0.1, env_fn=lambda seed: AgingPointMass(),
-    raw_state_fn=lambda env, obs, info: np.asarray(obs, np.float64), feature_fn=_features,
-)
+AGE = Feature("age", "steps taken by this environment so far, divided by 100", "1")
+TASK = point_task(name="aging-point-mass", feature_defs=(*POINT_FEATURES, AGE), obs_dim=5, state_dim=5,
+                  env_fn=lambda seed: AgingPointMass(), feature_fn=_features)
 NAMES = ("dist", "action_norm", "age")
 
 
-class ChildModel(BaseChatModel):
+def child_model() -> ScriptedChatModel:
     """Answers every call with a valid, distinct candidate over the task's features."""
-
-    calls: int = 0
-
-    @property
-    def _llm_type(self) -> str:
-        return "children"
-
-    def _generate(self, messages, stop=None, run_manager=None, **kwargs: Any) -> ChatResult:
-        self.calls += 1
-        answer = json.dumps({"candidates": [{"components": {"reach": f"-{1 + 0.5 * self.calls}*dist"},
-                                             "rationale": "closer is better"}]})
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(answer))])
+    return ScriptedChatModel(then=lambda call: {"candidates": [{"components": {"reach": f"-{1 + 0.5 * call}*dist"},
+                                                                 "rationale": "closer is better"}]})
 
 
 def _poisoned() -> Any:
@@ -93,7 +72,7 @@ def _poisoned() -> Any:
 
 
 def _run(tmp_path: Path, *, fault_rate: float, poison: bool, on_iteration: Any = None) -> LaResEngine:
-    model = FaultyChatModel(inner=ChildModel(), rate=fault_rate, seed=0)
+    model = FaultyChatModel(inner=child_model(), rate=fault_rate, seed=0)
     client = LLMClient(model, LLMConfig(max_retries=0), None, sleep=lambda s: None)
     deps = RunContext(llm=client, task=TASK, limits=GraphLimits(retry_budget=1))
     run = RunLog(tmp_path)

@@ -3,31 +3,25 @@
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
 
+import numpy as np
 import pytest
+from helpers import described_task, point_task
 from typer.testing import CliRunner
 
 from lares_agent.cli import reward_cmd
 from lares_agent.cli.app import app
+from lares_agent.engine import TaskSpec, random_feature_sample
 
-TOY = SimpleNamespace(
-    name="toy-v0",
-    features=(
-        SimpleNamespace(name="hand_to_goal", meaning="distance", unit="m"),
-        SimpleNamespace(name="speed", meaning="speed", unit="m/s"),
-        SimpleNamespace(name="touching", meaning="contact", unit="bool"),
-    ),
-    progress_feature="hand_to_goal",
-    approach_feature=None,
-)
+TOY = described_task("toy-v0", "hand_to_goal", {"hand_to_goal": ("distance", "m"), "speed": ("speed", "m/s"),
+                                                 "touching": ("contact", "bool")})
 
 
 @pytest.fixture
 def toy_task(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     asked: list[str] = []
 
-    def load(name: str) -> SimpleNamespace:
+    def load(name: str) -> TaskSpec:
         asked.append(name)
         return TOY
 
@@ -103,12 +97,24 @@ def test_rollout_sample_uses_real_states() -> None:
     assert stats["max"] <= 0 and stats["std"] > 0
 
 
+
+@pytest.mark.parametrize("states", [10, 40])  # shorter than one episode, and several episodes with a cut one
+def test_rollout_sample_is_the_engines_sampler_cut_to_the_asked_states(states: int) -> None:
+    task = point_task(horizon=15)
+    got = reward_cmd._rollout_sample(task, states, seed=4)
+    assert set(got) == {"dist", "action_norm"}  # the reward features only: no success, no human reward
+    assert all(v.shape == (states,) for v in got.values())
+    engine = random_feature_sample(task, states, seed=4, horizon=min(states, task.horizon))
+    assert all(np.array_equal(got[k], engine[k][:states]) for k in got)
+    other = reward_cmd._rollout_sample(task, states, seed=5)
+    assert not np.array_equal(got["dist"], other["dist"])  # --seed picks the sample
+
+
 # --- one validator: the CLI says exactly what a search says ---------------------------------------------------
 def test_the_cli_and_the_graph_share_one_validator_and_agree(monkeypatch: pytest.MonkeyPatch) -> None:
     """`((((action_norm))))` on reach-v3 was accepted by the CLI though a search rejects it (issue 11): now the CLI
     and the graph's validate node call the same function on the same candidate and give the same verdict."""
     tasks = pytest.importorskip("lares_agent.engine.tasks")
-    import numpy as np
     from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
     from lares_agent import rewards
