@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import gymnasium
@@ -21,6 +22,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
 
 from lares_agent.engine.tasks import Feature, TaskSpec
+from lares_agent.llm import LLMClient, LLMConfig
 
 
 # ---------------------------------------------------------------------------------------------- tiny task
@@ -132,6 +134,13 @@ class ScriptedChatModel(BaseChatModel):
             p, c = self.usage
             meta = {"input_tokens": p, "output_tokens": c, "total_tokens": p + c}
         return ChatResult(generations=[ChatGeneration(message=AIMessage(text, usage_metadata=meta))])
+
+
+def scripted_client(script: Sequence[Any], record_path: Path | None = None, **model: Any) -> LLMClient:
+    """An `LLMClient` over a `ScriptedChatModel` answering ``script`` (``model``: its other fields): no retries,
+    no back-off sleep, a record file only where ``record_path`` is given. The model is ``client.chat_model``."""
+    chat = ScriptedChatModel(script=list(script), **model)
+    return LLMClient(chat, LLMConfig(max_retries=0), record_path, sleep=lambda s: None)
 
 
 # ---------------------------------------------------------------------------------------------- rewards

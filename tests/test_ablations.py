@@ -9,13 +9,13 @@ MuJoCo, milliseconds per episode).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pytest
 import torch
-from helpers import ScriptedChatModel, described_task, point_task
+from helpers import described_task, point_task
 
 from lares_agent.engine import EngineConfig, LaResEngine, SACConfig, UpdateContext
 from lares_agent.engine.buffer import ReplayBuffer
@@ -25,7 +25,7 @@ from lares_agent.graphs.build import build_graph
 from lares_agent.graphs.context import GraphLimits, RunContext
 from lares_agent.graphs.round import run_round
 from lares_agent.graphs.routing import route_start
-from lares_agent.llm.client import LLMClient, LLMConfig
+from lares_agent.llm.client import LLMClient
 from lares_agent.search.config import ABLATIONS, SearchConfig, engine_config
 from lares_agent.search.runner import reflects, uses_retrieval
 from lares_agent.tools.trajectory import Rollout
@@ -166,7 +166,7 @@ GRAPH_TASK = described_task("reach-v3", "tcp_to_goal", {"tcp_to_goal": ("gripper
                             description="Move the gripper to the goal.", horizon=150)
 
 
-def test_graph_without_reflection_goes_straight_to_propose() -> None:
+def test_graph_without_reflection_goes_straight_to_propose(scripted_llm: Callable[..., LLMClient]) -> None:
     good = json.dumps({"components": {"approach": "-2*tcp_to_goal", "bonus": "5*success"}, "rationale": "t"})
     elite = {"id": "e1", "components": {"d": "-tcp_to_goal"}, "fitness": 0.5, "success": 0.5, "complexity": 2.0,
              "stats": {}}
@@ -176,7 +176,7 @@ def test_graph_without_reflection_goes_straight_to_propose() -> None:
     round_input = {"round": 1, "elites": [elite], "rollout_ids": ["p0"], "n_wanted": 1}
     steps = {}
     for reflect, script in ((False, [good]), (True, ["it stalls", "too flat", good])):
-        llm = LLMClient(ScriptedChatModel(script=script), LLMConfig(max_retries=0), sleep=lambda s: None)
+        llm = scripted_llm(script)
         rollout = Rollout({"tcp_to_goal": 0.3 - 0.01 * t, "success": 0 * t}, {"d": -(0.3 - 0.01 * t)})
         deps = RunContext(llm=llm, task=GRAPH_TASK, sample=sample, rollouts={"p0": rollout},
                           limits=GraphLimits(reflect=reflect))

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import ScriptedChatModel, described_task
+from helpers import described_task, scripted_client
 from langgraph.runtime import Runtime
 
 from lares_agent.graphs import nodes
@@ -22,7 +22,7 @@ from lares_agent.graphs.context import GraphLimits, RunContext
 from lares_agent.graphs.prompting import AnswerError, extract_candidates
 from lares_agent.graphs.round import run_round
 from lares_agent.graphs.routing import route_after_validate, route_start
-from lares_agent.llm.client import LLMClient, LLMConfig, make_client
+from lares_agent.llm.client import LLMConfig, make_client
 from lares_agent.memory.cases import Case, CaseStore
 from lares_agent.rewards import compile_record
 from lares_agent.tools.trajectory import Rollout
@@ -49,8 +49,7 @@ def make_deps(script: list[Any], tmp_path: Path | None = None, **kw: Any) -> Run
     rng = np.random.default_rng(0)
     sample = {"tcp_to_goal": rng.uniform(0, 0.5, 128), "tcp_speed": rng.uniform(0, 1, 128),
               "action_norm": rng.uniform(0, 1, 128), "success": rng.integers(0, 2, 128).astype(float)}
-    llm = LLMClient(ScriptedChatModel(script=list(script)), LLMConfig(max_retries=0),
-                    record_path=tmp_path / "llm_calls.jsonl" if tmp_path else None, sleep=lambda s: None)
+    llm = scripted_client(script, tmp_path / "llm_calls.jsonl" if tmp_path else None)
     return RunContext(llm=llm, task=TASK, sample=sample, **kw)
 
 

@@ -25,7 +25,7 @@ from lares_agent.llm import LLMClient, LLMConfig
 from lares_agent.llm.faults import FAULT_KINDS, FaultyChatModel, read_faults
 from lares_agent.rewards import synthetic_sample
 from lares_agent.runs import LLM_CALLS_NAME as RECORD_NAME
-from lares_agent.runs import RunLog, read_jsonl
+from lares_agent.runs import RunLayout, RunLog, read_jsonl
 from lares_agent.search.proposer import GraphProposer
 
 torch.set_num_threads(1)
@@ -121,11 +121,11 @@ def test_half_faulty_rounds_complete_and_log_every_fault(seed: int, tmp_path: Pa
     _assert_every_fault_logged(tmp_path, model)
 
 
-def _engine_run(tmp_path: Path, rate: float, seed: int) -> tuple[LaResEngine, GraphProposer, FaultyChatModel]:
+def _engine_run(run_layout: RunLayout, rate: float, seed: int) -> tuple[LaResEngine, GraphProposer, FaultyChatModel]:
     from lares_agent.engine import random_feature_sample
 
-    run = RunLog(tmp_path)
-    client, model = _client(tmp_path, rate=rate, seed=seed)
+    run = RunLog(run_layout)
+    client, model = _client(run_layout.root, rate=rate, seed=seed)
     deps = RunContext(llm=client, task=TASK, limits=GraphLimits(retry_budget=2))
     proposer = GraphProposer(build_graph(), deps, run, TASK.name)
     cfg = EngineConfig(population_size=3, elites=1, total_steps=300, warmup_steps=60, reward_period=80,
@@ -133,7 +133,7 @@ def _engine_run(tmp_path: Path, rate: float, seed: int) -> tuple[LaResEngine, Gr
                        horizon=20, seed=seed, feature_sample=200,
                        sac=SACConfig(hidden=(32, 32), batch_size=32, utd_ratio=0.1))
     initial = proposer.initial(3, random_feature_sample(TASK, 200, seed, horizon=20))
-    engine = LaResEngine(TASK, cfg, initial, proposer, run_dir=tmp_path)
+    engine = LaResEngine(TASK, cfg, initial, proposer, run_dir=run_layout.root)
     try:
         engine.run()
     finally:
@@ -141,13 +141,13 @@ def _engine_run(tmp_path: Path, rate: float, seed: int) -> tuple[LaResEngine, Gr
     return engine, proposer, model
 
 
-def test_engine_run_with_half_faults_completes_its_reward_updates(tmp_path: Path) -> None:
-    engine, _, model = _engine_run(tmp_path, rate=0.5, seed=0)
+def test_engine_run_with_half_faults_completes_its_reward_updates(run_layout: RunLayout) -> None:
+    engine, _, model = _engine_run(run_layout, rate=0.5, seed=0)
     assert engine.done and engine.round >= 2
-    events = read_jsonl(tmp_path / "events.jsonl")
+    events = read_jsonl(run_layout.events)
     updates = [e for e in events if e["event"] == "reward_update"]
     assert [u["round"] for u in updates] == list(range(1, engine.round + 1))
-    candidates = read_jsonl(tmp_path / "candidates.jsonl")
+    candidates = read_jsonl(run_layout.candidates)
     for u in updates:  # every replaced slot holds a child accepted in that round; the rest kept their reward
         accepted = {c["id"] for c in candidates if c["round"] == u["round"] and c["verdict"] == "accepted"}
         assert set(u["replaced"].values()) <= accepted
@@ -156,19 +156,19 @@ def test_engine_run_with_half_faults_completes_its_reward_updates(tmp_path: Path
     rejected = [c for c in candidates if c["verdict"] == "rejected"]
     assert rejected and all(c["reason"] for c in rejected)
     assert len(model.faults()) >= 5
-    _assert_every_fault_logged(tmp_path, model)
+    _assert_every_fault_logged(run_layout.root, model)
 
 
-def test_engine_run_with_only_faults_keeps_its_population(tmp_path: Path) -> None:
-    engine, _, model = _engine_run(tmp_path, rate=1.0, seed=1)
+def test_engine_run_with_only_faults_keeps_its_population(run_layout: RunLayout) -> None:
+    engine, _, model = _engine_run(run_layout, rate=1.0, seed=1)
     assert engine.done and engine.round >= 2
     ids = [fn.id for fn in engine.rewards]
     assert ids == [f"fallback-r0-s{s}" for s in range(3)]  # initial fallbacks, never replaced afterwards
-    events = read_jsonl(tmp_path / "events.jsonl")
+    events = read_jsonl(run_layout.events)
     assert sum(e["event"] == "fallback" for e in events) == 3
     assert all(u["replaced"] == {} for u in events if u["event"] == "reward_update")
     assert all(f.reason for f in model.faults()) and len(model.faults()) == model.calls
-    _assert_every_fault_logged(tmp_path, model)
+    _assert_every_fault_logged(run_layout.root, model)
 
 
 def test_fault_model_rejects_bad_settings() -> None:

@@ -10,7 +10,6 @@ deterministically. The whole stack runs: reward language, GraphProposer, round g
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import gymnasium
@@ -26,7 +25,7 @@ from lares_agent.graphs.context import GraphLimits, RunContext
 from lares_agent.llm import LLMClient, LLMConfig
 from lares_agent.llm.faults import FaultyChatModel
 from lares_agent.rewards import compile_reward, parse_candidate
-from lares_agent.runs import RunLog, read_jsonl
+from lares_agent.runs import RunLayout, RunLog, read_jsonl
 from lares_agent.search.proposer import GraphProposer
 
 torch.set_num_threads(1)
@@ -71,11 +70,11 @@ def _poisoned() -> Any:
     return compile_reward(parsed, "poisoned")
 
 
-def _run(tmp_path: Path, *, fault_rate: float, poison: bool, on_iteration: Any = None) -> LaResEngine:
+def _run(run_layout: RunLayout, *, fault_rate: float, poison: bool, on_iteration: Any = None) -> LaResEngine:
     model = FaultyChatModel(inner=child_model(), rate=fault_rate, seed=0)
     client = LLMClient(model, LLMConfig(max_retries=0), None, sleep=lambda s: None)
     deps = RunContext(llm=client, task=TASK, limits=GraphLimits(retry_budget=1))
-    run = RunLog(tmp_path)
+    run = RunLog(run_layout)
     proposer = GraphProposer(build_graph(), deps, run, TASK.name)
     given = [_poisoned()] if poison else []
     sample = random_feature_sample(TASK, 40, seed=0)
@@ -83,7 +82,7 @@ def _run(tmp_path: Path, *, fault_rate: float, poison: bool, on_iteration: Any =
     cfg = EngineConfig(population_size=3, elites=1, total_steps=400, warmup_steps=60, reward_period=120,
                        eval_every=0, eval_episodes=1, update_eval_episodes=2, ts_window=10, buffer_capacity=3000,
                        seed=2, feature_sample=100, sac=SACConfig(hidden=(32, 32), batch_size=32, utd_ratio=0.1))
-    engine = LaResEngine(TASK, cfg, initial, proposer, run_dir=tmp_path)
+    engine = LaResEngine(TASK, cfg, initial, proposer, run_dir=run_layout.root)
     try:
         engine.run(progress=(lambda info: on_iteration(engine, info)) if on_iteration else None)
     finally:
@@ -91,13 +90,13 @@ def _run(tmp_path: Path, *, fault_rate: float, poison: bool, on_iteration: Any =
     return engine
 
 
-def _events(tmp_path: Path) -> list[dict[str, Any]]:
-    return read_jsonl(tmp_path / "events.jsonl")
+def _events(run_layout: RunLayout) -> list[dict[str, Any]]:
+    return read_jsonl(run_layout.events)
 
 
-def test_reward_that_turns_nan_is_quarantined_and_regenerated(tmp_path: Path) -> None:
-    engine = _run(tmp_path, fault_rate=0.0, poison=True)
-    events = _events(tmp_path)
+def test_reward_that_turns_nan_is_quarantined_and_regenerated(run_layout: RunLayout) -> None:
+    engine = _run(run_layout, fault_rate=0.0, poison=True)
+    events = _events(run_layout)
     assert engine.done and engine.round >= 2  # the run went on to its budget
     quarantine = [e for e in events if e["event"] == "quarantine" and e["learner"] == 0]
     assert quarantine and "NaN" in quarantine[0]["reason"]
@@ -105,16 +104,16 @@ def test_reward_that_turns_nan_is_quarantined_and_regenerated(tmp_path: Path) ->
                         if e["event"] == "reward_update" and e["env_steps"] > quarantine[0]["env_steps"])
     assert first_update["slots"][0]["quarantined"] and first_update["ranking"][-1] == 0  # ranked last: refilled
     new_id = first_update["replaced"]["0"]
-    assert new_id != "poisoned" and new_id in {c["id"] for c in read_jsonl(tmp_path / "candidates.jsonl")
+    assert new_id != "poisoned" and new_id in {c["id"] for c in read_jsonl(run_layout.candidates)
                                                 if c["verdict"] == "accepted" and c["round"] == first_update["round"]}
     assert all(fn.id != "poisoned" for fn in engine.rewards)
     assert np.isfinite(engine.buffer.raw_reward[: len(engine.buffer)]).all()  # NaN rows were neutralised
     assert all(torch.isfinite(p).all() for p in engine.population.actor)
 
 
-def test_nan_reward_without_any_valid_child_shares_the_best_reward(tmp_path: Path) -> None:
-    engine = _run(tmp_path, fault_rate=1.0, poison=True)
-    events = _events(tmp_path)
+def test_nan_reward_without_any_valid_child_shares_the_best_reward(run_layout: RunLayout) -> None:
+    engine = _run(run_layout, fault_rate=1.0, poison=True)
+    events = _events(run_layout)
     assert engine.done and engine.round >= 2
     shared = [e for e in events if e["event"] == "reward_shared"]
     assert shared and shared[0]["slot"] == 0 and "NaN" in shared[0]["reason"]
@@ -128,7 +127,7 @@ def test_nan_reward_without_any_valid_child_shares_the_best_reward(tmp_path: Pat
 
 
 @pytest.mark.parametrize("fault_rate", [0.0, 1.0])
-def test_learner_with_nan_actions_is_quarantined_then_reset(tmp_path: Path, fault_rate: float) -> None:
+def test_learner_with_nan_actions_is_quarantined_then_reset(run_layout: RunLayout, fault_rate: float) -> None:
     broken: list[int] = []
 
     def break_learner(engine: LaResEngine, info: IterationInfo) -> None:
@@ -138,8 +137,8 @@ def test_learner_with_nan_actions_is_quarantined_then_reset(tmp_path: Path, faul
                     p[1] = float("nan")  # every actor layer of learner 1: its actions go NaN
             broken.append(info.env_steps)
 
-    engine = _run(tmp_path, fault_rate=fault_rate, poison=False, on_iteration=break_learner)
-    events = _events(tmp_path)
+    engine = _run(run_layout, fault_rate=fault_rate, poison=False, on_iteration=break_learner)
+    events = _events(run_layout)
     assert broken and engine.done and engine.round >= 2
     quarantine = [e for e in events if e["event"] == "quarantine" and e["learner"] == 1]
     assert quarantine and "non-finite" in quarantine[0]["reason"]

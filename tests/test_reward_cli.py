@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 import pytest
-from helpers import described_task, point_task
+from helpers import described_task
 from typer.testing import CliRunner
 
 from lares_agent.cli import reward_cmd
@@ -99,8 +99,8 @@ def test_rollout_sample_uses_real_states() -> None:
 
 
 @pytest.mark.parametrize("states", [10, 40])  # shorter than one episode, and several episodes with a cut one
-def test_rollout_sample_is_the_engines_sampler_cut_to_the_asked_states(states: int) -> None:
-    task = point_task(horizon=15)
+def test_rollout_sample_is_the_engines_sampler_cut_to_the_asked_states(states: int, tiny_task: TaskSpec) -> None:
+    task = tiny_task  # horizon 15
     got = reward_cmd._rollout_sample(task, states, seed=4)
     assert set(got) == {"dist", "action_norm"}  # the reward features only: no success, no human reward
     assert all(v.shape == (states,) for v in got.values())
