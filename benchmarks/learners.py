@@ -24,6 +24,7 @@ import argparse
 import os
 import time
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -125,14 +126,10 @@ class _FeatureReward:
         return {"id": self.id}
 
 
-def sb3_update_time(k: int, cfg: SACConfig, block_seconds: float, blocks: int, clock: Clock) -> float | None:
-    """Seconds for one update of each of k SB3 SAC learners (None when SB3 is not installed)."""
-    try:
-        import gymnasium
-        from stable_baselines3 import SAC
-        from stable_baselines3.common.logger import configure
-    except ImportError:
-        return None
+def sb3_models(k: int, make: Callable[[object, int], Any]) -> list[Any]:
+    """k SB3-style models built by ``make(env, seed)``, each with 2,000 random transitions in its replay buffer."""
+    import gymnasium
+    from stable_baselines3.common.logger import configure
 
     class Dummy(gymnasium.Env):  # only the spaces matter: training reads the replay buffer
         observation_space = gymnasium.spaces.Box(-np.inf, np.inf, (OBS,), np.float32)
@@ -141,20 +138,35 @@ def sb3_update_time(k: int, cfg: SACConfig, block_seconds: float, blocks: int, c
     rng = np.random.default_rng(0)
     models = []
     for seed in range(k):
-        model = SAC("MlpPolicy", Dummy(), learning_rate=cfg.lr, buffer_size=10_000, learning_starts=0,
-                    batch_size=cfg.batch_size, tau=cfg.tau, gamma=cfg.gamma, device="cpu", seed=seed,
-                    policy_kwargs={"net_arch": list(cfg.hidden)})
+        model = make(Dummy(), seed)
         model.set_logger(configure(None, []))
         for _ in range(2000):
             model.replay_buffer.add(rng.normal(size=(1, OBS)), rng.normal(size=(1, OBS)),
                                     rng.uniform(-1, 1, (1, ACT)), rng.normal(size=1), np.zeros(1), [{}])
         models.append(model)
+    return models
+
+
+def train_each(models: list[Any], batch_size: int) -> Callable[[], None]:
+    """One gradient step of every model in turn (SB3 has no batched population)."""
 
     def step() -> None:
         for model in models:
-            model.train(gradient_steps=1, batch_size=cfg.batch_size)
+            model.train(gradient_steps=1, batch_size=batch_size)
 
-    return best_time(step, block_seconds, blocks, clock)
+    return step
+
+
+def sb3_update_time(k: int, cfg: SACConfig, block_seconds: float, blocks: int, clock: Clock) -> float | None:
+    """Seconds for one update of each of k SB3 SAC learners (None when SB3 is not installed)."""
+    try:
+        from stable_baselines3 import SAC
+    except ImportError:
+        return None
+    models = sb3_models(k, lambda env, seed: SAC(
+        "MlpPolicy", env, learning_rate=cfg.lr, buffer_size=10_000, learning_starts=0, batch_size=cfg.batch_size,
+        tau=cfg.tau, gamma=cfg.gamma, device="cpu", seed=seed, policy_kwargs={"net_arch": list(cfg.hidden)}))
+    return best_time(train_each(models, cfg.batch_size), block_seconds, blocks, clock)
 
 
 def loop_steps_per_second(k: int, cfg: SACConfig, steps: int, seed: int, clock: Clock) -> dict[str, float] | None:
@@ -243,33 +255,14 @@ def sb3_crossq_update_time(k: int, cfg: CrossQConfig, block_seconds: float, bloc
                            clock: Clock) -> float | None:
     """Seconds for one update of each of k sb3-contrib CrossQ learners (None when sb3-contrib is missing)."""
     try:
-        import gymnasium
         from sb3_contrib import CrossQ
-        from stable_baselines3.common.logger import configure
     except ImportError:
         return None
-
-    class Dummy(gymnasium.Env):  # only the spaces matter: training reads the replay buffer
-        observation_space = gymnasium.spaces.Box(-np.inf, np.inf, (OBS,), np.float32)
-        action_space = gymnasium.spaces.Box(-1.0, 1.0, (ACT,), np.float32)
-
-    rng = np.random.default_rng(0)
-    models = []
-    for seed in range(k):
-        model = CrossQ("MlpPolicy", Dummy(), learning_rate=cfg.lr, buffer_size=10_000, learning_starts=0,
-                       batch_size=cfg.batch_size, gamma=cfg.gamma, policy_delay=cfg.policy_delay, device="cpu",
-                       seed=seed, policy_kwargs={"net_arch": {"pi": list(cfg.actor_hidden),
-                                                              "qf": list(cfg.critic_hidden)}})
-        model.set_logger(configure(None, []))
-        for _ in range(2000):
-            model.replay_buffer.add(rng.normal(size=(1, OBS)), rng.normal(size=(1, OBS)),
-                                    rng.uniform(-1, 1, (1, ACT)), rng.normal(size=1), np.zeros(1), [{}])
-        models.append(model)
-
-    def step() -> None:
-        for model in models:
-            model.train(gradient_steps=1, batch_size=cfg.batch_size)
-
+    models = sb3_models(k, lambda env, seed: CrossQ(
+        "MlpPolicy", env, learning_rate=cfg.lr, buffer_size=10_000, learning_starts=0, batch_size=cfg.batch_size,
+        gamma=cfg.gamma, policy_delay=cfg.policy_delay, device="cpu", seed=seed,
+        policy_kwargs={"net_arch": {"pi": list(cfg.actor_hidden), "qf": list(cfg.critic_hidden)}}))
+    step = train_each(models, cfg.batch_size)
     # Whole policy-delay cycles, so every column averages the same mix of critic and actor steps.
     return best_time(lambda: [step() for _ in range(cfg.policy_delay)], block_seconds, blocks, clock) / cfg.policy_delay
 

@@ -21,6 +21,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
 
+from lares_agent.engine.contracts import Batch
 from lares_agent.engine.tasks import Feature, TaskSpec
 from lares_agent.llm import LLMClient, LLMConfig
 
@@ -192,3 +193,13 @@ def random_transitions(rng: np.random.Generator, lead: tuple[int, ...], obs_dim:
         "reward": rng.normal(size=lead).astype(np.float32),
         "next_obs": rng.normal(size=(*lead, obs_dim)).astype(np.float32),
     }
+
+
+def random_batch(rng: np.random.Generator, columns: int, batch_size: int, obs_dim: int, act_dim: int,
+                 terminal_rate: float = 0.2) -> Batch:
+    """A population minibatch: ``columns`` reward columns of ``batch_size`` random transitions, a
+    ``terminal_rate`` share of them terminal (at 0, nothing more is drawn from ``rng``)."""
+    lead = (columns, batch_size)
+    transitions = random_transitions(rng, lead, obs_dim, act_dim)
+    terminated = (rng.random(lead) < terminal_rate) if terminal_rate > 0 else np.zeros(lead)
+    return Batch(**transitions, terminated=terminated.astype(np.float32), indices=np.zeros(lead, np.int64))

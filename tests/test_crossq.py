@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import helpers
 import numpy as np
 import pytest
 import torch
-from helpers import random_transitions
 
 from lares_agent.engine.contracts import Batch
 from lares_agent.engine.learners.crossq import BatchRenorm, CrossQConfig, CrossQLearner, renorm_limits
@@ -24,11 +24,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def random_batch(rng: np.random.Generator, c: int) -> Batch:
-    return Batch(
-        **random_transitions(rng, (c, B), OBS, ACT),
-        terminated=(rng.random((c, B)) < 0.2).astype(np.float32),
-        indices=np.zeros((c, B), np.int64),
-    )
+    return helpers.random_batch(rng, c, B, OBS, ACT)
 
 
 def state_of(learner: CrossQLearner) -> dict[str, torch.Tensor]:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import helpers
 import numpy as np
 import pytest
 import torch
-from helpers import random_transitions
 
 from lares_agent.engine.contracts import Batch
 from lares_agent.engine.learners.nets import member_seeds
@@ -61,11 +61,7 @@ def test_state_dict_round_trip_and_copy() -> None:
 
 
 def random_batch(rng: np.random.Generator, c: int) -> Batch:
-    return Batch(
-        **random_transitions(rng, (c, B), OBS, ACT),
-        terminated=np.zeros((c, B), np.float32),
-        indices=np.zeros((c, B), np.int64),
-    )
+    return helpers.random_batch(rng, c, B, OBS, ACT, terminal_rate=0.0)
 
 
 @pytest.mark.parametrize("option", ["obs_norm", "critic_layer_norm"])
