@@ -29,6 +29,8 @@ CANDIDATES = [
 TEXT = "The fingertip drifts toward the target but overshoots; the reach term is too flat near it."
 TINY = ["--task", "Reacher-v5", "--budget", "300", "--reward-period", "150", "--population", "2", "--elites", "1",
         "--no-report", "--seed", "3"]
+# Real training through the whole CLI (tens of seconds): not part of the unit loop (`make test-fast`).
+pytestmark = pytest.mark.slow
 
 
 class FakeServer(FakeOpenAI):

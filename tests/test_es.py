@@ -417,6 +417,7 @@ def test_baseline_setting_trains_on_human_reward() -> None:
 
 
 # ---------------------------------------------------------------------------------------------- Reacher
+@pytest.mark.slow  # trains on MuJoCo Reacher
 def test_es_improves_linear_policy_on_reacher() -> None:
     task = get_task("Reacher-v5")
     cfg = es.ESConfig(population_size=16, sigma=0.05, learning_rate=0.03, final_learning_rate=0.003,

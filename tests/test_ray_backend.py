@@ -56,6 +56,7 @@ def _run(backend: str, run_dir: Path) -> tuple[ESEngine, dict[str, Any]]:
     return engine, final_state(engine)
 
 
+@pytest.mark.slow  # starts a local Ray cluster
 def test_ray_run_matches_local_run(ray_local: Any, tmp_path: Path) -> None:
     local, local_state = _run("local", tmp_path / "local")
     remote, remote_state = _run("ray", tmp_path / "ray")
@@ -73,6 +74,7 @@ def test_ray_run_matches_local_run(ray_local: Any, tmp_path: Path) -> None:
             assert sl["success"] == sr["success"]
 
 
+@pytest.mark.slow  # starts a local Ray cluster
 def test_local_checkpoint_resumes_on_ray(ray_local: Any, tmp_path: Path) -> None:
     _, local_state = _run("local", tmp_path / "a")
     engine = ESEngine.restore(tmp_path / "a" / "checkpoints" / "round-0001", point_task(horizon=HORIZON), load_reward,

@@ -202,6 +202,7 @@ def test_specs_pickle_and_feature_view_is_a_callable_tuple():
 
 
 # --- MetaWorld -----------------------------------------------------------------------------------------------
+@pytest.mark.slow  # steps every MetaWorld env with its expert (the shared rollouts take ~20 s)
 @pytest.mark.parametrize("name", MW_NAMES)
 def test_metaworld_features_match_the_env(name, mw_rollouts):
     spec, roll, task = get_task(name), mw_rollouts[name], next(t for t in METAWORLD_TASKS if t.env_name == name)
@@ -226,6 +227,7 @@ def test_metaworld_features_match_the_env(name, mw_rollouts):
         np.testing.assert_array_equal(feats[key], np.concatenate([r[key] for r in rows]))
 
 
+@pytest.mark.slow  # steps every MetaWorld env with its expert (the shared rollouts take ~20 s)
 def test_metaworld_experts_reach_success_and_joint_features_track_it(mw_rollouts):
     solved = [n for n in MW_NAMES
               if get_task(n).features(mw_rollouts[n]["raw"], mw_rollouts[n]["action"])[SUCCESS].any()]
@@ -238,6 +240,7 @@ def test_metaworld_experts_reach_success_and_joint_features_track_it(mw_rollouts
     np.testing.assert_array_equal(hammer[SUCCESS][1:] > 0, hammer["nail_depth"][1:] > 0.09)
 
 
+@pytest.mark.slow  # steps every MetaWorld env with its expert (the shared rollouts take ~20 s)
 def test_grasped_follows_the_fingers(mw_rollouts):
     roll = mw_rollouts["pick-place-v3"]
     feats = get_task("pick-place-v3").features(roll["raw"], roll["action"])
