@@ -29,7 +29,7 @@ def reward_population_size(policy_population: int, fraction: float) -> int:
     """Reward slots for a policy population of ``policy_population`` at ``fraction`` (at least 1, rounded)."""
     if not 0.0 < fraction <= 1.0:
         raise ConfigError(f"reward_fraction must be in (0, 1], got {fraction}")
-    return max(1, int(round(policy_population * fraction)))
+    return max(1, round(policy_population * fraction))
 
 
 @dataclass(frozen=True, kw_only=True)
