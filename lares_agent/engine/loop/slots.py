@@ -2,7 +2,7 @@
 
 Every reward period: evaluate every learner, rank the slots by fitness (success rate minus lambda x complexity,
 then the setting's tie-break, then lower complexity), choose the elites, ask the ``propose`` hook for the other
-slots, install each accepted candidate (the SAC engine relabels its buffer column and scales it to the best
+slots, install each accepted candidate (the SAC/CrossQ engine relabels its buffer column and scales it to the best
 elite; the ES engine swaps the learner's reward), share the best slot's reward with a slot whose reward went
 NaN/inf and got no candidate, let every new or broken slot's learner inherit the best learner, log the update
 and checkpoint. The engines differ only in the ``LearnerHooks`` they pass.
