@@ -215,5 +215,5 @@ def test_search_config_maps_every_ablation_onto_its_switch() -> None:
 def test_unknown_or_misplaced_ablations_are_refused() -> None:
     with pytest.raises(LaresError, match="unknown ablation"):
         SearchConfig(ablations=("no-everything",))
-    with pytest.raises(LaresError, match="SAC engine"):
+    with pytest.raises(LaresError, match="--learner sac or crossq"):
         SearchConfig(learner="es", ablations=("no-relabel",))

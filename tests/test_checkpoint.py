@@ -92,10 +92,30 @@ def test_bad_inputs(tmp_path: Path) -> None:
     assert latest_checkpoint(tmp_path / "nothing") is None
 
 
-def test_engine_resume_reproduces_the_same_next_steps(tmp_path: Path) -> None:
+def assert_same_state(a: object, b: object, where: str = "state") -> None:
+    """Two nested states (dicts, lists, tensors, arrays, scalars) are bit-identical."""
+    assert type(a) is type(b), where
+    if isinstance(a, dict):
+        assert a.keys() == b.keys(), where  # type: ignore[attr-defined]
+        for key in a:
+            assert_same_state(a[key], b[key], f"{where}.{key}")  # type: ignore[index]
+    elif isinstance(a, list | tuple):
+        assert len(a) == len(b), where  # type: ignore[arg-type]
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):  # type: ignore[call-overload]
+            assert_same_state(x, y, f"{where}[{i}]")
+    elif isinstance(a, torch.Tensor):
+        assert torch.equal(a, b), where  # type: ignore[arg-type]
+    elif isinstance(a, np.ndarray):
+        assert np.array_equal(a, b), where  # type: ignore[arg-type]
+    else:
+        assert a == b, where
+
+
+@pytest.mark.parametrize("learner", ["sac", "crossq"])
+def test_engine_resume_reproduces_the_same_next_steps(tmp_path: Path, learner: str) -> None:
     from test_lares_engine import LaResEngine, Proposer, load_reward, scratch_rewards, tiny_config, tiny_task
 
-    cfg = tiny_config(total_steps=400, checkpoint_every=100, reward_period=120)
+    cfg = tiny_config(total_steps=400, checkpoint_every=100, reward_period=120, learner=learner)
     a = LaResEngine(tiny_task(), cfg, scratch_rewards(), Proposer(), run_dir=tmp_path / "a")
     a.run(until_steps=150)  # one reward update (round-0001) and periodic checkpoints on the way
     saved = a.save_checkpoint()
@@ -114,10 +134,9 @@ def test_engine_resume_reproduces_the_same_next_steps(tmp_path: Path) -> None:
     assert len(b.buffer) == n
     for name in ("obs", "action", "next_obs", "raw_reward", "features"):
         assert np.array_equal(getattr(a.buffer, name)[:n], getattr(b.buffer, name)[:n]), name
-    for pa, pb in zip(a.population.actor + a.population.critic, b.population.actor + b.population.critic, strict=True):
-        assert torch.equal(pa, pb)
+    # Every learner tensor: parameters, running statistics, optimiser states, anchors, generators, obs statistics.
+    assert_same_state(a.population.state_dict(), b.population.state_dict(), "population")
     assert np.array_equal(a.ts.state_dict()["ring"], b.ts.state_dict()["ring"])
-    assert torch.equal(a.population.anchor_weight, b.population.anchor_weight)
     assert a.rng.random() == b.rng.random()
     events = [json.loads(line)["event"] for line in (tmp_path / "b" / "events.jsonl").read_text().splitlines()]
     assert events[0] == "resumed"
@@ -157,6 +176,24 @@ def test_checkpoint_of_an_older_engine_state_is_refused_in_one_line(tmp_path: Pa
     assert f"version {STATE_VERSION - 1}" in message and f"version {STATE_VERSION}" in message
     with pytest.raises(EngineError, match="'sac' engine state, not 'es'"):
         check_state(state, "es", "point-mass")
+
+
+def test_resuming_with_the_other_learner_kind_is_refused_in_one_line(tmp_path: Path) -> None:
+    from test_lares_engine import LaResEngine, Proposer, load_reward, scratch_rewards, tiny_config, tiny_task
+
+    from lares_agent.engine import EngineError
+
+    a = LaResEngine(tiny_task(), tiny_config(total_steps=30, learner="crossq"), scratch_rewards(), Proposer(),
+                    run_dir=tmp_path)
+    a.run()
+    a.save_checkpoint()
+    a.close()
+    with pytest.raises(EngineError) as err:
+        LaResEngine.restore(tmp_path / "checkpoints", tiny_task(), load_reward, learner="sac")
+    assert "\n" not in str(err.value) and "'crossq' engine state, not 'sac'" in str(err.value)
+    b = LaResEngine.restore(tmp_path / "checkpoints", tiny_task(), load_reward, learner="crossq")
+    assert b.config.learner == "crossq" and b.env_steps == a.env_steps
+    b.close()
 
 
 def test_engine_resume_is_exact_on_reacher(tmp_path: Path) -> None:

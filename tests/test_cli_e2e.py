@@ -164,6 +164,40 @@ def test_trace_candidate_lineage_points_at_the_best_elite(replayed: Path, tmp_pa
     assert one["call"]["node"] == "propose" and one["validated_by"]["node"] == "validate"
 
 
+def test_crossq_run_and_baseline_through_the_cli(server: FakeServer, tmp_path: Path) -> None:
+    from lares_agent.engine import latest_checkpoint, load_checkpoint
+
+    result = lares("run", *TINY, "--learner", "crossq", "--obs-norm", "--llm", "openai", "--model", "fake",
+                   "--base-url", server.url, "--run-dir", str(tmp_path / "runs"), home=tmp_path / "home")
+    assert result.exit_code == 0, result.output
+    assert "run finished: " in result.output and "(ranked first)" in result.output
+    run = only_run(tmp_path / "runs")
+    assert json.loads((run / "config.json").read_text())["learner"] == "crossq"
+    checkpoint = latest_checkpoint(run / "checkpoints")
+    assert checkpoint is not None
+    state = load_checkpoint(checkpoint)
+    assert state["learner"] == "crossq" and state["config"]["crossq"]["obs_norm"]
+    assert state["population"]["obs_norm"]["count"] > 0
+    base = lares("baseline", "--task", "Reacher-v5", "--budget", "100", "--learner", "crossq", "--no-report",
+                 "--run-dir", str(tmp_path / "base"), home=tmp_path / "home")
+    assert base.exit_code == 0, base.output
+    assert json.loads((only_run(tmp_path / "base") / "config.json").read_text())["learner"] == "crossq"
+
+
+def test_progress_line_fits_80_columns_and_shows_the_ranked_learner(capsys: pytest.CaptureFixture[str],
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from lares_agent.cli.run_cmd import _progress
+    from lares_agent.search.runner import RunStatus
+
+    monkeypatch.setenv("COLUMNS", "80")
+    with _progress(15_000) as update:
+        update(RunStatus(15_000, 15_000, 10, best_success=1.0, llm_in_flight=True, elapsed_s=300.0,
+                         ranked_success=0.8))
+    lines = [line.rstrip() for line in capsys.readouterr().out.splitlines() if line.strip()]
+    assert len(lines) == 1 and len(lines[0]) <= 80, lines
+    assert "success 80% (best 100%)" in lines[0] and "LLM busy" in lines[0] and "\u2026" not in lines[0]
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_default_local_model_end_to_end(tmp_path: Path) -> None:

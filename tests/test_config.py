@@ -9,6 +9,7 @@ from typing import Any, get_args, get_type_hints
 import pytest
 
 from lares_agent.engine.es.strategy import ESConfig
+from lares_agent.engine.learners.crossq import CrossQConfig
 from lares_agent.engine.learners.sac import SACConfig
 from lares_agent.engine.loop import config as engine_cfg
 from lares_agent.engine.loop import es_config
@@ -57,7 +58,7 @@ def test_choices_come_from_one_literal_each_and_match_the_engine() -> None:
         assert get_args(hints[name]) == choices, name
 
 
-@pytest.mark.parametrize("learner", ["sac", "es"])
+@pytest.mark.parametrize("learner", ["sac", "crossq", "es"])
 @pytest.mark.parametrize("setting", ["scratch", "init"])
 def test_search_config_accepts_exactly_the_population_and_elites_the_engine_accepts(learner: str,
                                                                                    setting: str) -> None:
@@ -84,11 +85,16 @@ def test_zero_elites_are_refused_with_the_reason() -> None:
         SearchConfig(elites=0)
 
 
-def test_options_that_do_not_apply_to_the_sac_learner_are_refused() -> None:
+@pytest.mark.parametrize("learner", ["sac", "crossq"])
+def test_options_that_do_not_apply_to_the_gradient_learners_are_refused(learner: str) -> None:
     with pytest.raises(ConfigError, match="--selection tournament applies to the ES learner"):
-        SearchConfig(selection="tournament")
+        SearchConfig(selection="tournament", learner=learner)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="--backend ray runs the ES learner"):
-        SearchConfig(backend="ray")
+        SearchConfig(backend="ray", learner=learner)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="--critic-hidden sets CrossQ's critics"):
+        SearchConfig(critic_hidden=(64,), learner="sac")
+    with pytest.raises(ConfigError, match="--critic-layer-norm applies to SAC's critics"):
+        SearchConfig(critic_layer_norm=True, learner="crossq")
     es_run = engine_config(SearchConfig(learner="es", selection="tournament", tournament_size=3))
     assert isinstance(es_run, es_config.ESSearchConfig)
     assert (es_run.selection.method, es_run.selection.tournament_size) == ("tournament", 3)
@@ -114,6 +120,16 @@ def test_the_mapping_renames_once_for_both_learners() -> None:
     assert isinstance(sac, engine_cfg.EngineConfig) and isinstance(es, es_config.ESSearchConfig)
     assert sac.reward_period == 600 and es.reward_every_steps == 600 and es.es.population_size == 8
     assert sac.sac.hidden == (16,) and sac.sac.utd_ratio == 0.5 and sac.sac.init_log_alpha == 0.0
+    assert sac.learner == "sac" and sac.crossq == CrossQConfig()  # the other learner's config stays default
+    crossq = engine_config(SearchConfig.from_json({**cfg.to_json(), "learner": "crossq", "batch_size": 64,
+                                                   "obs_norm": True}))
+    assert isinstance(crossq, engine_cfg.EngineConfig) and crossq.learner == "crossq"
+    assert (crossq.crossq.actor_hidden, crossq.crossq.critic_hidden) == ((16,), CrossQConfig().critic_hidden)
+    assert (crossq.crossq.batch_size, crossq.crossq.utd_ratio, crossq.crossq.init_log_alpha) == (64, 0.5, 0.0)
+    assert crossq.crossq.obs_norm and crossq.sac == SACConfig() and crossq.learner_config is crossq.crossq
+    wide = SearchConfig(learner="crossq", critic_hidden=(64, 64, 64))
+    assert engine_config(wide).crossq.critic_hidden == (64, 64, 64)  # type: ignore[union-attr]
+    assert SearchConfig.from_json(json.loads(json.dumps(wide.to_json()))) == wide
     llm = llm_config(SearchConfig(llm_backend="openai", llm_model="m", max_llm_tokens=100, temperature=0.2))
     assert (llm.backend, llm.model, llm.max_total_tokens, llm.temperature) == ("openai", "m", 100, 0.2)
 
@@ -128,3 +144,11 @@ def test_config_json_of_earlier_versions_loads_as_what_it_ran() -> None:
     es = SearchConfig.from_json({**old, "learner": "es", "elites": 2})
     assert es.selection == "tournament"  # ES did run tournament selection
     assert SearchConfig.from_json(cfg.to_json()) == cfg
+
+
+def test_presets_name_their_learner() -> None:
+    # The demo's learner is one constant (issue 12: switched after measurement); the paper stays SAC.
+    assert preset_config("demo").learner == search_cfg.DEMO_LEARNER == SearchConfig().learner
+    paper = preset_config("paper")
+    assert paper.learner == "sac" and engine_config(paper).sac.hidden == (256, 256, 256)  # type: ignore[union-attr]
+    assert preset_config("paper", learner="crossq").learner == "crossq"  # a flag still overrides the preset

@@ -46,7 +46,7 @@ def _hook(point):
     urllib.request.urlopen(req, timeout=600).read()  # the test kills this process while it waits here
 point, _, nth = os.environ.get("LARES_TEST_KILL_AT", "").partition(":")
 if point == "learn":
-    from lares_agent.engine.loop import sac_engine as _lares
+    from lares_agent.engine.loop import population_engine as _lares
     _real_learn, _seen = _lares.LaResEngine._learn, [0]
     def _learn(self, steps):
         done = _real_learn(self, steps)

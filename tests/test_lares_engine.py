@@ -6,6 +6,7 @@ quickly; the end-to-end tests at the bottom run the registered `reach-v3` and `R
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -18,6 +19,8 @@ import torch
 from helpers import PointMass, point_features
 
 from lares_agent.engine import (
+    GRADIENT_LEARNERS,
+    CrossQConfig,
     EngineConfig,
     EngineError,
     Feature,
@@ -100,11 +103,17 @@ def load_reward(d: Mapping[str, Any]) -> FeatureReward:
     return FeatureReward(d["feature"], d["scale"], d["offset"], d["id"], d["complexity"])
 
 
+# Renormalisation starts after 5 train-mode forwards, so tiny runs cover its corrected statistics too.
+TINY_CROSSQ = CrossQConfig(actor_hidden=(32, 32), critic_hidden=(32, 32), batch_size=32, utd_ratio=0.25,
+                           renorm_warmup_steps=5, obs_norm=True)
+
+
 def tiny_config(**overrides: Any) -> EngineConfig:
+    """Tiny networks and budgets; ``learner="crossq"`` trains TINY_CROSSQ learners."""
     base: dict[str, Any] = dict(
         population_size=3, elites=1, total_steps=300, warmup_steps=60, reward_period=120, eval_every=150,
         eval_episodes=2, update_eval_episodes=2, ts_window=10, buffer_capacity=5000, seed=1,
-        sac=SACConfig(hidden=(32, 32), batch_size=32, utd_ratio=0.25), feature_sample=100,
+        sac=SACConfig(hidden=(32, 32), batch_size=32, utd_ratio=0.25), crossq=TINY_CROSSQ, feature_sample=100,
     )
     base.update(overrides)
     return EngineConfig(**base)
@@ -214,10 +223,12 @@ def test_rejected_and_missing_proposals_keep_the_slot() -> None:
         engine.reward_update()
 
 
-def test_nonfinite_reward_and_policy_are_quarantined_then_refilled() -> None:
+@pytest.mark.parametrize("learner", GRADIENT_LEARNERS)
+def test_nonfinite_reward_and_policy_are_quarantined_then_refilled(learner: str) -> None:
     rewards = scratch_rewards()
     rewards[2] = ArmedNanReward("dist", id="breaks-later")
-    engine = LaResEngine(tiny_task(), tiny_config(total_steps=120, max_rounds=1), rewards, Proposer())
+    engine = LaResEngine(tiny_task(), tiny_config(total_steps=120, max_rounds=1, learner=learner), rewards,
+                         Proposer())
     engine.warmup()
     assert engine.quarantined == set()
     rewards[2].armed = True
@@ -236,16 +247,19 @@ def test_nonfinite_reward_and_policy_are_quarantined_then_refilled() -> None:
     assert ctx.best == 0 and set(ctx.refill) == {1, 2}
     assert engine.rewards[2].id == "r1s2" and engine.quarantined == set()
     assert all(torch.isfinite(p[1]).all() for p in engine.population.actor)  # reset from the best learner
+    engine.step_iteration()  # the reset learners train again, on finite rewards
+    assert engine.quarantined == set() and all(torch.isfinite(p).all() for p in engine.population.critic)
 
 
-def test_diverged_learner_stops_training() -> None:
-    engine = LaResEngine(tiny_task(), tiny_config(total_steps=60), scratch_rewards(), Proposer())
+@pytest.mark.parametrize(("learner", "name"), [("sac", "SAC"), ("crossq", "CrossQ")])
+def test_diverged_learner_stops_training(learner: str, name: str) -> None:
+    engine = LaResEngine(tiny_task(), tiny_config(total_steps=60, learner=learner), scratch_rewards(), Proposer())
     engine.warmup()
     with torch.no_grad():
-        engine.population.critic[0][1] = float("nan")  # first critic layer of learner 1
+        engine.population.critic[0][1] = float("nan")  # first critic parameter of learner 1
     engine.step_iteration()
     assert 1 in engine.quarantined
-    assert any(e["event"] == "quarantine" and e["reason"] == "non-finite SAC loss" for e in engine.events)
+    assert any(e["event"] == "quarantine" and e["reason"] == f"non-finite {name} loss" for e in engine.events)
     calls: list[list[int]] = []
     update = engine.population.update
     engine.population.update = lambda batch, members: calls.append(list(members)) or update(batch, members)
@@ -314,12 +328,56 @@ def test_config_validation() -> None:
         EngineConfig(population_size=3, elites=4)
     with pytest.raises(ConfigError):
         EngineConfig(setting="init", population_size=1, elites=1)
+    with pytest.raises(ConfigError, match="unknown learner 'ppo'"):
+        EngineConfig(learner="ppo")  # type: ignore[arg-type]
     cfg = tiny_config()
     assert EngineConfig.from_json(json.loads(json.dumps(cfg.to_json()))) == cfg
+    crossq = tiny_config(learner="crossq")
+    assert EngineConfig.from_json(json.loads(json.dumps(crossq.to_json()))) == crossq  # tuples rebuilt from lists
+    assert crossq.learner_config is TINY_CROSSQ and cfg.learner_config is cfg.sac
+    old = {k: v for k, v in cfg.to_json().items() if k not in ("learner", "crossq")}  # written before CrossQ
+    assert EngineConfig.from_json(old) == dataclasses.replace(cfg, crossq=CrossQConfig())
     with pytest.raises(EngineError):
         LaResEngine(tiny_task(), cfg, scratch_rewards()[:2])
     with pytest.raises(EngineError):
         LaResEngine(tiny_task(has_human_reward=False), tiny_config(setting="baseline"))
+
+
+# ---------------------------------------------------------------------------------------------- CrossQ learners
+def test_crossq_run_updates_rewards_and_inherits_everything(tmp_path: Path) -> None:
+    from lares_agent.engine.learners.crossq_population import CrossQPopulation
+
+    hook = Proposer()
+    cfg = tiny_config(learner="crossq", max_rounds=1, eval_every=0)  # losses add up from update to update
+    engine = LaResEngine(tiny_task(), cfg, scratch_rewards(), hook, run_dir=tmp_path)
+    pop = engine.population
+    assert isinstance(pop, CrossQPopulation)
+    engine.run(until_steps=120)
+    ctx = engine.reward_update()
+    best, refill = ctx.best, ctx.refill
+    assert len(refill) == 2 and all(engine.rewards[s].id == f"r1s{s}" for s in refill)
+    k = pop.k
+    for slot in refill:  # actor, critics, their running statistics and counts, Adam states, temperature
+        for p in [*pop.actor, *pop._actor.running]:
+            assert torch.equal(p[slot], p[best])
+        for p in [*pop.critic, *pop._critic.running]:
+            assert torch.equal(p[slot], p[best]) and torch.equal(p[slot + k], p[best + k])
+        assert pop._critic.steps[slot] == pop._critic.steps[best] > 5  # past the renormalisation warm-up
+        assert pop.log_alpha[slot].item() == pop.log_alpha[best].item()
+        assert pop.updates[slot] == pop.updates[best]
+        assert all(torch.equal(m[slot], m[best]) for m in pop.q_optimizer.exp_avg_sq)
+        assert pop.anchor_weight[slot].item() == 1.0
+    assert pop.anchor_weight[best].item() == 0.0
+    engine.step_iteration()
+    pull = engine.interaction.loss_sum["anchor_loss"]
+    assert all(pull[s] > 0 for s in refill) and pull[best] == 0.0  # the L2 pull acts on inherited learners only
+    engine.run()
+    assert engine.done and engine.round == 1 and not engine.quarantined
+    metrics = list(read_jsonl(tmp_path / "metrics.jsonl"))
+    assert [m["kind"] for m in metrics] == ["update"] and np.isfinite(metrics[0]["losses"]["q_loss"]).all()
+    # The observation statistics saw every stored step (warm-up and training), no evaluation step.
+    assert pop.obs_norm is not None and pop.obs_norm.count == len(engine.buffer)
+    assert engine.state_dict()["learner"] == "crossq"
 
 
 # ---------------------------------------------------------------------------------------------- real tasks

@@ -19,28 +19,32 @@ RUNS_DIR = Path("runs")
 Task = Annotated[str, typer.Option("--task", "-t", help="Task name (see `lares tasks`).")]
 
 
+def _percent(value: float | None) -> str:
+    return "--" if value is None else f"{value:.0%}"
+
+
 @contextmanager
 def _progress(budget: int) -> Iterator[Callable[[RunStatus], None]]:
-    """A rich progress bar: env steps, best success so far, LLM calls in flight, ETA."""
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    """A rich progress line that fits 80 columns: env steps, reward round, the success of the learner the run
+    ranks first at the newest evaluation with the best success of any evaluation so far, the LLM, ETA."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
     columns = (
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed:,.0f}/{task.total:,.0f} env steps"),
+        BarColumn(bar_width=10),
+        TextColumn("{task.completed:,.0f}/{task.total:,.0f} steps"),
         TextColumn("round {task.fields[round]}"),
-        TextColumn("best success {task.fields[best]:.0%}"),
+        TextColumn("success {task.fields[ranked]} (best {task.fields[best]})"),
         TextColumn("{task.fields[llm]}"),
-        TimeElapsedColumn(),
         TextColumn("ETA"),
-        TimeRemainingColumn(),
+        TimeRemainingColumn(compact=True),
     )
-    with Progress(*columns, transient=False) as bar:
-        tid = bar.add_task("training", total=budget, round=0, best=0.0, llm="")
+    with Progress(*columns, console=Console(), transient=False) as bar:  # this terminal's width, not a cached one
+        tid = bar.add_task("training", total=budget, round=0, ranked=_percent(None), best=_percent(0.0), llm="")
 
         def update(status: RunStatus) -> None:
-            llm = "LLM: 1 call in flight" if status.llm_in_flight else "LLM: idle"
-            bar.update(tid, completed=status.env_steps, round=status.round, best=status.best_success, llm=llm)
+            bar.update(tid, completed=status.env_steps, round=status.round, ranked=_percent(status.ranked_success),
+                       best=_percent(status.best_success), llm="LLM busy" if status.llm_in_flight else "LLM idle")
 
         yield update
 
@@ -49,7 +53,7 @@ def _finish(outcome: RunOutcome, report: bool) -> None:
     state = "finished" if outcome.finished else "stopped (resume with `lares resume`)"
     typer.echo(
         f"run {state}: {outcome.env_steps:,} env steps in {outcome.wall_s / 60:.1f} min, "
-        f"best success {outcome.best_success:.0%}"
+        f"success {_percent(outcome.ranked_success)} (ranked first), best {outcome.best_success:.0%}"
     )
     if report:
         from lares_agent.report.html import write_report
@@ -77,7 +81,8 @@ def run_command(
         help="E candidates kept at each reward update (1 to K; the best one's learner is inherited).")] = None,
     budget: Annotated[int | None, typer.Option(help="Env steps to train (warm-up excluded).")] = None,
     reward_period: Annotated[int | None, typer.Option(help="Env steps between reward-population updates.")] = None,
-    learner: Annotated[str, typer.Option(help="Policy learner: sac or es.")] = "sac",
+    learner: Annotated[str | None, typer.Option(
+        help="Policy learner: sac, crossq or es (default: the preset's).")] = None,
     backend: Annotated[str, typer.Option(help="Execution backend: local or ray (ray: --learner es only).")] = "local",
     ray_address: Annotated[str | None, typer.Option(
         help="Ray cluster address (with --backend ray); default: local Ray.")] = None,
@@ -86,6 +91,10 @@ def run_command(
     setting: Annotated[str, typer.Option(
         help="scratch (all rewards proposed) or init (the task's human reward seeds the population).")] = "scratch",
     rewards: Annotated[Path | None, typer.Option(help="JSON file of starting reward candidates.")] = None,
+    obs_norm: Annotated[bool | None, typer.Option(
+        "--obs-norm/--no-obs-norm", help="Running observation normalisation (sac, crossq).")] = None,
+    critic_layer_norm: Annotated[bool | None, typer.Option(
+        "--critic-layer-norm/--no-critic-layer-norm", help="LayerNorm in SAC's critics.")] = None,
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
     run_dir: Annotated[Path, typer.Option(help="Folder that receives the run folder.")] = RUNS_DIR,
     preset: Annotated[str, typer.Option(
@@ -119,6 +128,8 @@ def run_command(
         setting=setting,
         selection=selection,
         rewards_file=str(rewards) if rewards else None,
+        obs_norm=obs_norm,
+        critic_layer_norm=critic_layer_norm,
         seed=seed,
         retrieval=not no_retrieval,
         max_llm_tokens=max_llm_tokens,
@@ -151,15 +162,19 @@ def resume_command(
 def baseline_command(
     task: Task = "reach-v3",
     budget: Annotated[int | None, typer.Option(help="Env steps to train.")] = None,
+    learner: Annotated[str | None, typer.Option(
+        help="Policy learner: sac, crossq or es (default: the preset's).")] = None,
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
     run_dir: Annotated[Path, typer.Option(help="Folder that receives the run folder.")] = RUNS_DIR,
     preset: Annotated[str, typer.Option(help="demo or paper (network sizes, warm-up, evaluation).")] = "demo",
     report: Annotated[bool, typer.Option(help="Write the HTML report at the end.")] = True,
 ) -> None:
-    """Plain SAC on the task's own (human) reward with the same engine: the comparison for `report --compare`."""
+    """The learner alone on the task's own (human) reward with the same engine: the comparison for
+    `report --compare`."""
     from lares_agent.search.runner import check_start, start_run
 
-    cfg = preset_config(preset, task=task, budget=budget, seed=seed, setting="baseline", population=1, elites=1)
+    cfg = preset_config(preset, task=task, budget=budget, learner=learner, seed=seed, setting="baseline",
+                        population=1, elites=1)
     check_start(cfg)
     with _progress(cfg.budget) as update:
         outcome = start_run(cfg, run_dir, progress=update)

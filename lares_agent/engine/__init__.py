@@ -1,4 +1,4 @@
-"""The engine layer: tasks, rollouts, learners (SAC, ES) and the LaRes loop over them (docs/ARCHITECTURE.md).
+"""The engine layer: tasks, rollouts, learners (SAC, CrossQ, ES) and the LaRes loop over them (docs/ARCHITECTURE.md).
 
 The layers above import engine things from here only. Names whose modules import torch (the engines, their
 configs, checkpoints) are loaded on first use, so that `import lares_agent.engine.tasks` (what `lares tasks` and
@@ -13,14 +13,17 @@ from typing import TYPE_CHECKING
 
 from lares_agent.engine.buffer import Affine, ReplayBuffer
 from lares_agent.engine.contracts import (
+    GRADIENT_LEARNERS,
     HUMAN_REWARD_FEATURE,
     SETTINGS,
     Batch,
     ComponentStats,
     Diversity,
+    GradientLearner,
     HumanReward,
     LoadReward,
     MemberEvaluation,
+    PopulationLearner,
     ProposeFn,
     RewardFunction,
     SlotEvaluation,
@@ -39,11 +42,13 @@ from lares_agent.engine.tasks import Feature, TaskSpec, get_task, list_tasks
 
 if TYPE_CHECKING:
     from lares_agent.engine.checkpoint import CheckpointError, latest_checkpoint, load_checkpoint, save_checkpoint
+    from lares_agent.engine.learners.crossq import CrossQConfig
     from lares_agent.engine.learners.sac import SACConfig
     from lares_agent.engine.loop.config import EngineConfig
     from lares_agent.engine.loop.es_config import ESSearchConfig
     from lares_agent.engine.loop.es_engine import ESEngine, GenerationInfo
-    from lares_agent.engine.loop.sac_engine import IterationInfo, LaResEngine
+    from lares_agent.engine.loop.interaction import IterationInfo
+    from lares_agent.engine.loop.population_engine import LaResEngine
 
 # name -> module, for the names that import torch (see the module docstring); the TYPE_CHECKING block above
 # lists the same names for type checkers.
@@ -52,16 +57,18 @@ _LAZY = {
     "latest_checkpoint": "lares_agent.engine.checkpoint",
     "load_checkpoint": "lares_agent.engine.checkpoint",
     "save_checkpoint": "lares_agent.engine.checkpoint",
+    "CrossQConfig": "lares_agent.engine.learners.crossq",
     "SACConfig": "lares_agent.engine.learners.sac",
     "EngineConfig": "lares_agent.engine.loop.config",
     "ESSearchConfig": "lares_agent.engine.loop.es_config",
     "ESEngine": "lares_agent.engine.loop.es_engine",
     "GenerationInfo": "lares_agent.engine.loop.es_engine",
-    "IterationInfo": "lares_agent.engine.loop.sac_engine",
-    "LaResEngine": "lares_agent.engine.loop.sac_engine",
+    "IterationInfo": "lares_agent.engine.loop.interaction",
+    "LaResEngine": "lares_agent.engine.loop.population_engine",
 }
 
 __all__ = [
+    "GRADIENT_LEARNERS",
     "HUMAN_REWARD_FEATURE",
     "SETTINGS",
     "Affine",
@@ -69,6 +76,7 @@ __all__ = [
     "CheckpointError",
     "ComponentStats",
     "ConstantRewardError",
+    "CrossQConfig",
     "Diversity",
     "DiversityConfig",
     "ESConfig",
@@ -79,12 +87,14 @@ __all__ = [
     "EnvPool",
     "Feature",
     "GenerationInfo",
+    "GradientLearner",
     "HumanReward",
     "IterationInfo",
     "LaResEngine",
     "LoadReward",
     "MemberEvaluation",
     "NonFiniteRewardError",
+    "PopulationLearner",
     "ProposeFn",
     "ReplayBuffer",
     "RewardColumnError",

@@ -13,19 +13,25 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
+if TYPE_CHECKING:  # annotations only: importing this module must not load torch (engine/__init__.py)
+    import torch
+
 __all__ = [
+    "GRADIENT_LEARNERS",
     "HUMAN_REWARD_FEATURE",
     "SETTINGS",
     "Batch",
     "ComponentStats",
     "Diversity",
+    "GradientLearner",
     "HumanReward",
     "LoadReward",
     "MemberEvaluation",
+    "PopulationLearner",
     "ProposeFn",
     "RewardFunction",
     "SlotEvaluation",
@@ -35,6 +41,10 @@ __all__ = [
 SETTINGS = ("scratch", "init", "baseline")
 """Run settings, one meaning for every learner (docs/lares-reference.md: the reference's from-scratch and
 with_init runs, and plain RL on the human reward): see ``loop/slots.py``."""
+
+GradientLearner = Literal["sac", "crossq"]
+"""The gradient learners the LaRes engine trains on its shared replay buffer (``EngineConfig.learner``)."""
+GRADIENT_LEARNERS: tuple[GradientLearner, ...] = ("sac", "crossq")
 
 HUMAN_REWARD_FEATURE = "human_reward"
 """Feature name under which tasks expose the environment's own reward (NaN where none exists)."""
@@ -58,6 +68,47 @@ class Batch(NamedTuple):
     def column(self, i: int) -> Batch:
         """The minibatch of the i-th sampled column, with the leading C axis dropped ([B, ...])."""
         return Batch(*(x[i] for x in self))
+
+
+class PopulationLearner(Protocol):
+    """K gradient learners trained as one computation on the shared buffer, what the LaRes loop needs of them
+    (``learners.sac_population.Population``, ``learners.crossq_population.CrossQPopulation``).
+
+    Members are independent (own seed, optimiser states, temperature); each update gets one minibatch per
+    listed member from its own reward column (docs/lares-reference.md §12 item 13).
+    """
+
+    k: int
+
+    def observe(self, obs: np.ndarray) -> None:
+        """Add collected observations [N, obs_dim] to the running normalisation (a no-op without one)."""
+        ...
+
+    def act(self, obs: np.ndarray, members: np.ndarray, deterministic: bool,
+            generator: torch.Generator) -> np.ndarray:
+        """Actions in [-1, 1] for observations [M, obs_dim], row i acted by member ``members[i]``."""
+        ...
+
+    def update(self, batch: Batch, members: Sequence[int] | None = None) -> dict[str, np.ndarray]:
+        """One step of every listed member on its column of ``batch``; per-member metrics [K] (NaN: not updated),
+        at least ``q_loss``, ``actor_loss``, ``alpha_loss``, ``alpha`` and ``anchor_loss``."""
+        ...
+
+    def inherit(self, dst: Sequence[int], src: int, anchor_weight: float) -> None:
+        """Make every dst member a full copy of src and pull it toward the copy with an L2 anchor (LaRes §7)."""
+        ...
+
+    def release_anchor(self, members: Sequence[int]) -> None:
+        """Free the listed members of the L2 pull."""
+        ...
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything an exact resume needs (parameters, statistics, optimiser states, generators)."""
+        ...
+
+    def load_state_dict(self, d: dict[str, Any]) -> None:
+        """Restore from ``state_dict()``."""
+        ...
 
 
 @runtime_checkable

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from lares_agent.engine import EngineConfig, ESSearchConfig
 
 Setting = Literal["scratch", "init", "baseline"]
-Learner = Literal["sac", "es"]
+Learner = Literal["sac", "crossq", "es"]
 Backend = Literal["local", "ray"]
 Selection = Literal["truncation", "tournament"]
 Preset = Literal["demo", "paper"]
@@ -36,9 +36,14 @@ ABLATIONS: dict[Ablation, str] = {
     "no-retrieval": "no past cases retrieved for the proposer (same as retrieval=False)",
 }
 ENGINE_ABLATIONS: tuple[Ablation, ...] = ("no-relabel", "no-thompson", "no-scaling", "no-constraint")
+DEMO_LEARNER: Learner = "sac"
+"""The learner of the `demo` preset (what a bare `lares run` trains); issue 12 switches it to the one that wins
+the measurement in docs/RESULTS.md."""
+_GRADIENT_NAMES = {"sac": "SAC", "crossq": "CrossQ"}
 __all__ = [
     "ABLATIONS",
     "BACKENDS",
+    "DEMO_LEARNER",
     "ENGINE_ABLATIONS",
     "LEARNERS",
     "LLM_BACKENDS",
@@ -71,12 +76,14 @@ class SearchConfig:
     Valid exactly when the engine and LLM configs it maps onto are (`__post_init__` builds both): what
     `config.json` says is what runs. A field's `lares run` flag is its name with dashes (`--reward-period`),
     except `llm_backend` (`--llm`), `llm_model` (`--model`), `rewards_file` (`--rewards`) and `retrieval`
-    (`--no-retrieval`); the engine's names are in `engine_config`.
+    (`--no-retrieval`); the engine's names are in `engine_config`. `hidden`, `batch_size`, `utd` and
+    `init_alpha` apply to whichever gradient learner runs (`hidden`: SAC's actor and critics, CrossQ's actor);
+    `critic_hidden` sets CrossQ's critics (None: CrossQ's default, 2x256) and `critic_layer_norm` SAC's.
     """
 
     task: str = "reach-v3"
     setting: Setting = "scratch"
-    learner: Learner = "sac"
+    learner: Learner = DEMO_LEARNER
     backend: Backend = "local"
     ray_address: str | None = None
     population: int = 3
@@ -89,9 +96,12 @@ class SearchConfig:
     checkpoint_every: int = 2_000
     horizon: int | None = None  # None: the task's own horizon
     hidden: tuple[int, ...] = (128, 128)
+    critic_hidden: tuple[int, ...] | None = None  # CrossQ's critic widths (None: its default); SAC uses `hidden`
     batch_size: int = 128
     utd: float = 1.0  # learner updates per env step, per learner
-    init_alpha: float = 0.1  # SAC's initial temperature; the reference's 1.0 needs ~1e5 steps to decay on small rewards
+    init_alpha: float = 0.1  # initial temperature; the reference's 1.0 needs ~1e5 steps to decay on small rewards
+    obs_norm: bool = False  # running observation normalisation (SAC and CrossQ)
+    critic_layer_norm: bool = False  # LayerNorm in SAC's critics (CrossQ's critics batch-renormalise already)
     anchor_weight: float = 1.0
     complexity_lambda: float = 0.0
     ts_window: int = 50
@@ -137,15 +147,23 @@ class SearchConfig:
         unknown = [a for a in self.ablations if a not in ABLATIONS]
         if unknown:
             problems.append(f"unknown ablation(s) {', '.join(unknown)}; choose from {', '.join(ABLATIONS)}")
-        if self.learner == "sac":
+        name = _GRADIENT_NAMES.get(self.learner)
+        if name is not None:
             if self.selection != "truncation":
-                problems.append(f"--selection {self.selection} applies to the ES learner (--learner es); the SAC "
+                problems.append(f"--selection {self.selection} applies to the ES learner (--learner es); the {name} "
                                 "engine keeps the top --elites (truncation)")
             if self.backend != "local":
-                problems.append(f"--backend {self.backend} runs the ES learner (--learner es); SAC learners train "
-                                "as one batched in-process computation, use --backend local")
+                problems.append(f"--backend {self.backend} runs the ES learner (--learner es); {name} learners "
+                                "train as one batched in-process computation, use --backend local")
         elif any(a in ENGINE_ABLATIONS for a in self.ablations):
-            problems.append(f"ablations {', '.join(ENGINE_ABLATIONS)} apply to the SAC engine (--learner sac)")
+            problems.append(f"ablations {', '.join(ENGINE_ABLATIONS)} apply to the replay-buffer engine "
+                            "(--learner sac or crossq)")
+        if self.critic_hidden is not None and self.learner != "crossq":
+            problems.append("--critic-hidden sets CrossQ's critics (--learner crossq); SAC's critics use --hidden")
+        if self.critic_layer_norm and self.learner != "sac":
+            problems.append("--critic-layer-norm applies to SAC's critics (--learner sac)")
+        if self.obs_norm and self.learner == "es":
+            problems.append("--obs-norm applies to --learner sac or crossq (ES keeps its own observation statistics)")
         if problems:
             raise ConfigError("; ".join(problems))
         engine_config(self)  # raises ConfigError on what only the engine checks (e.g. warmup_steps, horizon)
@@ -154,6 +172,7 @@ class SearchConfig:
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["hidden"] = list(self.hidden)
+        data["critic_hidden"] = None if self.critic_hidden is None else list(self.critic_hidden)
         data["ablations"] = list(self.ablations)
         return data
 
@@ -166,10 +185,10 @@ class SearchConfig:
         # learner ignored `selection`; load them as what ran.
         if kwargs.get("elites") == 0:
             kwargs["elites"] = 1
-        if kwargs.get("learner", "sac") == "sac":
+        if kwargs.get("learner", "sac") != "es":
             kwargs.pop("selection", None)
-        for key in ("hidden", "ablations"):
-            if key in kwargs:
+        for key in ("hidden", "critic_hidden", "ablations"):
+            if kwargs.get(key) is not None:
                 kwargs[key] = tuple(kwargs[key])
         return cls(**kwargs)
 
@@ -182,8 +201,9 @@ class SearchConfig:
 # The embedded default finishes in under 10 minutes on 2 cores (see README); `paper` is the reference's setup
 # (docs/lares-reference.md §10: K=5, E=3, 1e6 steps, reward period 2e5, 10k warm-up, 3x256 networks, batch 128, UTD 1).
 PRESETS: dict[Preset, dict[str, Any]] = {
-    "demo": {},
+    "demo": {"learner": DEMO_LEARNER},
     "paper": {
+        "learner": "sac",
         "population": 5,
         "elites": 3,
         "budget": 1_000_000,
@@ -212,14 +232,17 @@ def preset_config(preset: str, **overrides: Any) -> SearchConfig:
 
 
 def engine_config(cfg: SearchConfig) -> EngineConfig | ESSearchConfig:
-    """The engine's view of a search config (`--learner sac`: `EngineConfig`, `es`: `ESSearchConfig`).
+    """The engine's view of a search config (`--learner sac|crossq`: `EngineConfig`, `es`: `ESSearchConfig`).
 
     The one place a search setting changes its name (search / CLI name -> engine name):
     `population` -> `population_size`, `budget` -> `total_steps`, `eval_episodes` -> `eval_episodes` and
-    `update_eval_episodes`; SAC: `hidden`, `batch_size`, `utd`, `init_alpha` -> `sac.hidden`, `sac.batch_size`,
-    `sac.utd_ratio`, `sac.init_log_alpha` (its log), the ablations -> `relabel`, `thompson`, `scale_to_best`,
-    `anchor_weight` 0; ES: `reward_period` -> `reward_every_steps`, `es_population` -> `es.population_size`,
-    `selection`, `tournament_size` -> `selection.method`, `selection.tournament_size`.
+    `update_eval_episodes`; SAC: `hidden`, `batch_size`, `utd`, `init_alpha`, `obs_norm`, `critic_layer_norm` ->
+    `sac.hidden`, `sac.batch_size`, `sac.utd_ratio`, `sac.init_log_alpha` (its log), `sac.obs_norm`,
+    `sac.critic_layer_norm`; CrossQ: `hidden` -> `crossq.actor_hidden`, `critic_hidden` -> `crossq.critic_hidden`
+    (None: CrossQ's default), `batch_size`, `utd`, `init_alpha`, `obs_norm` -> `crossq.batch_size`,
+    `crossq.utd_ratio`, `crossq.init_log_alpha`, `crossq.obs_norm`; both: the ablations -> `relabel`, `thompson`,
+    `scale_to_best`, `anchor_weight` 0; ES: `reward_period` -> `reward_every_steps`, `es_population` ->
+    `es.population_size`, `selection`, `tournament_size` -> `selection.method`, `selection.tournament_size`.
     """
     from lares_agent.engine import EngineConfig, ESSearchConfig
 
@@ -237,8 +260,15 @@ def engine_config(cfg: SearchConfig) -> EngineConfig | ESSearchConfig:
             selection=SelectionConfig(method=cfg.selection, tournament_size=cfg.tournament_size),
             checkpoint_every_generations=5,
         )
-    from lares_agent.engine import SACConfig
+    from lares_agent.engine import CrossQConfig, SACConfig
 
+    common: dict[str, Any] = dict(batch_size=cfg.batch_size, utd_ratio=cfg.utd, obs_norm=cfg.obs_norm,
+                                  init_log_alpha=math.log(cfg.init_alpha))
+    if cfg.learner == "crossq":
+        critic = CrossQConfig.critic_hidden if cfg.critic_hidden is None else cfg.critic_hidden  # the default
+        chosen: dict[str, Any] = {"crossq": CrossQConfig(actor_hidden=cfg.hidden, critic_hidden=critic, **common)}
+    else:
+        chosen = {"sac": SACConfig(hidden=cfg.hidden, critic_layer_norm=cfg.critic_layer_norm, **common)}
     return EngineConfig(
         **shared, warmup_steps=cfg.warmup_steps, reward_period=cfg.reward_period, eval_every=cfg.eval_every,
         ts_window=cfg.ts_window, checkpoint_every=cfg.checkpoint_every,
@@ -247,8 +277,7 @@ def engine_config(cfg: SearchConfig) -> EngineConfig | ESSearchConfig:
         relabel="no-relabel" not in cfg.ablations,
         thompson="no-thompson" not in cfg.ablations,
         buffer_capacity=max(cfg.budget + cfg.warmup_steps + 1_000, 10_000) if cfg.budget < 1_000_000 else 1_000_000,
-        sac=SACConfig(hidden=cfg.hidden, batch_size=cfg.batch_size, utd_ratio=cfg.utd,
-                      init_log_alpha=math.log(cfg.init_alpha)),
+        learner=cfg.learner, **chosen,
     )
 
 

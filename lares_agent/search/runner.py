@@ -12,7 +12,7 @@ import json
 import socket
 import time
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,8 +43,12 @@ class RunStatus:
     budget: int
     round: int
     best_success: float
+    """Best success of any learner at any evaluation so far (the reference's number, docs/lares-reference.md
+    §12 item 16)."""
     llm_in_flight: bool
     elapsed_s: float
+    ranked_success: float | None = None
+    """Success of the slot the run ranks first, at the newest evaluation (None before the first)."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,8 @@ class RunOutcome:
     finished: bool
     best_success: float
     wall_s: float
+    ranked_success: float | None = None
+    """The ranked-first slot's success at the last evaluation (None: the run never evaluated)."""
 
 
 def uses_retrieval(cfg: SearchConfig) -> bool:
@@ -118,7 +124,7 @@ class Search:
     def _engine_class(self) -> tuple[Any, Any]:
         if self.cfg.learner == "es":
             return ESEngine, engine_config(self.cfg)
-        return LaResEngine, engine_config(self.cfg)  # SearchConfig refused the options SAC does not take
+        return LaResEngine, engine_config(self.cfg)  # SAC or CrossQ; SearchConfig refused what they do not take
 
     def new_engine(self) -> Any:
         engine_cls, ecfg = self._engine_class()
@@ -134,8 +140,14 @@ class Search:
         from lares_agent.rewards import allowed_features, load_reward
 
         names = allowed_features(self.task)
-        engine_cls, _ = self._engine_class()
-        return engine_cls.restore(checkpoint, self.task, lambda d: load_reward(d, names), self.proposer, self.run.root)
+
+        def load(data: Mapping[str, Any]) -> RewardFunction:
+            return load_reward(data, names)
+
+        if self.cfg.learner == "es":
+            return ESEngine.restore(checkpoint, self.task, load, self.proposer, self.run.root)
+        # config.json names the learner; a checkpoint of the other kind is refused in one line
+        return LaResEngine.restore(checkpoint, self.task, load, self.proposer, self.run.root, learner=self.cfg.learner)
 
     def drive(self, engine: Any, progress: ProgressFn | None = None) -> RunOutcome:
         """Run the engine to its budget (or `--max-minutes`), checkpoint, and say how it ended."""
@@ -148,7 +160,8 @@ class Search:
             if progress is not None:
                 progress(
                     RunStatus(info.env_steps, self.cfg.budget, info.round, best[0],
-                              bool(self.proposer and self.proposer.in_flight), time.monotonic() - start)
+                              bool(self.proposer and self.proposer.in_flight), time.monotonic() - start,
+                              _ranked_success(engine))
                 )
 
         stop = (lambda: time.monotonic() > deadline) if deadline else None
@@ -160,7 +173,7 @@ class Search:
         best[0] = max(best[0], _best_success(engine))
         usage = self.llm.usage if self.llm is not None else {}
         self.log.event("run_end", env_steps=steps, finished=finished, wall_s=wall, best_success=best[0], llm=usage)
-        return RunOutcome(self.run, steps, finished, best[0], wall)
+        return RunOutcome(self.run, steps, finished, best[0], wall, _ranked_success(engine))
 
     def close(self) -> None:
         if self._trace is not None:
@@ -174,6 +187,13 @@ def _best_success(engine: Any) -> float:
     last = getattr(engine, "last_metrics", None) or {}
     value = last.get("success_max")
     return float(value) if value is not None else 0.0
+
+
+def _ranked_success(engine: Any) -> float | None:
+    """Success rate of the slot the run ranks first (its best slot) at the newest evaluation."""
+    last = getattr(engine, "last_metrics", None) or {}
+    value = last.get("success_best_slot")
+    return float(value) if value is not None else None
 
 
 def load_rewards_file(path: Path, task: TaskSpec) -> list[RewardFunction]:

@@ -7,13 +7,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lares_agent.engine.contracts import SETTINGS
+from lares_agent.engine.contracts import GRADIENT_LEARNERS, SETTINGS, GradientLearner
 from lares_agent.engine.errors import EngineError
+from lares_agent.engine.learners.crossq import CrossQConfig
+from lares_agent.engine.learners.factory import LearnerConfig
 from lares_agent.engine.learners.sac import SACConfig
 from lares_agent.errors import ConfigError
 
 __all__ = ["EngineConfig"]
-
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -27,7 +28,7 @@ class EngineConfig:
     setting: str = "scratch"
     """'scratch': every candidate is proposed; 'init': the human reward seeds slot 0 (replaceable like any slot)
     and an extra learner trains on it throughout (acting once per iteration outside TS, never replaced);
-    'baseline': plain SAC on the human reward with the same code (one slot, no reward updates)."""
+    'baseline': the chosen learner alone on the human reward with the same code (one slot, no reward updates)."""
     population_size: int = 5
     """K reward candidates / learners (ignored by 'baseline', which has one)."""
     elites: int = 3
@@ -63,7 +64,11 @@ class EngineConfig:
     buffer_capacity: int = 1_000_000
     horizon: int | None = None
     """Episode length override (None: the task's horizon); shorter horizons keep tests fast."""
+    learner: GradientLearner = "sac"
+    """Which gradient learner every slot trains: 'sac' (the reference's) or 'crossq' (issue 12). Only the chosen
+    learner's config below is read; its ``batch_size`` and ``utd_ratio`` drive the loop's updates."""
     sac: SACConfig = field(default_factory=SACConfig)
+    crossq: CrossQConfig = field(default_factory=CrossQConfig)
     seed: int = 0
     checkpoint_every: int = 0
     """Env steps between periodic checkpoints (0: only at reward updates); needs a run directory."""
@@ -75,6 +80,8 @@ class EngineConfig:
     """Buffer rows sampled for the hook's numeric validation of new candidates."""
 
     def __post_init__(self) -> None:
+        if self.learner not in GRADIENT_LEARNERS:
+            raise ConfigError(f"unknown learner {self.learner!r}; choose one of {', '.join(GRADIENT_LEARNERS)}")
         if self.setting not in SETTINGS:
             raise ConfigError(f"unknown setting {self.setting!r}; choose one of {', '.join(SETTINGS)}")
         if self.setting != "baseline":
@@ -103,20 +110,23 @@ class EngineConfig:
         """Replaceable reward slots (K; 1 in the baseline)."""
         return 1 if self.setting == "baseline" else self.population_size
 
+    @property
+    def learner_config(self) -> LearnerConfig:
+        """The chosen learner's config (``sac`` or ``crossq``)."""
+        return self.crossq if self.learner == "crossq" else self.sac
+
     def to_json(self) -> dict[str, Any]:
         """Plain JSON (config.json, checkpoints)."""
         return dataclasses.asdict(self)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> EngineConfig:
-        """Inverse of :meth:`to_json` (lists back to tuples where the dataclasses use tuples)."""
+        """Inverse of :meth:`to_json` (the learner configs turn JSON lists back into tuples themselves); a
+        config written before CrossQ existed has neither ``learner`` nor ``crossq`` and loads as SAC."""
         d = dict(data)
-        sac = dict(d.pop("sac", {}))
-        for key in ("hidden", "log_std_bounds"):
-            if key in sac:
-                sac[key] = tuple(sac[key])
+        sac, crossq = dict(d.pop("sac", {})), dict(d.pop("crossq", {}))
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = set(d) - known
         if unknown:
             raise EngineError(f"unknown engine config keys: {sorted(unknown)}")
-        return cls(**d, sac=SACConfig(**sac))
+        return cls(**d, sac=SACConfig(**sac), crossq=CrossQConfig(**crossq))

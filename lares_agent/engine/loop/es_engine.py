@@ -106,20 +106,8 @@ class ESEngine:
         self.num_slots = config.num_slots
         self.counters = ESCounters()
         self.log = EngineLog(run_dir)
-        self.slots = RewardSlots(
-            list(rewards),
-            SlotRules(
-                setting=config.setting,
-                num_slots=self.num_slots,
-                complexity_lambda=config.complexity_lambda,
-                use_task_return=config.setting != "scratch" and task.has_human_reward,
-                rollout_slots=config.rollout_slots,
-                rollouts_kept=config.rollouts_kept,
-                max_rounds=config.max_rounds,
-            ),
-            self.counters,
-            self.log.event,
-        )
+        self.slots = RewardSlots(list(rewards), SlotRules.of(config, task.has_human_reward), self.counters,
+                                 self.log.event)
         self.extra = self.slots.extra
         self.num_learners = len(self.slots.rewards)
         self.rng = np.random.default_rng(np.random.SeedSequence([config.seed, 31337]))

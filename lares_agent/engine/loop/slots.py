@@ -2,7 +2,7 @@
 
 Every reward period: evaluate every learner, rank the slots by fitness (success rate minus lambda x complexity,
 then the setting's tie-break, then lower complexity), choose the elites, ask the ``propose`` hook for the other
-slots, install each accepted candidate (the SAC engine relabels its buffer column and scales it to the best
+slots, install each accepted candidate (the SAC/CrossQ engine relabels its buffer column and scales it to the best
 elite; the ES engine swaps the learner's reward), share the best slot's reward with a slot whose reward went
 NaN/inf and got no candidate, let every new or broken slot's learner inherit the best learner, log the update
 and checkpoint. The engines differ only in the ``LearnerHooks`` they pass.
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -33,7 +33,7 @@ from lares_agent.engine.errors import EngineError, RewardColumnError
 from lares_agent.engine.loop.fitness import rank_slots, slot_evaluation
 from lares_agent.engine.loop.state import Counters
 
-__all__ = ["LearnerHooks", "RewardSlots", "SlotRules", "initial_slot_rewards"]
+__all__ = ["LearnerHooks", "RewardSlots", "SlotRules", "SlotSettings", "initial_slot_rewards", "learner_count"]
 
 
 def initial_slot_rewards(
@@ -68,6 +68,23 @@ def learner_count(setting: str, num_slots: int) -> int:
     return num_slots + (1 if setting == "init" else 0)
 
 
+class SlotSettings(Protocol):
+    """What ``SlotRules.of`` reads from an engine config (``EngineConfig`` and ``ESSearchConfig`` both have it)."""
+
+    @property
+    def setting(self) -> str: ...
+    @property
+    def num_slots(self) -> int: ...
+    @property
+    def complexity_lambda(self) -> float: ...
+    @property
+    def rollout_slots(self) -> int: ...
+    @property
+    def rollouts_kept(self) -> int: ...
+    @property
+    def max_rounds(self) -> int | None: ...
+
+
 @dataclass(frozen=True)
 class SlotRules:
     """The parts of an engine config the reward update reads (both configs have them under these names)."""
@@ -80,6 +97,14 @@ class SlotRules:
     rollout_slots: int
     rollouts_kept: int
     max_rounds: int | None
+
+    @classmethod
+    def of(cls, config: SlotSettings, has_human_reward: bool) -> SlotRules:
+        """The rules of an engine config over a task with or without a human reward."""
+        return cls(setting=config.setting, num_slots=config.num_slots, complexity_lambda=config.complexity_lambda,
+                   use_task_return=config.setting != "scratch" and has_human_reward,
+                   rollout_slots=config.rollout_slots, rollouts_kept=config.rollouts_kept,
+                   max_rounds=config.max_rounds)
 
 
 def _no_diversity(evals: Sequence[MemberEvaluation]) -> Diversity | None:

@@ -58,7 +58,7 @@ class Counters:
 
 @dataclass
 class SACCounters(Counters):
-    """The SAC engine's counters (``next_*`` None: that periodic event is off)."""
+    """The LaResEngine's counters, SAC or CrossQ (``next_*`` None: that periodic event is off)."""
 
     train_episodes: int = 0
     next_eval: int | None = None

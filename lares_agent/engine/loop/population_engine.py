@@ -1,18 +1,17 @@
-"""The LaRes loop: warm-up, Thompson-sampled interaction, population updates, reward-population updates.
+"""The LaRes loop over a population of gradient learners (SAC or CrossQ) sharing one replay buffer.
 
 One iteration (docs/lares-reference.md §1, with §12's fixes): Thompson sampling picks distinct learners, each plays
 one stochastic episode; the steps enter the shared buffer with the features of every step and the reward of
-every candidate; then every learner does ``utd_ratio * steps`` updates on its own reward column. Every
-``reward_period`` env steps the population is evaluated, the top ``elites`` candidates are kept and the other
-slots are refilled by the ``propose`` hook (the LLM graph, wired in by ``search.py``); a new slot's column is
-relabelled over the whole buffer, scaled to the best elite, and its learner inherits the best learner with an
-L2 pull toward it (§5-7). The engine never imports LLM or graph code: ``propose`` is an opaque callable.
+every candidate; then every learner does ``utd_ratio * steps`` updates on its own reward column (warm-up, storing
+and learning: ``loop/interaction.py``). Every ``reward_period`` env steps the population is evaluated, the top
+``elites`` candidates are kept and the other slots are refilled by the ``propose`` hook (the LLM graph, wired in by
+the search layer); a new slot's column is relabelled over the whole buffer, scaled to the best elite, and its
+learner inherits the best learner with an L2 pull toward it (§5-7). The engine never imports LLM or graph code.
 
-Settings as in ``loop/slots.py``: ``scratch``, ``init`` (the human reward seeds slot 0, replaceable, and an extra
-learner trains on it throughout, acting every iteration outside TS, never replaced), ``baseline`` (plain SAC on
-the human reward with the same code: one slot, no reward updates). The reward update itself is
-``RewardSlots.update``; this module passes it the SAC side: buffer relabelling as the install step (the buffer
-refuses a constant or non-finite column) and inheritance with an L2 anchor.
+Settings as in ``loop/slots.py`` (scratch, init with its extra human-reward learner, baseline). The reward update
+itself is ``RewardSlots.update``; this module passes it the buffer side: relabelling as the install step (the
+buffer refuses a constant or non-finite column) and inheritance with an L2 anchor. The learner kind is
+``EngineConfig.learner``; the loop sees it only through ``contracts.PopulationLearner``.
 """
 
 from __future__ import annotations
@@ -20,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,15 +29,18 @@ from lares_agent.engine.buffer import ReplayBuffer
 from lares_agent.engine.checkpoint import load_checkpoint
 from lares_agent.engine.contracts import (
     HUMAN_REWARD_FEATURE,
+    GradientLearner,
     LoadReward,
     MemberEvaluation,
+    PopulationLearner,
     ProposeFn,
     RewardFunction,
     UpdateContext,
 )
-from lares_agent.engine.errors import EngineError, RewardColumnError
-from lares_agent.engine.learners.sac_population import Population
+from lares_agent.engine.errors import EngineError
+from lares_agent.engine.learners.factory import make_population
 from lares_agent.engine.loop.config import EngineConfig
+from lares_agent.engine.loop.interaction import Interaction, IterationInfo
 from lares_agent.engine.loop.slots import LearnerHooks, RewardSlots, SlotRules, initial_slot_rewards, learner_count
 from lares_agent.engine.loop.state import (
     STATE_VERSION,
@@ -50,40 +51,17 @@ from lares_agent.engine.loop.state import (
     rewards_from_state,
 )
 from lares_agent.engine.loop.thompson import ThompsonSampler
-from lares_agent.engine.rollouts.episodes import (
-    EVAL_STREAM,
-    TRAIN_STREAM,
-    WARMUP_STREAM,
-    EnvPool,
-    EpisodeBatch,
-    batch_features,
-    episode_seed,
-    run_episodes,
-)
+from lares_agent.engine.rollouts.episodes import EVAL_STREAM, EnvPool, episode_seed
 from lares_agent.engine.rollouts.evaluation import evaluate_members
-from lares_agent.engine.rollouts.sampling import uniform_actions
 from lares_agent.engine.tasks import TaskSpec
 
-__all__ = ["IterationInfo", "LaResEngine"]
+__all__ = ["LaResEngine"]
 
-_LOSS_KEYS = ("q_loss", "actor_loss", "alpha_loss", "anchor_loss", "alpha")
-LEARNER = "sac"
-
-
-@dataclass(frozen=True)
-class IterationInfo:
-    """What one iteration did, for progress callbacks."""
-
-    env_steps: int
-    round: int
-    acted: tuple[int, ...]
-    steps: int
-    successes: tuple[bool, ...]
-    updates: int
 
 
 class LaResEngine:
-    """The LaRes engine over one task. Drive it with :meth:`run` or :meth:`step_iteration`.
+    """The LaRes engine over one task and a population of ``config.learner`` learners. Drive it with
+    :meth:`run` or :meth:`step_iteration`.
 
     ``initial_rewards``: scratch -> K candidates; init -> K - 1 candidates (slot 0 holds the human reward);
     baseline -> none. ``rewards`` (instead): every learner's reward as a checkpoint holds them (see
@@ -114,20 +92,8 @@ class LaResEngine:
             next_checkpoint=config.checkpoint_every if config.checkpoint_every > 0 else None,
         )
         self.log = EngineLog(run_dir)
-        self.slots = RewardSlots(
-            list(rewards),
-            SlotRules(
-                setting=config.setting,
-                num_slots=self.num_slots,
-                complexity_lambda=config.complexity_lambda,
-                use_task_return=config.setting != "scratch" and task.has_human_reward,
-                rollout_slots=config.rollout_slots,
-                rollouts_kept=config.rollouts_kept,
-                max_rounds=config.max_rounds,
-            ),
-            self.counters,
-            self.log.event,
-        )
+        self.slots = RewardSlots(list(rewards), SlotRules.of(config, task.has_human_reward), self.counters,
+                                 self.log.event)
         self.extra = self.slots.extra
         seeds = np.random.SeedSequence(config.seed).spawn(4)
         self.rng = np.random.default_rng(seeds[0])
@@ -144,11 +110,14 @@ class LaResEngine:
             config.buffer_capacity, self.obs_dim, self.act_dim, self.feature_names, self.num_learners
         )
         pop_seed = int(seeds[2].generate_state(1)[0] >> 1)
-        self.population = Population(self.num_learners, self.obs_dim, self.act_dim, config.sac, pop_seed)
+        self.population: PopulationLearner = make_population(
+            config.learner_config, self.num_learners, self.obs_dim, self.act_dim, pop_seed)
         self.ts = ThompsonSampler(self.num_slots, config.ts_window)
-        self.quarantined: set[int] = set()
+        self.quarantined: set[int] = set()  # one set, changed in place: the interaction reads it
         self.acted = np.zeros(self.num_learners, np.int64)
-        self._loss_sum = {key: np.zeros(self.num_learners) for key in _LOSS_KEYS}
+        self.interaction = Interaction(task, config, self.horizon, self.pool, self.buffer, self.population,
+                                       self.rng, self.torch_gen, self.counters, self.log, self.quarantined,
+                                       self._quarantine)
         self._start = time.monotonic()
         self.last_metrics: dict[str, Any] | None = None
         self._hooks = LearnerHooks(
@@ -156,7 +125,7 @@ class LaResEngine:
                                            keep_rollouts=config.rollouts_kept),
             quarantined=lambda slot: slot in self.quarantined,
             choose_elites=lambda ranking: ranking[: config.elites],
-            feature_sample=lambda: self._feature_sample(config.feature_sample),
+            feature_sample=lambda: self.interaction.feature_sample(config.feature_sample),
             install=self._install,
             reward_nonfinite=lambda slot, _ev: bool(self.buffer.nonfinite_count[slot] > 0),
             inherit=self._inherit,
@@ -230,21 +199,11 @@ class LaResEngine:
         members = arms + extra
         if not members:
             raise EngineError("every learner is quarantined (non-finite); nothing can act")
-        seeds = [episode_seed(self.config.seed, TRAIN_STREAM, c.train_episodes + i) for i in range(len(members))]
-        c.train_episodes += len(members)
-        member_arr = np.asarray(members, np.int64)
-        batch = run_episodes(
-            self.pool.get(len(members)),
-            lambda obs: self.population.act(obs, member_arr, False, self.torch_gen),
-            self.task.raw_state,
-            self.horizon,
-            seeds,
-        )
-        successes = self._store(batch, members)
+        batch, successes = self.interaction.play(members)
         self.ts.record_many(arms, successes[: len(arms)])
         steps = int(batch.lengths.sum())
         c.env_steps += steps
-        self.acted[member_arr] += 1
+        self.acted[np.asarray(members, np.int64)] += 1
         updates = self._learn(steps)
         if c.next_eval is not None and c.env_steps >= c.next_eval:
             while c.next_eval <= c.env_steps:
@@ -256,84 +215,15 @@ class LaResEngine:
             self.save_checkpoint()
         return IterationInfo(c.env_steps, c.round, tuple(members), steps, tuple(successes), updates)
 
-    # ------------------------------------------------------------------ warm-up
+    # ------------------------------------------------------------------ warm-up and learning (interaction.py)
     def warmup(self) -> None:
-        """Fill the buffer with uniform-random episodes (not counted in the budget, as the reference),
-        then label every column with its initial reward (identity map, docs/lares-reference.md §6)."""
-        n_envs = max(1, self.num_learners)
-        stored, counter = 0, 0
-        act = uniform_actions(self.rng, self.act_dim)
-        while stored < self.config.warmup_steps:
-            seeds = [episode_seed(self.config.seed, WARMUP_STREAM, counter + i) for i in range(n_envs)]
-            counter += n_envs
-            batch = run_episodes(self.pool.get(n_envs), act, self.task.raw_state, self.horizon, seeds)
-            self._store(batch, None)
-            stored += int(batch.lengths.sum())
-        rejected: list[int] = []
-        for j, fn in enumerate(self.rewards):
-            try:
-                self.buffer.set_column(j, fn, reference=None)
-            except RewardColumnError as exc:
-                self.log.event({"event": "candidate_rejected", "slot": j, "reward_id": fn.id, "reason": exc.reason})
-                rejected.append(j)
-        for j in rejected:
-            self._fallback_column(j, rejected)
-        self.counters.warmed_up = True
-        self.log.event({"event": "warmup", "steps": stored, "rewards": [fn.id for fn in self.rewards]})
-
-    def _fallback_column(self, j: int, rejected: Sequence[int]) -> None:
-        """An initial candidate the buffer rejects: share a valid slot's reward and refill it at the update."""
-        donors = [i for i in range(self.num_slots) if i not in rejected]
-        if not donors:
-            raise EngineError("no initial reward candidate is usable on the warm-up data")
-        self.buffer.set_column(j, self.rewards[donors[0]], reference=None)
-        self.rewards[j] = self.rewards[donors[0]]
-        self._quarantine(j, f"initial reward rejected; sharing slot {donors[0]}'s reward until the next update")
-
-    # ------------------------------------------------------------------ interaction + learning
-    def _store(self, batch: EpisodeBatch, members: Sequence[int] | None) -> list[bool]:
-        """Add an episode batch to the buffer; returns the any-step success of each episode."""
-        feats, offsets = batch_features(self.task.features, batch)
-        m = len(batch.lengths)
-        rows = [batch.valid(i) for i in range(m)]
-
-        def cat(x: np.ndarray) -> np.ndarray:
-            return np.concatenate([x[i, rows[i]] for i in range(m)])
-
-        before = self.buffer.nonfinite_count.copy()
-        self.buffer.add(
-            cat(batch.obs), cat(batch.action), cat(batch.next_obs), cat(batch.terminated), cat(batch.truncated),
-            {k: feats[k] for k in self.feature_names if k in feats},
-        )
-        success = feats["success"]
-        out = [bool(np.any(success[offsets[i] : offsets[i + 1]] > 0.5)) for i in range(m)]
-        if members is not None:
-            for j in np.flatnonzero(self.buffer.nonfinite_count > before):
-                self._quarantine(int(j), "reward is NaN/inf on new steps")
-            for i in np.flatnonzero(batch.nonfinite):
-                self._quarantine(int(members[int(i)]), "policy emitted non-finite actions")
-        return out
+        """Fill the buffer with uniform-random episodes (not counted in the budget, as the reference), then
+        label every column with its initial reward (identity map, docs/lares-reference.md §6)."""
+        self.interaction.warmup(self.rewards, self.num_slots)
 
     def _learn(self, steps: int) -> int:
         """``utd_ratio * steps`` population updates, each learner on its own column (§9 UTD)."""
-        members = [i for i in range(self.num_learners) if i not in self.quarantined]
-        updates = round(self.config.sac.utd_ratio * steps)
-        if not members or updates == 0:
-            return 0
-        done = 0
-        while done < updates and members:
-            batch = self.buffer.sample(self.config.sac.batch_size, members, self.rng)
-            stats = self.population.update(batch, members)
-            for key in _LOSS_KEYS:
-                if key in stats:
-                    self._loss_sum[key] += np.nan_to_num(np.asarray(stats[key], np.float64), nan=0.0)
-            self.counters.loss_count += 1
-            done += 1
-            diverged = [m for m in members if not np.isfinite(stats["q_loss"][m] + stats["actor_loss"][m])]
-            for m in diverged:  # a diverged learner stops training and acting until the next update resets it
-                self._quarantine(m, "non-finite SAC loss")
-                members.remove(m)
-        return done
+        return self.interaction.learn(steps)
 
     def _quarantine(self, learner: int, reason: str) -> None:
         if learner in self.quarantined:
@@ -368,16 +258,8 @@ class LaResEngine:
             self.population.inherit(list(slots), best, self.config.anchor_weight)
         self.population.release_anchor([i for i in range(self.num_learners) if i not in slots])
         # Every quarantined slot was just reset; only a diverged extra (human-reward) learner stays out.
-        self.quarantined -= set(slots)
+        self.quarantined.difference_update(slots)
         self.ts.reset()
-
-    def _feature_sample(self, n: int) -> dict[str, np.ndarray]:
-        """Random stored rows (copies) of every feature, for numeric validation of proposals."""
-        view = self.buffer.feature_view()
-        size = len(self.buffer)
-        idx = np.sort(self.rng.choice(size, size=min(n, size), replace=False)) if size else np.zeros(0, np.int64)
-        drop = {HUMAN_REWARD_FEATURE} if self.config.setting == "scratch" else set()
-        return {k: np.asarray(v[idx], np.float64) for k, v in view.items() if k not in drop}
 
     # ------------------------------------------------------------------ evaluation
     def evaluate(
@@ -412,7 +294,7 @@ class LaResEngine:
         c = self.counters
         slot_evals = [e for e in evals if e.member < self.num_slots]
         succ = [e.success_rate for e in slot_evals]
-        count = max(c.loss_count, 1)
+        losses = self.interaction.loss_means()
         record: dict[str, Any] = {
             "kind": kind,
             "env_steps": c.env_steps,
@@ -424,8 +306,8 @@ class LaResEngine:
             "success_best_slot": next((e.success_rate for e in slot_evals if e.member == c.best_slot), None),
             "best_slot": c.best_slot,
             "acted": self.acted.tolist(),
-            "losses": {key: (self._loss_sum[key] / count).tolist() for key in _LOSS_KEYS if key != "alpha"},
-            "alpha": (self._loss_sum["alpha"] / count).tolist(),
+            "losses": {key: value for key, value in losses.items() if key != "alpha"},
+            "alpha": losses["alpha"],
             "quarantined": sorted(self.quarantined),
             "wall_time": time.monotonic() - self._start,
         }
@@ -434,22 +316,20 @@ class LaResEngine:
         self.log.metrics(record)
         self.last_metrics = record
         self.acted[:] = 0
-        for key in _LOSS_KEYS:
-            self._loss_sum[key][:] = 0.0
-        c.loss_count = 0
+        self.interaction.reset_losses()
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:
         """The full engine state as nested dicts of arrays, tensors and scalars."""
         return {
             "version": STATE_VERSION,
-            "learner": LEARNER,
+            "learner": self.config.learner,
             "task": self.task.name,
             "config": self.config.to_json(),
             "counters": dataclasses.asdict(self.counters),
             "quarantined": sorted(self.quarantined),
             "acted": self.acted.copy(),
-            "loss_sum": {k: v.copy() for k, v in self._loss_sum.items()},
+            "loss_sum": {k: v.copy() for k, v in self.interaction.loss_sum.items()},
             "rng": self.rng.bit_generator.state,
             "torch_gen": self.torch_gen.get_state(),
             "ts": self.ts.state_dict(),
@@ -460,14 +340,15 @@ class LaResEngine:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore counters, RNGs, TS, learners and buffer; ``self.rewards`` must already be the saved ones."""
-        check_state(state, LEARNER, self.task.name)
+        check_state(state, self.config.learner, self.task.name)
         # The counters object is shared with the reward slots: update it in place.
         for name, value in dataclasses.asdict(load_counters(SACCounters, state["counters"])).items():
             setattr(self.counters, name, value)
-        self.quarantined = {int(q) for q in state["quarantined"]}
+        self.quarantined.clear()
+        self.quarantined.update(int(q) for q in state["quarantined"])
         self.acted[:] = np.asarray(state["acted"])
         for key, value in state["loss_sum"].items():
-            self._loss_sum[key][:] = np.asarray(value)
+            self.interaction.loss_sum[key][:] = np.asarray(value)
         self.rng.bit_generator.state = state["rng"]
         self.torch_gen.set_state(state["torch_gen"])
         self.ts.load_state_dict(state["ts"])
@@ -491,15 +372,19 @@ class LaResEngine:
         load_reward: LoadReward | None = None,
         propose: ProposeFn | None = None,
         run_dir: str | Path | None = None,
+        *,
+        learner: GradientLearner | None = None,
     ) -> LaResEngine:
         """Rebuild an engine from a checkpoint directory (or a ``checkpoints/`` root: its latest).
 
         ``load_reward(dict)`` rebuilds each saved candidate from its ``to_json()``; the human reward is
-        rebuilt here. Logging continues in ``run_dir`` (metrics lines after the checkpoint may repeat; a
-        ``resumed`` event marks where).
+        rebuilt here. ``learner``: the kind the caller expects (a state of another kind is refused in one
+        line); None takes the saved config's. Logging continues in ``run_dir`` (metrics lines after the
+        checkpoint may repeat; a ``resumed`` event marks where).
         """
         state = load_checkpoint(checkpoint)
-        check_state(state, LEARNER, task.name)
+        saved = state.get("config")
+        check_state(state, learner or (saved.get("learner", "sac") if isinstance(saved, dict) else "sac"), task.name)
         config = EngineConfig.from_json(state["config"])
         engine = cls(task, config, propose=propose, run_dir=run_dir, rewards=rewards_from_state(state, load_reward))
         engine.load_state_dict(state)

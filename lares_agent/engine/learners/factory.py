@@ -1,0 +1,24 @@
+"""The one place that turns a learner config into the batched population the LaRes loop trains."""
+
+from __future__ import annotations
+
+from lares_agent.engine.contracts import GradientLearner, PopulationLearner
+from lares_agent.engine.learners.crossq import CrossQConfig
+from lares_agent.engine.learners.crossq_population import CrossQPopulation
+from lares_agent.engine.learners.sac import SACConfig
+from lares_agent.engine.learners.sac_population import Population
+
+__all__ = ["LEARNER_NAMES", "LearnerConfig", "make_population"]
+
+LearnerConfig = SACConfig | CrossQConfig
+"""The config of one gradient learner; both have ``batch_size`` and ``utd_ratio``, which the loop reads."""
+
+LEARNER_NAMES: dict[GradientLearner, str] = {"sac": "SAC", "crossq": "CrossQ"}
+"""How events and messages name each learner."""
+
+
+def make_population(config: LearnerConfig, k: int, obs_dim: int, act_dim: int, seed: int) -> PopulationLearner:
+    """K learners of the kind ``config`` configures, seeded from ``seed``."""
+    if isinstance(config, CrossQConfig):
+        return CrossQPopulation(k, obs_dim, act_dim, config, seed)
+    return Population(k, obs_dim, act_dim, config, seed)
