@@ -259,12 +259,12 @@ class LLMClient:
                 last = exc
                 trip = self.breaker.failure(failure_kind(exc), _one_line(exc), round_)
                 if trip is not None:
-                    message = trip.message(self._where())
+                    note = trip.message(self._where())
                     if self.on_trip is not None:
-                        self.on_trip(trip, message)
+                        self.on_trip(trip, note)
                     plural = "s" if attempt > 1 else ""
                     raise EndpointDown(f"LLM call {tag!r}{self._where()} failed after {attempt} attempt{plural}: "
-                                       f"{_one_line(exc)}; {message}") from exc
+                                       f"{_one_line(exc)}; {note}") from exc
                 if not _retryable(exc):
                     if isinstance(exc, BadAnswer):
                         raise BadAnswer(f"LLM call {tag!r}{self._where()}: {exc}") from raw
