@@ -29,6 +29,7 @@ from lares_agent.engine import (
 )
 from lares_agent.errors import ConfigError, LaresError
 from lares_agent.runs import LLMHealth, RunLayout, RunLog, llm_health, read_marked_config, recorded_outcome
+from lares_agent.runs.oserrors import cause_of, run_file_error
 from lares_agent.search.config import SearchConfig, engine_config, llm_config
 from lares_agent.search.resume_checks import ResumePlan, prepare_resume
 from lares_agent.search.signals import StopRequest, graceful_signals
@@ -209,6 +210,12 @@ def load_rewards_file(path: Path, task: TaskSpec) -> list[RewardFunction]:
         raise LaresError(f"--rewards file {path} does not exist") from None
     except json.JSONDecodeError as exc:
         raise LaresError(f"--rewards file {path} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise LaresError(f"--rewards file {path} is nested too deeply to be a list of candidates") from None
+    except UnicodeDecodeError as exc:
+        raise LaresError(f"--rewards file {path} is not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+    except OSError as exc:
+        raise run_file_error("read the --rewards file", path, exc) from None
     if isinstance(data, dict):
         data = data.get("candidates", [data])
     if not isinstance(data, list) or not data:
@@ -243,9 +250,26 @@ def check_start(cfg: SearchConfig) -> None:
     from lares_agent.search.personas import resolve_persona
 
     resolve_persona(cfg.persona)
+    if uses_retrieval(cfg):
+        check_case_store()
     if cfg.rewards_file:
         load_rewards_file(Path(cfg.rewards_file), task)
     check_llm(cfg)
+
+
+def check_case_store() -> None:
+    """The shared case store opens (a read-only `LARES_HOME` used to leave a run folder holding only config.json)."""
+    import sqlite3
+
+    from lares_agent.memory.cases import CaseStore, default_case_path
+
+    path = default_case_path()
+    try:
+        CaseStore(path).close()
+    except (OSError, sqlite3.Error) as exc:
+        cause = cause_of(exc)[0] if isinstance(exc, OSError) else str(exc)
+        raise LaresError(f"cannot open the case store {path}: {cause}; fix: set LARES_HOME to a writable folder, "
+                         "or pass --no-retrieval") from None
 
 
 def check_llm(cfg: SearchConfig) -> None:
@@ -300,7 +324,12 @@ def start_run(cfg: SearchConfig, runs_base: Path, run_id: str | None = None,
     """A new run: folder, config, initial population, training to the budget (or a signal, `signals.py`)."""
     check_start(cfg)  # fail on bad input before creating anything
     run = RunLayout.create(runs_base, cfg.task, run_id)
-    cfg.save(run.config)
+    try:
+        cfg.save(run.config)
+    except OSError as exc:
+        if not any(run.root.iterdir()):
+            run.root.rmdir()  # nothing half-made stays behind
+        raise run_file_error("write", run.config, exc) from None
     with graceful_signals(_stopping(notify)) as stop:
         search = Search(cfg, run, stop)
         try:
