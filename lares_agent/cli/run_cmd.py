@@ -155,6 +155,9 @@ def run_command(
         max_minutes=max_minutes,
     )
     check_start(cfg)  # one error line before the progress bar appears
+    from lares_agent.runs import RunLayout
+
+    RunLayout.prepare_base(run_dir)
     with _progress(cfg.budget) as update:
         outcome = start_run(cfg, run_dir, progress=update, notify=_notify)
     _finish(outcome, report, allow_fallback)
@@ -198,6 +201,9 @@ def baseline_command(
 
     cfg = preset_config(preset, task=task, budget=budget, seed=seed, setting="baseline", population=1, elites=1)
     check_start(cfg)
+    from lares_agent.runs import RunLayout
+
+    RunLayout.prepare_base(run_dir)
     with _progress(cfg.budget) as update:
         outcome = start_run(cfg, run_dir, progress=update)
     _finish(outcome, report)

@@ -120,6 +120,15 @@ class RunLayout:
             raise run_file_error("create the run folder", root, exc, "; pass --run-dir FOLDER") from None
         return cls(root)
 
+    @staticmethod
+    def prepare_base(base: Path) -> None:
+        """Make the folder that receives run folders; one line naming it and the cause when it cannot be made
+        (`--run-dir` under /proc, below a file, read-only). Called before a progress display exists."""
+        try:
+            base.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise run_file_error("create the run folder", base, exc, "; pass --run-dir FOLDER") from None
+
     @classmethod
     def open(cls, path: Path) -> RunLayout:
         """An existing run; a folder without ``config.json`` is not a run and says so."""
