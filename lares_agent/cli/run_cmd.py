@@ -83,8 +83,9 @@ def _finish(outcome: RunOutcome, report: bool, allow_fallback: bool = False) -> 
     if outcome.stopped_by:
         raise typer.Exit(outcome.exit_code)
     if only_fallbacks and not allow_fallback:
-        typer.echo(f"exit status {FALLBACK_EXIT}: the LLM delivered no reward; fix the endpoint or model and "
-                   "`lares resume` (or pass --allow-fallback to accept fallback rewards)")
+        then = "run again" if outcome.finished else "`lares resume` the run"
+        typer.echo(f"exit status {FALLBACK_EXIT}: the LLM delivered no reward; fix the endpoint or model and {then} "
+                   "(or pass --allow-fallback to accept fallback rewards)")
         raise typer.Exit(FALLBACK_EXIT)
 
 
