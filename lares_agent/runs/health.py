@@ -37,7 +37,8 @@ class LLMHealth:
     def sentence(self) -> str:
         """One line for the last screen and the report."""
         reason = f"; most common failure: {self.top_failure}" if self.top_failure else ""
-        refused = f" ({self.refused_calls} more calls not made: endpoint down or time limit reached)" if self.refused_calls else ""
+        refused = (f" ({self.refused_calls} more calls not made: endpoint down or time limit reached)"
+                   if self.refused_calls else "")
         return (f"no LLM candidate was accepted: every reward is the built-in fallback ({self.fallbacks} slot(s)); "
                 f"{self.failed_calls} LLM call(s) failed{refused}, {self.rejected} proposal(s) rejected{reason}")
 
