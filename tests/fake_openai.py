@@ -36,8 +36,9 @@ class FakeOpenAI(ThreadingHTTPServer):
         """The OpenAI base URL clients are configured with."""
         return f"{self.origin}/v1"
 
-    def answer(self, path: str, headers: Message, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        """(HTTP status, JSON payload) for one request; runs on the request's own thread."""
+    def answer(self, path: str, headers: Message, body: dict[str, Any]) -> tuple[int, dict[str, Any] | bytes]:
+        """(HTTP status, JSON payload) for one request; runs on the request's own thread. A `bytes` payload is
+        sent as it is (text/html): a server that answers something other than JSON."""
         raise NotImplementedError
 
 
@@ -61,10 +62,11 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
         status, payload = self.server.answer(self.path, self.headers, body)
-        data = json.dumps(payload).encode()
+        raw = isinstance(payload, bytes)
+        data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
         try:
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", "text/html" if raw else "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)

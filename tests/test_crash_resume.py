@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from email.message import Message
 from pathlib import Path
@@ -306,3 +307,55 @@ def test_sigkill_at_random_points_then_resume_loses_nothing(tmp_path: Path, llm_
     last_update = [e for e in read_jsonl(run / "events.jsonl") if e.get("event") == "reward_update"][-1]
     assert last_update["round"] == rounds and set(last_update["replaced"].values()) <= reward_ids
     assert set(per_round[rounds]) == set(last_update["replaced"].values())
+    _rows_once(run)  # the rows written after a checkpoint and before a kill are not written again on resume
+
+
+def _rows_once(run: Path) -> None:
+    """Each metric row (kind, env steps) and each reward update exists once, whatever was killed and resumed."""
+    metrics = [(m["kind"], m["env_steps"]) for m in read_jsonl(run / "metrics.jsonl")]
+    assert len(metrics) == len(set(metrics)), metrics
+    updates = [e["round"] for e in read_jsonl(run / "events.jsonl") if e["event"] == "reward_update"]
+    assert len(updates) == len(set(updates)), updates
+
+
+@pytest.mark.slow  # three Python processes, each importing torch/langchain: about half a minute
+def test_sigterm_stops_after_the_step_then_resume_duplicates_no_row(tmp_path: Path, llm_server: FakeLLM) -> None:
+    base = tmp_path / "runs"
+    run_args = ["run", "--task", "Reacher-v5", "--llm", "openai", "--model", "fake", "--base-url",
+                llm_server.url, "--population", str(POPULATION), "--elites", str(ELITES),
+                "--budget", str(BUDGET), "--reward-period", str(PERIOD), "--no-retrieval", "--no-report",
+                "--run-dir", str(base), "--seed", "3"]
+    # 1. SIGTERM while the 3rd training step is in progress: the step finishes, a checkpoint and run_end follow
+    proc = _start(run_args, tmp_path, llm_server, kill_at="learn:3")
+    assert llm_server.hooked.wait(WAIT_S), _output(proc)
+    os.killpg(proc.pid, signal.SIGTERM)
+    llm_server.release.set()  # the parked step goes on (and later hooks return at once)
+    proc.wait(WAIT_S)
+    out = _output(proc)
+    assert proc.returncode == 128 + signal.SIGTERM, out
+    assert "stopped by SIGTERM after the current step, checkpoint written" in out and "lares resume" in out
+    run = _run_dir(base)
+    end = [e for e in read_jsonl(run / "events.jsonl") if e["event"] == "run_end"][-1]
+    assert end["stopped_by"] == "SIGTERM"
+    assert load_checkpoint(run / "checkpoints")["counters"]["env_steps"] == end["env_steps"] > 0
+
+    # 2. a second signal stops at once: SIGKILL-like, nothing after it
+    llm_server.release, llm_server.hooked = threading.Event(), threading.Event()
+    proc = _start(["resume", str(run), "--no-report"], tmp_path, llm_server, kill_at="learn:1")
+    assert llm_server.hooked.wait(WAIT_S), _output(proc)
+    os.killpg(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + WAIT_S
+    while "stopping after the current step" not in _output(proc):  # two signals at once would merge into one
+        assert time.monotonic() < deadline, _output(proc)
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGTERM)
+    proc.wait(WAIT_S)
+    assert proc.returncode == -signal.SIGTERM, _output(proc)
+    llm_server.release.set()
+
+    # 3. resume to the end: every row once
+    proc = _start(["resume", str(run), "--no-report"], tmp_path, llm_server)
+    proc.wait(WAIT_S)
+    assert proc.returncode == 0 and "run finished" in _output(proc), _output(proc)
+    _rows_once(run)
+    assert len([e for e in read_jsonl(run / "events.jsonl") if e["event"] == "resumed"]) == 2

@@ -49,12 +49,34 @@ def _progress(budget: int) -> Iterator[Callable[[RunStatus], None]]:
         yield update
 
 
-def _finish(outcome: RunOutcome, report: bool) -> None:
-    state = "finished" if outcome.finished else "stopped (resume with `lares resume`)"
+FALLBACK_EXIT = 3  # every reward was the built-in fallback and --allow-fallback was not given
+
+
+def _notify(line: str) -> None:
+    typer.echo(f"note: {line}", err=True)
+
+
+def _finish(outcome: RunOutcome, report: bool, allow_fallback: bool = False) -> None:
+    """The last screen: how the run ended, whether the LLM delivered anything, where the results are; then the
+    exit status (128 + signal after a graceful stop, 3 for a run of fallback rewards only)."""
+    if outcome.already_finished:
+        typer.echo(f"run already finished: {outcome.env_steps:,} env steps, best success {outcome.best_success:.0%} "
+                   "(nothing to resume; nothing was written)")
+        typer.echo(f"results: {outcome.run.root}")
+        return
+    if outcome.finished:
+        state = "finished"
+    elif outcome.stopped_by:
+        state = f"stopped by {outcome.stopped_by} after the current step, checkpoint written"
+    else:
+        state = "stopped (resume with `lares resume`)"
     typer.echo(
         f"run {state}: {outcome.env_steps:,} env steps in {outcome.wall_s / 60:.1f} min, "
         f"success {_percent(outcome.ranked_success)} (ranked first), best {outcome.best_success:.0%}"
     )
+    only_fallbacks = outcome.llm is not None and outcome.llm.only_fallbacks
+    if outcome.llm is not None and only_fallbacks:
+        typer.echo(f"warning: {outcome.llm.sentence()}")
     if report:
         from lares_agent.report.html import write_report
 
@@ -62,6 +84,13 @@ def _finish(outcome: RunOutcome, report: bool) -> None:
         typer.echo(f"report: {index}")
     typer.echo(f"results: {outcome.run.root}")
     typer.echo(f"  trace: lares trace {outcome.run.root}    resume: lares resume {outcome.run.root}")
+    if outcome.stopped_by:
+        raise typer.Exit(outcome.exit_code)
+    if only_fallbacks and not allow_fallback:
+        then = "run again" if outcome.finished else "`lares resume` the run"
+        typer.echo(f"exit status {FALLBACK_EXIT}: the LLM delivered no reward; fix the endpoint or model and {then} "
+                   "(or pass --allow-fallback to accept fallback rewards)")
+        raise typer.Exit(FALLBACK_EXIT)
 
 
 def run_command(
@@ -103,6 +132,8 @@ def run_command(
     max_llm_tokens: Annotated[int | None, typer.Option(help="Token budget for all LLM calls of the run.")] = None,
     max_minutes: Annotated[float | None, typer.Option(help="Stop (resumably) after this many minutes.")] = None,
     report: Annotated[bool, typer.Option(help="Write the HTML report at the end.")] = True,
+    allow_fallback: Annotated[bool, typer.Option(
+        help="Exit 0 even when no LLM candidate was accepted (every reward the built-in fallback).")] = False,
 ) -> None:
     """Search reward functions with an LLM while a population of policies learns from them (LaRes).
 
@@ -136,9 +167,12 @@ def run_command(
         max_minutes=max_minutes,
     )
     check_start(cfg)  # one error line before the progress bar appears
+    from lares_agent.runs import RunLayout
+
+    RunLayout.prepare_base(run_dir)
     with _progress(cfg.budget) as update:
-        outcome = start_run(cfg, run_dir, progress=update)
-    _finish(outcome, report)
+        outcome = start_run(cfg, run_dir, progress=update, notify=_notify)
+    _finish(outcome, report, allow_fallback)
 
 
 def resume_command(
@@ -146,17 +180,24 @@ def resume_command(
     max_minutes: Annotated[float | None, typer.Option(
         help="Stop again (resumably) after this many minutes.")] = None,
     report: Annotated[bool, typer.Option(help="Write the HTML report at the end.")] = True,
+    allow_fallback: Annotated[bool, typer.Option(
+        help="Exit 0 even when no LLM candidate was accepted (every reward the built-in fallback).")] = False,
 ) -> None:
     """Continue a stopped or killed run from its newest checkpoint and graph state."""
     from lares_agent.runs import RunLayout
-    from lares_agent.search.runner import check_llm, read_config, resume_run
+    from lares_agent.search.runner import check_llm, finished_outcome, read_config, resume_run
 
-    cfg = read_config(RunLayout.open(run))
+    layout = RunLayout.open(run)
+    cfg = read_config(layout)  # refuses a folder that is not a lares run, before anything is written
+    done = finished_outcome(layout)
+    if done is not None:  # its true summary; nothing appended
+        _finish(done, report=False)
+        return
     if cfg.setting != "baseline":
         check_llm(cfg)  # one error line before the progress bar appears
     with _progress(cfg.budget) as update:
-        outcome = resume_run(run, progress=update, extra_minutes=max_minutes)
-    _finish(outcome, report)
+        outcome = resume_run(run, progress=update, extra_minutes=max_minutes, notify=_notify)
+    _finish(outcome, report, allow_fallback)
 
 
 def baseline_command(
@@ -176,6 +217,9 @@ def baseline_command(
     cfg = preset_config(preset, task=task, budget=budget, learner=learner, seed=seed, setting="baseline",
                         population=1, elites=1)
     check_start(cfg)
+    from lares_agent.runs import RunLayout
+
+    RunLayout.prepare_base(run_dir)
     with _progress(cfg.budget) as update:
         outcome = start_run(cfg, run_dir, progress=update)
     _finish(outcome, report)

@@ -41,7 +41,16 @@ from lares_agent.engine.rollouts.sampling import random_feature_sample, uniform_
 from lares_agent.engine.tasks import Feature, TaskSpec, get_task, list_tasks
 
 if TYPE_CHECKING:
-    from lares_agent.engine.checkpoint import CheckpointError, latest_checkpoint, load_checkpoint, save_checkpoint
+    from lares_agent.engine.checkpoint import (
+        CheckpointError,
+        checkpoint_meta,
+        latest_checkpoint,
+        load_checkpoint,
+        newest_loadable,
+        remove_stale,
+        save_checkpoint,
+        verify_checkpoint,
+    )
     from lares_agent.engine.learners.crossq import CrossQConfig
     from lares_agent.engine.learners.sac import SACConfig
     from lares_agent.engine.loop.config import EngineConfig
@@ -55,6 +64,10 @@ if TYPE_CHECKING:
 _LAZY = {
     "CheckpointError": "lares_agent.engine.checkpoint",
     "latest_checkpoint": "lares_agent.engine.checkpoint",
+    "checkpoint_meta": "lares_agent.engine.checkpoint",
+    "newest_loadable": "lares_agent.engine.checkpoint",
+    "remove_stale": "lares_agent.engine.checkpoint",
+    "verify_checkpoint": "lares_agent.engine.checkpoint",
     "load_checkpoint": "lares_agent.engine.checkpoint",
     "save_checkpoint": "lares_agent.engine.checkpoint",
     "CrossQConfig": "lares_agent.engine.learners.crossq",
@@ -105,15 +118,19 @@ __all__ = [
     "TaskSpec",
     "UpdateContext",
     "batch_features",
+    "checkpoint_meta",
     "distinct_fraction",
     "get_task",
     "latest_checkpoint",
     "list_tasks",
     "load_checkpoint",
+    "newest_loadable",
     "random_feature_sample",
+    "remove_stale",
     "run_episodes",
     "save_checkpoint",
     "uniform_actions",
+    "verify_checkpoint",
 ]
 
 

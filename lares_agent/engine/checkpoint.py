@@ -17,9 +17,11 @@ checkpoint cannot execute code.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
+import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -29,9 +31,13 @@ import torch
 
 __all__ = [
     "CheckpointError",
+    "checkpoint_meta",
     "latest_checkpoint",
     "load_checkpoint",
+    "newest_loadable",
+    "remove_stale",
     "save_checkpoint",
+    "verify_checkpoint",
 ]
 
 FORMAT_VERSION = 1
@@ -129,11 +135,36 @@ def _write_latest(root: Path, name: str) -> None:
     _fsync_dir(root)
 
 
-def save_checkpoint(root: str | Path, state: Mapping[str, Any], name: str, prune_prefix: str | None = None) -> Path:
+def _write_failure(where: Path, exc: BaseException) -> CheckpointError:
+    """One line naming the checkpoint and the cause. A full disk shows up in torch's writer as a RuntimeError
+    ("enforce fail ... unexpected pos"), so the free space is asked when the error itself does not say."""
+    code = getattr(exc, "errno", None)
+    if code is None:
+        try:
+            if shutil.disk_usage(where.parent).free < 1 << 20:
+                code = errno.ENOSPC
+        except OSError:
+            pass
+    cause = os.strerror(code).lower() if isinstance(code, int) else " ".join(str(exc).split())[:160]
+    fix = "free some space" if code in (errno.ENOSPC, errno.EDQUOT) else "check the folder"
+    return CheckpointError(f"cannot write checkpoint {where}: {cause} (nothing was kept of it; {fix}, then "
+                           "`lares resume` the run)")
+
+
+def save_checkpoint(
+    root: str | Path,
+    state: Mapping[str, Any],
+    name: str,
+    prune_prefix: str | None = None,
+    meta: Mapping[str, Any] | None = None,
+) -> Path:
     """Write ``state`` atomically to ``root/name`` and point ``LATEST`` at it.
 
     ``prune_prefix`` (e.g. ``"step-"``): after the swap, delete other checkpoint directories whose name starts
-    with it, so that periodic checkpoints do not pile up while per-round ones are kept. Returns the directory.
+    with it, so that periodic checkpoints do not pile up while per-round ones are kept. ``meta``: JSON kept in
+    ``meta.json`` beside the format (the run's log sizes, which a resume truncates back to). A failed write
+    (a full disk, permissions) leaves nothing behind and raises CheckpointError naming the folder and the cause.
+    Returns the directory.
     """
     if not name or "/" in name or name.startswith("."):
         raise CheckpointError(f"invalid checkpoint name {name!r}")
@@ -144,13 +175,20 @@ def save_checkpoint(root: str | Path, state: Mapping[str, Any], name: str, prune
     tmp = root / f".tmp-{name}-{os.getpid()}"
     if tmp.exists():
         shutil.rmtree(tmp)
-    tmp.mkdir()
     try:
-        (tmp / "state.json").write_text(json.dumps(tree), encoding="utf-8")
-        with (tmp / "arrays.npz").open("wb") as fh:
-            np.savez(fh, **enc.arrays)  # type: ignore[arg-type]  # numpy stubs type **kwds as allow_pickle
-        torch.save(enc.tensors, tmp / "tensors.pt")
-        (tmp / "meta.json").write_text(json.dumps({"format": FORMAT_VERSION, "name": name}), encoding="utf-8")
+        tmp.mkdir()
+    except OSError as exc:
+        raise _write_failure(root / name, exc) from exc
+    try:
+        try:
+            (tmp / "state.json").write_text(json.dumps(tree), encoding="utf-8")
+            with (tmp / "arrays.npz").open("wb") as fh:
+                np.savez(fh, **enc.arrays)  # type: ignore[arg-type]  # numpy stubs type **kwds as allow_pickle
+            torch.save(enc.tensors, tmp / "tensors.pt")
+            info = {**dict(meta or {}), "format": FORMAT_VERSION, "name": name}
+            (tmp / "meta.json").write_text(json.dumps(info), encoding="utf-8")
+        except (OSError, RuntimeError) as exc:
+            raise _write_failure(root / name, exc) from exc
         for f in tmp.iterdir():
             _fsync_file(f)
         _fsync_dir(tmp)
@@ -184,6 +222,104 @@ def latest_checkpoint(root: str | Path) -> Path | None:
     return target if (target / "meta.json").is_file() else None
 
 
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0][:160] if lines else "no message"
+
+
+def checkpoint_meta(path: str | Path) -> dict[str, Any]:
+    """A checkpoint directory's ``meta.json`` ({} when unreadable)."""
+    try:
+        data = json.loads((Path(path) / "meta.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def verify_checkpoint(path: str | Path) -> str | None:
+    """Why the checkpoint directory cannot be loaded (one line naming the file), or None when it is whole.
+
+    Both data files are zip archives (``np.savez``, ``torch.save``): every member's CRC is checked without
+    decoding, so a truncated or overwritten file is found before an engine is built on it.
+    """
+    path = Path(path)
+    meta = path / "meta.json"
+    if not meta.is_file():
+        return f"{meta} is missing"
+    if checkpoint_meta(path).get("format") != FORMAT_VERSION:
+        return f"{meta}: not checkpoint format {FORMAT_VERSION}"
+    for name in ("arrays.npz", "tensors.pt"):
+        file = path / name
+        try:
+            with zipfile.ZipFile(file) as archive:
+                bad = archive.testzip()
+            if bad is not None:
+                return f"{file} is damaged (member {bad} fails its checksum)"
+        except Exception as exc:  # BadZipFile, EOFError, OSError
+            return f"{file} is damaged ({type(exc).__name__}: {_first_line(exc)})"
+    try:
+        json.loads((path / "state.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return f"{path / 'state.json'} is damaged ({type(exc).__name__}: {_first_line(exc)})"
+    return None
+
+
+def _progress(path: Path) -> tuple[int, int]:
+    """(env steps, round) a checkpoint reached, read from its small state.json ((-1, -1) when unreadable)."""
+    try:
+        counters = json.loads((path / "state.json").read_text(encoding="utf-8")).get("counters", {})
+        return int(counters.get("env_steps", -1)), int(counters.get("round", -1))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return -1, -1
+
+
+def newest_loadable(root: str | Path) -> tuple[Path | None, list[tuple[Path, str]]]:
+    """The newest checkpoint under ``root`` that verifies, and the newer ones skipped with the reason.
+
+    Newest by the env steps (then round) the checkpoint reached, ``LATEST``'s own first among equals. A skipped
+    checkpoint is renamed ``damaged-<name>`` (kept for inspection, never tried again) and ``LATEST`` is pointed
+    at the one returned.
+    """
+    root = Path(root)
+    if not root.is_dir():
+        return None, []
+    latest = latest_checkpoint(root)
+    found = [p for p in root.iterdir() if p.is_dir() and not p.name.startswith((".", "damaged-"))
+             and (p / "meta.json").is_file()]
+    found.sort(key=lambda p: (*_progress(p), p == latest), reverse=True)
+    skipped: list[tuple[Path, str]] = []
+    for path in found:
+        reason = verify_checkpoint(path)
+        if reason is None:
+            if path != latest:
+                _write_latest(root, path.name)
+            return path, skipped
+        skipped.append((path, reason))
+        aside = root / f"damaged-{path.name}"
+        if not aside.exists():
+            os.replace(path, aside)
+    if skipped and (root / _LATEST).exists():
+        (root / _LATEST).unlink()
+    return None, skipped
+
+
+def remove_stale(root: str | Path) -> list[Path]:
+    """Delete what a killed checkpoint write left (``.tmp-*`` / ``.old-*`` folders, ``.LATEST.tmp``); returns
+    what was removed. Only while no other process writes this run (a resume owns it)."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    removed = []
+    for p in root.iterdir():
+        if p.name.startswith((".tmp-", ".old-")) and p.is_dir():
+            shutil.rmtree(p, ignore_errors=True)
+            removed.append(p)
+        elif p.name == f".{_LATEST}.tmp":
+            p.unlink(missing_ok=True)
+            removed.append(p)
+    return removed
+
+
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
     """Read a checkpoint directory, or the latest one when ``path`` is a checkpoints root."""
     path = Path(path)
@@ -198,12 +334,15 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     meta = json.loads(meta_path.read_text(encoding="utf-8"))
     if meta.get("format") != FORMAT_VERSION:
         raise CheckpointError(f"{path}: checkpoint format {meta.get('format')} != {FORMAT_VERSION}")
+    current = path / "arrays.npz"
     try:
-        with np.load(path / "arrays.npz", allow_pickle=False) as npz:
+        with np.load(current, allow_pickle=False) as npz:
             arrays = {k: npz[k] for k in npz.files}
-        tensors = torch.load(path / "tensors.pt", map_location="cpu", weights_only=True)
-        tree = json.loads((path / "state.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError, RuntimeError) as exc:
-        raise CheckpointError(f"{path}: unreadable checkpoint ({exc})") from exc
+        current = path / "tensors.pt"
+        tensors = torch.load(current, map_location="cpu", weights_only=True)
+        current = path / "state.json"
+        tree = json.loads(current.read_text(encoding="utf-8"))
+    except Exception as exc:  # zipfile.BadZipFile, EOFError, pickle errors of a truncated file: all "damaged"
+        raise CheckpointError(f"{current} is damaged ({type(exc).__name__}: {_first_line(exc)})") from exc
     state: dict[str, Any] = _decode(tree, arrays, tensors)
     return state

@@ -19,8 +19,9 @@ from typing import Any
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 
+from lares_agent.llm.breaker import Breaker, BreakerTrip
 from lares_agent.llm.config import LLMConfig
-from lares_agent.llm.errors import BudgetExceeded, LLMError, LLMTimeout
+from lares_agent.llm.errors import BadAnswer, BudgetExceeded, EndpointDown, LLMError, LLMTimeout
 from lares_agent.llm.local import LlamaCppChatModel, to_openai_messages
 from lares_agent.llm.replay import ReplayChatModel, call_key, record_file, record_path
 from lares_agent.llm.usage import UsageLedger
@@ -81,6 +82,32 @@ def _status(exc: BaseException) -> int | None:
     return None
 
 
+def failure_kind(exc: BaseException) -> str:
+    """What kind of failure an attempt had, for the breaker: time-out, connection, an HTTP status, bad answer."""
+    if isinstance(exc, LLMTimeout) or "timeout" in type(exc).__name__.lower():
+        return "timeout"
+    status = _status(exc)
+    if status is not None:
+        return f"http {status}"
+    if isinstance(exc, BadAnswer):
+        return "bad answer"
+    if isinstance(exc, ConnectionError) or "connection" in type(exc).__name__.lower():
+        return "connection"
+    return type(exc).__name__
+
+
+def _bad_answer(exc: Exception, kind: str) -> Exception:
+    """An OpenAI-compatible server that answered, but not with a chat completion (a 200 with an HTML page or
+    other non-JSON text, JSON without `choices`): the SDK then fails with AttributeError / TypeError /
+    ValueError, which is no transient failure to retry (issue 16, defect 12)."""
+    if kind != "openai" or _status(exc) is not None or not isinstance(exc, (AttributeError, TypeError, ValueError)):
+        return exc
+    error = BadAnswer(f"the endpoint answered, but not with an OpenAI chat completion (not JSON, or no 'choices'): "
+                      f"{_one_line(exc)}")
+    error.__cause__ = exc
+    return error
+
+
 def _retryable(exc: BaseException) -> bool:
     """Transient failures (time-outs, connection errors, 5xx, 408/409/429) are retried; the rest are not."""
     if isinstance(exc, LLMTimeout):
@@ -110,6 +137,7 @@ class LLMClient:
         *,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
+        breaker: Breaker | None = None,
     ) -> None:
         self.chat_model = chat_model
         self.config = config
@@ -122,6 +150,9 @@ class LLMClient:
         self._format_level = 0
         self._count = 0
         self._lock = threading.Lock()
+        self.breaker = breaker if breaker is not None else Breaker()
+        self.on_trip: Callable[[BreakerTrip, str], None] | None = None  # the run logs each trip (with its message)
+        self.deadline: float | None = None  # `clock()` value after which no call is made (`--max-minutes`)
 
     @property
     def usage(self) -> dict[str, Any]:
@@ -138,6 +169,18 @@ class LLMClient:
             raise BudgetExceeded(
                 f"LLM time budget spent ({self._ledger.seconds:.1f} of {cfg.max_wall_s:g} s); call {tag!r} refused"
             )
+        if self.deadline is not None and self._clock() >= self.deadline:
+            raise BudgetExceeded(f"the run's time limit (--max-minutes) is reached; call {tag!r} refused")
+
+    def _timeout(self) -> float:
+        """This attempt's time-out: the backend's, cut to what the run's time limits leave."""
+        cfg = self.config
+        timeout = cfg.call_timeout_s
+        if cfg.max_wall_s is not None:
+            timeout = min(timeout, cfg.max_wall_s - self._ledger.seconds)
+        if self.deadline is not None:
+            timeout = min(timeout, self.deadline - self._clock())
+        return max(0.01, timeout)
 
     def _kwargs(
         self, json_schema: Mapping[str, Any] | None, temperature: float, max_tokens: int, seed: int
@@ -148,10 +191,8 @@ class LLMClient:
         if self.kind == "generic":
             return {}
         kw: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed}
+        kw["timeout"] = self._timeout()
         if self.kind == "local":
-            remaining = None if self.config.max_wall_s is None else self.config.max_wall_s - self._ledger.seconds
-            timeout = self.config.timeout_s
-            kw["timeout"] = timeout if remaining is None else max(0.01, min(timeout, remaining))
             if json_schema is not None:
                 kw["response_format"] = {"type": "json_object", "schema": dict(json_schema)}
         elif json_schema is not None:  # openai-compatible
@@ -193,15 +234,21 @@ class LLMClient:
         spent = 0.0
         attempt = 0
         last: BaseException | None = None
+        round_ = (meta or {}).get("round")
+        round_ = round_ if isinstance(round_, int) else None
         while attempt < attempts:
             attempt += 1
             if attempt > 1:
                 self._check_budget(tag)
+            refused = self.breaker.refusal(round_)
+            if refused is not None:
+                raise EndpointDown(refused.message(self._where()))
             kwargs = self._kwargs(json_schema, temp, limit, seed)
             start = self._clock()
             try:
                 message = self.chat_model.invoke(list(messages), **kwargs)
-            except Exception as exc:
+            except Exception as raw:
+                exc = _bad_answer(raw, self.kind)
                 took = self._clock() - start
                 spent += took
                 self._ledger.failure(tag, took)
@@ -210,7 +257,17 @@ class LLMClient:
                     attempt -= 1  # a rejected response_format is the server's limit, not a failed attempt
                     continue
                 last = exc
+                trip = self.breaker.failure(failure_kind(exc), _one_line(exc), round_)
+                if trip is not None:
+                    note = trip.message(self._where())
+                    if self.on_trip is not None:
+                        self.on_trip(trip, note)
+                    plural = "s" if attempt > 1 else ""
+                    raise EndpointDown(f"LLM call {tag!r}{self._where()} failed after {attempt} attempt{plural}: "
+                                       f"{_one_line(exc)}; {note}") from exc
                 if not _retryable(exc):
+                    if isinstance(exc, BadAnswer):
+                        raise BadAnswer(f"LLM call {tag!r}{self._where()}: {exc}") from raw
                     if isinstance(exc, LLMError):
                         raise
                     raise LLMError(f"LLM call {tag!r}{self._where()} failed: {_one_line(exc)}") from exc
@@ -222,6 +279,7 @@ class LLMClient:
                 continue
             took = self._clock() - start
             spent += took
+            self.breaker.success()
             text = _text(message)
             usage = getattr(message, "usage_metadata", None) or {}
             estimated = not usage
@@ -316,7 +374,7 @@ def build_chat_model(config: LLMConfig, replay_from: Path | None = None) -> Base
         path = resolve_model(config.model)
         return LlamaCppChatModel(
             model_path=str(path), n_ctx=config.n_ctx, n_threads=config.n_threads, seed=config.seed,
-            temperature=config.temperature, max_tokens=config.max_tokens, timeout=config.timeout_s,
+            temperature=config.temperature, max_tokens=config.max_tokens, timeout=config.call_timeout_s,
         )
     if config.backend == "openai":
         from lares_agent.llm.openai_compat import make_openai_chat_model

@@ -27,3 +27,11 @@ class ReplayMissing(LLMError):
 
 class LLMTimeout(LLMError):
     """One call ran past its time limit (local: a wall-clock deadline checked per generated token)."""
+
+
+class EndpointDown(LLMError):
+    """The breaker keeps calls from an endpoint that failed the same way several times in a row (`breaker.py`)."""
+
+
+class BadAnswer(LLMError):
+    """The server answered, but not with a chat completion (a 200 with non-JSON text, JSON without `choices`)."""

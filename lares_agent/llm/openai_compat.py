@@ -48,6 +48,6 @@ def make_openai_chat_model(config: LLMConfig) -> ChatOpenAI:
         temperature=config.temperature,
         max_completion_tokens=config.max_tokens,  # the alias of ChatOpenAI's `max_tokens` field
         seed=config.seed,
-        timeout=config.timeout_s,
+        timeout=config.call_timeout_s,
         max_retries=0,
     )

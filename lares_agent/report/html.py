@@ -15,7 +15,7 @@ from pathlib import Path
 from lares_agent.report.plots import plot_influence, plot_lineage, plot_llm_cost, plot_return, plot_success
 from lares_agent.report.run_reader import RunData, read_run
 from lares_agent.report.summary import RunSummary, summarize
-from lares_agent.runs import RunLayout
+from lares_agent.runs import RunLayout, RunLog, llm_health
 
 __all__ = ["FIGURES", "render_html", "write_report"]
 
@@ -137,6 +137,9 @@ def render_html(run: RunData, figures: list[str], baseline: RunData | None = Non
     ]
     if baseline is not None:
         parts.append(f"<p>Compared with baseline run <b>{e(baseline.name)}</b>.</p>")
+    health = llm_health(RunLog(run.path))
+    if health.only_fallbacks:
+        parts.append(f'<p class="note"><b>The LLM delivered no reward.</b> {e(health.sentence())}.</p>')
     if not run.evaluations:
         parts.append('<p class="note">No evaluations yet: the run has not reached its first evaluation '
                      "(or was stopped before it), so there are no learning curves.</p>")

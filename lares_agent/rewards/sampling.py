@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["UNIT_RANGES", "synthetic_sample"]
+__all__ = ["UNIT_RANGES", "feature_range", "synthetic_sample"]
 
 # unit -> (low, high) of a uniform draw; unknown units get [0, 1] (most features are distances or norms)
 UNIT_RANGES: dict[str, tuple[float, float]] = {
@@ -27,6 +27,18 @@ UNIT_RANGES: dict[str, tuple[float, float]] = {
 _BOOL_UNITS = frozenset({"bool", "0/1", "{0,1}", "flag"})
 
 
+def feature_range(feature: Any) -> tuple[float, float]:
+    """The declared range of a feature: its own `low`/`high` where it declares them, else its unit's range
+    (`UNIT_RANGES`; a 0/1 flag spans [0, 1]). A distance's range starts at 0: the goal."""
+    low, high = getattr(feature, "low", None), getattr(feature, "high", None)
+    if isinstance(low, (int, float)) and isinstance(high, (int, float)) and low <= high:
+        return float(low), float(high)
+    unit = "" if isinstance(feature, str) else str(getattr(feature, "unit", "")).strip().lower()
+    if unit in _BOOL_UNITS:
+        return 0.0, 1.0
+    return UNIT_RANGES.get(unit, UNIT_RANGES[""])
+
+
 def synthetic_sample(features: Iterable[Any], n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
     """n rows per feature; `features` are objects with `name` and `unit` (engine `Feature`) or plain names."""
     if n < 1:
@@ -38,6 +50,6 @@ def synthetic_sample(features: Iterable[Any], n: int, rng: np.random.Generator) 
         if unit in _BOOL_UNITS:
             sample[name] = rng.integers(0, 2, size=n).astype(np.float64)
         else:
-            low, high = UNIT_RANGES.get(unit, UNIT_RANGES[""])
+            low, high = feature_range(feature)
             sample[name] = rng.uniform(low, high, size=n)
     return sample

@@ -10,10 +10,12 @@ unbounded regeneration loop, docs/lares-reference.md §12 item 28):
 5. approach term, where the task names one: without it no learner gets a signal until the object happens to be
    touched (no button-press reward of the experiment's second sitting used `tcp_to_obj`, docs/RESULTS.md);
 6. numeric checks on the sample (`check_numeric`);
-7. progress sign on the sample: a wrong-signed distance term is the small model's most common mistake
+7. poles and domains over the features' declared ranges (`domains.py`): `1/tcp_to_target` has its pole at the
+   goal, which no sample of early states shows;
+8. progress sign on the sample: a wrong-signed distance term is the small model's most common mistake
    (docs/feasibility.md §4.2), and terms that cancel leave the reward blind to progress.
 
-Checks 1-5 do not depend on the sample; 6-7 do, and 3 depends on what the population already holds.
+Checks 1-5 do not depend on the sample; 6-8 do, and 3 depends on what the population already holds.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import numpy as np
 from lares_agent.rewards.candidate import CandidateData, ParsedReward, parse_candidate, reward_key
 from lares_agent.rewards.compile import CompiledReward, compile_reward
 from lares_agent.rewards.complexity import ComplexityWeights
+from lares_agent.rewards.domains import domain_reason
 from lares_agent.rewards.limits import Limits, RewardRejected
 from lares_agent.rewards.numeric import NumericThresholds, check_numeric
 from lares_agent.rewards.task import RewardTask, allowed_features
@@ -144,6 +147,9 @@ def validate(
         numeric = check_numeric(reward, sample, config.thresholds)
         if not numeric.accepted:
             return reject(numeric.reason, numeric)
+        reason = domain_reason(parsed, task.features, sample)
+        if reason is not None:
+            return reject(reason, numeric)
         progress = task.progress_feature
         if config.require_progress_sign and progress in sample:
             reason = _sign_reason(reward, sample, progress)

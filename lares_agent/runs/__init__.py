@@ -9,6 +9,7 @@ from lares_agent.runs.atomic import atomic_write_bytes, atomic_write_text
 from lares_agent.runs.candidates import VERDICTS, CandidateRow, Verdict
 from lares_agent.runs.events import EVENT_KINDS, Event, EventKind, RewardUpdateRecord, SlotFitness
 from lares_agent.runs.files import RecordFile, RunLog
+from lares_agent.runs.health import LLMHealth, RecordedOutcome, llm_health, recorded_outcome
 from lares_agent.runs.jsonl import JsonlWriter, append_jsonl, read_jsonl, to_jsonable
 from lares_agent.runs.layout import (
     CANDIDATES_NAME,
@@ -26,7 +27,9 @@ from lares_agent.runs.layout import (
     RunLayout,
 )
 from lares_agent.runs.llm_calls import LLMCallRow
+from lares_agent.runs.marker import RUN_FORMAT, RUN_FORMAT_VERSION, check_marker, marked, read_marked_config
 from lares_agent.runs.metrics import METRIC_KINDS, MetricKind, MetricRow, SlotMetric
+from lares_agent.runs.repair import SESSION_EVENTS, log_sizes, truncate_logs
 
 __all__ = [
     "CANDIDATES_NAME",
@@ -40,7 +43,10 @@ __all__ = [
     "METRIC_KINDS",
     "REPORT_NAME",
     "RUN_FILE_NAMES",
+    "RUN_FORMAT",
+    "RUN_FORMAT_VERSION",
     "RUN_MARKERS",
+    "SESSION_EVENTS",
     "TRACE_NAME",
     "VERDICTS",
     "CandidateRow",
@@ -48,10 +54,12 @@ __all__ = [
     "EventKind",
     "JsonlWriter",
     "LLMCallRow",
+    "LLMHealth",
     "MetricKind",
     "MetricRow",
     "NotARunError",
     "RecordFile",
+    "RecordedOutcome",
     "RewardUpdateRecord",
     "RunLayout",
     "RunLog",
@@ -61,6 +69,13 @@ __all__ = [
     "append_jsonl",
     "atomic_write_bytes",
     "atomic_write_text",
+    "check_marker",
+    "llm_health",
+    "log_sizes",
+    "marked",
     "read_jsonl",
+    "read_marked_config",
+    "recorded_outcome",
     "to_jsonable",
+    "truncate_logs",
 ]

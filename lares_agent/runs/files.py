@@ -15,7 +15,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from lares_agent.runs.candidates import CandidateRow
 from lares_agent.runs.events import Event, EventKind
-from lares_agent.runs.jsonl import append_jsonl, dumps_line, open_append, read_jsonl
+from lares_agent.runs.jsonl import append_jsonl, append_lines, dumps_line, read_jsonl
 from lares_agent.runs.layout import RunLayout
 from lares_agent.runs.llm_calls import LLMCallRow
 from lares_agent.runs.metrics import MetricRow
@@ -44,9 +44,7 @@ class RecordFile(Generic[R]):
     def extend(self, records: Iterable[R]) -> None:
         lines = [dumps_line(r.to_json()) + "\n" for r in records]
         if lines:
-            with open_append(self.path) as fh:
-                fh.write("".join(lines))
-                fh.flush()
+            append_lines(self.path, "".join(lines))
 
     def read(self) -> list[R]:
         """The file's records in order (a missing file is empty)."""

@@ -17,7 +17,9 @@ from typing import IO, Any
 
 import numpy as np
 
-__all__ = ["JsonlWriter", "append_jsonl", "dumps_line", "open_append", "read_jsonl", "to_jsonable"]
+from lares_agent.runs.oserrors import run_file_error
+
+__all__ = ["JsonlWriter", "append_jsonl", "append_lines", "dumps_line", "open_append", "read_jsonl", "to_jsonable"]
 
 
 def to_jsonable(value: Any) -> Any:
@@ -67,11 +69,32 @@ def open_append(path: str | Path) -> IO[str]:
     return p.open("a", encoding="utf-8")
 
 
+def append_lines(path: str | Path, text: str) -> None:
+    """Append whole lines and flush them; when the write fails (a full disk, say) the file is cut back to what
+    it held, so no half line stays, and RunFileError names the file and the cause."""
+    p = Path(path)
+    data = text.encode("utf-8")
+    try:
+        open_append(p).close()  # creates the file and ends a torn last line
+        fd = os.open(p, os.O_WRONLY | os.O_APPEND)
+        try:
+            start = os.fstat(fd).st_size
+            try:
+                view = memoryview(data)
+                while view:  # unbuffered: nothing is left in a buffer to be written after the cut
+                    view = view[os.write(fd, view):]
+            except OSError:
+                os.ftruncate(fd, start)
+                raise
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise run_file_error("append to", p, exc, ", then `lares resume` the run") from exc
+
+
 def append_jsonl(path: str | Path, record: Mapping[str, Any]) -> None:
     """Append one record as one line and flush it (a crash loses at most the record in flight)."""
-    with open_append(path) as fh:
-        fh.write(dumps_line(record) + "\n")
-        fh.flush()
+    append_lines(path, dumps_line(record) + "\n")
 
 
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lares_agent.errors import LaresError
+from lares_agent.runs.oserrors import run_file_error
 
 __all__ = [
     "CANDIDATES_NAME",
@@ -110,11 +111,23 @@ class RunLayout:
         name = run_id or f"{task}-{time.strftime('%Y%m%d-%H%M%S')}"
         root = base / name
         suffix = 1
-        while root.exists() and any(root.iterdir()):
-            root = base / f"{name}-{suffix}"
-            suffix += 1
-        root.mkdir(parents=True, exist_ok=True)
+        try:
+            while root.exists() and any(root.iterdir()):
+                root = base / f"{name}-{suffix}"
+                suffix += 1
+            root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise run_file_error("create the run folder", root, exc, "; pass --run-dir FOLDER") from None
         return cls(root)
+
+    @staticmethod
+    def prepare_base(base: Path) -> None:
+        """Make the folder that receives run folders; one line naming it and the cause when it cannot be made
+        (`--run-dir` under /proc, below a file, read-only). Called before a progress display exists."""
+        try:
+            base.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise run_file_error("create the run folder", base, exc, "; pass --run-dir FOLDER") from None
 
     @classmethod
     def open(cls, path: Path) -> RunLayout:

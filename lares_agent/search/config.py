@@ -193,9 +193,10 @@ class SearchConfig:
         return cls(**kwargs)
 
     def save(self, path: Path) -> None:
-        from lares_agent.runs import atomic_write_text
+        """`config.json`: the format marker (`runs/marker.py`), then `to_json()`."""
+        from lares_agent.runs import atomic_write_text, marked
 
-        atomic_write_text(path, json.dumps(self.to_json(), indent=2))
+        atomic_write_text(path, json.dumps(marked(self.to_json()), indent=2))
 
 
 # The embedded default finishes in under 10 minutes on 2 cores (see README); `paper` is the reference's setup

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from lares_agent.errors import LaresError
 from lares_agent.prompts.loader import Persona, PromptError, load_persona, parse_persona_file
+from lares_agent.runs.oserrors import run_file_error
 
 
 def resolve_persona(name_or_path: str) -> Persona:
@@ -20,3 +21,8 @@ def resolve_persona(name_or_path: str) -> Persona:
         return load_persona(name_or_path)
     except PromptError as exc:
         raise LaresError(str(exc)) from None
+    except UnicodeDecodeError as exc:
+        raise LaresError(f"persona file {path} is not UTF-8 text (byte {exc.start}: {exc.reason}); pass a "
+                         "Markdown or text file") from None
+    except OSError as exc:
+        raise run_file_error("read the persona file", path, exc) from None

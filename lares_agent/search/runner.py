@@ -25,14 +25,17 @@ from lares_agent.engine import (
     RewardFunction,
     TaskSpec,
     get_task,
-    latest_checkpoint,
     random_feature_sample,
 )
 from lares_agent.errors import ConfigError, LaresError
-from lares_agent.runs import RunLayout, RunLog
+from lares_agent.runs import LLMHealth, RunLayout, RunLog, llm_health, read_marked_config, recorded_outcome
+from lares_agent.runs.oserrors import cause_of, run_file_error
 from lares_agent.search.config import SearchConfig, engine_config, llm_config
+from lares_agent.search.resume_checks import ResumePlan, prepare_resume
+from lares_agent.search.signals import StopRequest, graceful_signals
 
 ProgressFn = Callable[["RunStatus"], None]
+NotifyFn = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,10 @@ class RunOutcome:
     wall_s: float
     ranked_success: float | None = None
     """The ranked-first slot's success at the last evaluation (None: the run never evaluated)."""
+    stopped_by: str | None = None  # "SIGTERM" / "SIGINT" when a signal asked the run to stop
+    exit_code: int = 0  # what the CLI exits with after a signal (128 + its number), else 0
+    llm: LLMHealth | None = None  # None: the run asks no LLM (baseline)
+    already_finished: bool = False  # `lares resume` of a finished run: nothing was run or written
 
 
 def uses_retrieval(cfg: SearchConfig) -> bool:
@@ -77,9 +84,11 @@ def reflects(cfg: SearchConfig) -> bool:
 class Search:
     """One run's live objects: task, engine, graph, LLM. Built by `start_run` / `resume_run`."""
 
-    def __init__(self, cfg: SearchConfig, run: RunLayout) -> None:
+    def __init__(self, cfg: SearchConfig, run: RunLayout, stop: StopRequest | None = None) -> None:
         self.cfg, self.run, self.log = cfg, run, RunLog(run)
         self.started = time.monotonic()  # wall time counts the initial proposals too
+        self.stop = stop if stop is not None else StopRequest()
+        self.resume: ResumePlan | None = None
         self.task = get_task(cfg.task)
         if cfg.torch_threads > 0:
             # Measured here: a [3,128,128] bmm takes 0.14 ms on 1 thread but 7 ms on 2 threads as soon as another
@@ -107,6 +116,10 @@ class Search:
         llm_cfg = llm_config(cfg)
         replay = Path(cfg.replay_from) if cfg.replay_from else None  # check_llm already refused a missing one
         self.llm = make_client(llm_cfg, self.run.root, replay_from=replay)
+        if cfg.max_minutes:  # `--max-minutes` bounds the time spent waiting for the LLM too
+            self.llm.deadline = self.started + 60 * cfg.max_minutes
+        self.llm.on_trip = lambda trip, message: self.log.event(
+            "llm_breaker", round=trip.round, kind=trip.kind, failures=trip.count, for_run=trip.for_run, reason=message)
         self._cases = CaseStore() if uses_retrieval(cfg) else None
         context = RunContext(
             llm=self.llm,
@@ -153,7 +166,7 @@ class Search:
         """Run the engine to its budget (or `--max-minutes`), checkpoint, and say how it ended."""
         start = self.started
         deadline = start + 60 * self.cfg.max_minutes if self.cfg.max_minutes else None
-        best = [0.0]
+        best = [recorded_outcome(self.log).best_success]  # a resumed run's earlier evaluations count too
 
         def on_iteration(info: Any) -> None:
             best[0] = max(best[0], _best_success(engine))
@@ -164,16 +177,25 @@ class Search:
                               _ranked_success(engine))
                 )
 
-        stop = (lambda: time.monotonic() > deadline) if deadline else None
-        self.log.event("run_start", env_steps=engine.env_steps, round=engine.round)
+        def stop() -> bool:
+            return self.stop() or (deadline is not None and time.monotonic() > deadline)
+
+        resumed = self.resume.summary() if self.resume is not None else {}
+        self.log.event("run_start", env_steps=engine.env_steps, round=engine.round, **resumed)
         steps = engine.run(progress=on_iteration, should_stop=stop)
         engine.save_checkpoint()
         finished = engine.done
         wall = time.monotonic() - start
         best[0] = max(best[0], _best_success(engine))
         usage = self.llm.usage if self.llm is not None else {}
-        self.log.event("run_end", env_steps=steps, finished=finished, wall_s=wall, best_success=best[0], llm=usage)
-        return RunOutcome(self.run, steps, finished, best[0], wall, _ranked_success(engine))
+        health = llm_health(self.log) if self.cfg.setting != "baseline" else None
+        extra = {"stopped_by": self.stop.name} if self.stop() else {}
+        if health is not None and health.only_fallbacks:
+            extra["only_fallbacks"] = health.sentence()
+        self.log.event("run_end", env_steps=steps, finished=finished, wall_s=wall, best_success=best[0], llm=usage,
+                       **extra)
+        return RunOutcome(self.run, steps, finished, best[0], wall, _ranked_success(engine), self.stop.name or None,
+                          self.stop.exit_code if self.stop() else 0, health)
 
     def close(self) -> None:
         if self._trace is not None:
@@ -208,6 +230,12 @@ def load_rewards_file(path: Path, task: TaskSpec) -> list[RewardFunction]:
         raise LaresError(f"--rewards file {path} does not exist") from None
     except json.JSONDecodeError as exc:
         raise LaresError(f"--rewards file {path} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise LaresError(f"--rewards file {path} is nested too deeply to be a list of candidates") from None
+    except UnicodeDecodeError as exc:
+        raise LaresError(f"--rewards file {path} is not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+    except OSError as exc:
+        raise run_file_error("read the --rewards file", path, exc) from None
     if isinstance(data, dict):
         data = data.get("candidates", [data])
     if not isinstance(data, list) or not data:
@@ -223,11 +251,9 @@ def load_rewards_file(path: Path, task: TaskSpec) -> list[RewardFunction]:
 
 
 def read_config(run: RunLayout) -> SearchConfig:
-    """A run's `config.json`; a damaged one is a one-line error, not a JSON traceback."""
+    """A run's `config.json`; a damaged one, or one without the run format marker, is a one-line error."""
+    data = read_marked_config(run)  # refuses another program's config.json before anything is written
     try:
-        data = json.loads(run.config.read_text(encoding="utf-8"))
-        if not isinstance(data, dict):
-            raise ValueError("not a JSON object")
         return SearchConfig.from_json(data)
     except ConfigError as exc:
         raise ConfigError(f"{run.config}: {exc}") from None
@@ -244,9 +270,26 @@ def check_start(cfg: SearchConfig) -> None:
     from lares_agent.search.personas import resolve_persona
 
     resolve_persona(cfg.persona)
+    if uses_retrieval(cfg):
+        check_case_store()
     if cfg.rewards_file:
         load_rewards_file(Path(cfg.rewards_file), task)
     check_llm(cfg)
+
+
+def check_case_store() -> None:
+    """The shared case store opens (a read-only `LARES_HOME` used to leave a run folder holding only config.json)."""
+    import sqlite3
+
+    from lares_agent.memory.cases import CaseStore, default_case_path
+
+    path = default_case_path()
+    try:
+        CaseStore(path).close()
+    except (OSError, sqlite3.Error) as exc:
+        cause = cause_of(exc)[0] if isinstance(exc, OSError) else str(exc)
+        raise LaresError(f"cannot open the case store {path}: {cause}; fix: set LARES_HOME to a writable folder, "
+                         "or pass --no-retrieval") from None
 
 
 def check_llm(cfg: SearchConfig) -> None:
@@ -289,39 +332,74 @@ def probe_endpoint(base_url: str, timeout_s: float = 3.0) -> None:
                          "fix: start the server or correct --base-url") from None
 
 
+def _stopping(notify: NotifyFn | None) -> Callable[[int], None]:
+    def say(signum: int) -> None:
+        if notify is not None:
+            notify("stopping after the current step (a checkpoint is written); send the signal again to stop at once")
+    return say
+
+
 def start_run(cfg: SearchConfig, runs_base: Path, run_id: str | None = None,
-              progress: ProgressFn | None = None) -> RunOutcome:
-    """A new run: folder, config, initial population, training to the budget."""
+              progress: ProgressFn | None = None, notify: NotifyFn | None = None) -> RunOutcome:
+    """A new run: folder, config, initial population, training to the budget (or a signal, `signals.py`)."""
     check_start(cfg)  # fail on bad input before creating anything
     run = RunLayout.create(runs_base, cfg.task, run_id)
-    cfg.save(run.config)
-    search = Search(cfg, run)
     try:
-        engine = search.new_engine()
+        cfg.save(run.config)
+    except OSError as exc:
+        if not any(run.root.iterdir()):
+            run.root.rmdir()  # nothing half-made stays behind
+        raise run_file_error("write", run.config, exc) from None
+    with graceful_signals(_stopping(notify)) as stop:
+        search = Search(cfg, run, stop)
         try:
-            return search.drive(engine, progress)
+            engine = search.new_engine()
+            try:
+                return search.drive(engine, progress)
+            finally:
+                engine.close()
         finally:
-            engine.close()
-    finally:
-        search.close()
+            search.close()
 
 
-def resume_run(path: Path, progress: ProgressFn | None = None, extra_minutes: float | None = None) -> RunOutcome:
-    """Continue a stopped or killed run from its newest checkpoint (or from the start if it has none)."""
+def finished_outcome(run: RunLayout) -> RunOutcome | None:
+    """The recorded outcome of a run that already finished (None when it did not)."""
+    done = recorded_outcome(RunLog(run))
+    if not done.finished:
+        return None
+    return RunOutcome(run, done.env_steps, True, done.best_success, done.wall_s, llm=llm_health(RunLog(run)),
+                      already_finished=True)
 
+
+def resume_run(path: Path, progress: ProgressFn | None = None, extra_minutes: float | None = None,
+               notify: NotifyFn | None = None) -> RunOutcome:
+    """Continue a stopped or killed run from its newest loadable checkpoint (or from the start if it has none).
+
+    Nothing is written into a folder that is not a lares run (`read_config`) or into a finished run (its
+    recorded outcome comes back); what the resume mends first is said through `notify` (`resume_checks.py`).
+    """
     run = RunLayout.open(path)
     cfg = read_config(run)
+    done = finished_outcome(run)
+    if done is not None:
+        return done
     if extra_minutes is not None:
         cfg = SearchConfig.from_json({**cfg.to_json(), "max_minutes": extra_minutes})
     if cfg.setting != "baseline":
         check_llm(cfg)
-    search = Search(cfg, run)
-    try:
-        checkpoint = latest_checkpoint(run.checkpoints) if run.checkpoints.exists() else None
-        engine = search.restored_engine(checkpoint) if checkpoint else search.new_engine()
+    plan = prepare_resume(run, notify or (lambda line: None))
+    with graceful_signals(_stopping(notify)) as stop:
+        search = Search(cfg, run, stop)
+        search.resume = plan
         try:
-            return search.drive(engine, progress)
+            if plan.checkpoint is not None:
+                engine = search.restored_engine(plan.checkpoint)
+            else:
+                engine = search.new_engine()
+                search.log.event("resumed", env_steps=0, round=0, **plan.summary())
+            try:
+                return search.drive(engine, progress)
+            finally:
+                engine.close()
         finally:
-            engine.close()
-    finally:
-        search.close()
+            search.close()

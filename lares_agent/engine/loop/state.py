@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from lares_agent.engine.checkpoint import save_checkpoint
 from lares_agent.engine.contracts import HumanReward, LoadReward, RewardFunction
 from lares_agent.engine.errors import EngineError
-from lares_agent.runs import Event, MetricRow, RunLayout, RunLog
+from lares_agent.runs import Event, MetricRow, RunLayout, RunLog, log_sizes
 
 __all__ = [
     "STATE_VERSION",
@@ -149,7 +149,8 @@ class EngineLog:
         periodic = name is None
         name = name or f"step-{counters.env_steps:09d}"
         path = save_checkpoint(
-            self._files.layout.checkpoints, state(), name, prune_prefix="step-" if periodic else None
+            self._files.layout.checkpoints, state(), name, prune_prefix="step-" if periodic else None,
+            meta={"log_bytes": log_sizes(self._files.layout)},  # what a resume truncates the logs back to
         )
         self.event({"event": "checkpoint", "name": name, "env_steps": counters.env_steps, "round": counters.round})
         return path

@@ -1,0 +1,88 @@
+"""What a run's files say about its LLM and its end, read by the last screen (`lares run`/`resume`) and the report.
+
+`llm_health`: whether any LLM candidate was ever accepted, how many calls failed and why most often. A run whose
+every reward is the built-in fallback used to print "run finished" and exit 0 (issue 16, defect 2); now the
+last screen, the report and the exit status say so. `recorded_outcome`: env steps, best success and whether
+the run finished, from the files alone (resuming a finished run prints this, defect 9).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from lares_agent.runs.files import RunLog
+
+__all__ = ["NOT_FROM_LLM", "LLMHealth", "RecordedOutcome", "llm_health", "recorded_outcome"]
+
+# Accepted candidate rows that are not the LLM's: the built-in fallback and the user's --rewards file.
+NOT_FROM_LLM = ("fallback", "given (--rewards)")
+
+
+@dataclass(frozen=True)
+class LLMHealth:
+    accepted: int  # candidates the LLM proposed that were accepted
+    fallbacks: int  # slots filled with the built-in fallback
+    failed_calls: int  # LLM requests that failed (llm_calls.jsonl rows with ok false)
+    refused_calls: int  # proposals whose call the breaker or a budget never made
+    rejected: int  # proposals rejected, for any reason
+    top_failure: str | None  # the most common failure, one line
+
+    @property
+    def only_fallbacks(self) -> bool:
+        """No LLM candidate was ever accepted, and the LLM was asked (a run with proposals or fallbacks)."""
+        return self.accepted == 0 and (self.fallbacks > 0 or self.rejected > 0 or self.failed_calls > 0)
+
+    def sentence(self) -> str:
+        """One line for the last screen and the report."""
+        reason = f"; most common failure: {self.top_failure}" if self.top_failure else ""
+        refused = (f" ({self.refused_calls} more calls not made: endpoint down or time limit reached)"
+                   if self.refused_calls else "")
+        return (f"no LLM candidate was accepted: every reward is the built-in fallback ({self.fallbacks} slot(s)); "
+                f"{self.failed_calls} LLM call(s) failed{refused}, {self.rejected} proposal(s) rejected{reason}")
+
+
+def _normal(reason: str) -> str:
+    """A failure reason without what differs from call to call (call names, numbers, ports)."""
+    reason = re.sub(r"LLM call '[^']*'", "LLM call", reason)
+    return re.sub(r"\d+(\.\d+)?", "N", reason)[:200]
+
+
+def llm_health(log: RunLog) -> LLMHealth:
+    rows = log.candidates.read()
+    accepted = [r for r in rows if r.verdict == "accepted"]
+    from_llm = {r.id for r in accepted if (r.reason or "") not in NOT_FROM_LLM}
+    fallbacks = {r.id for r in accepted if r.reason == "fallback"}
+    rejected = [r.reason or "" for r in rows if r.verdict == "rejected"]
+    refused = sum(1 for r in rejected if "not called for" in r or "refused" in r)
+    failed = [c.error or "" for c in log.llm_calls.read() if not c.ok]
+    pool = failed or [r for r in rejected if r]
+    top: str | None = None
+    if pool:
+        counts = Counter(_normal(r) for r in pool)
+        key = counts.most_common(1)[0][0]
+        top = next(r for r in pool if _normal(r) == key)
+        top = top if len(top) <= 240 else top[:237] + "..."
+    return LLMHealth(len(from_llm), len(fallbacks), len(failed), refused, len(rejected), top)
+
+
+@dataclass(frozen=True)
+class RecordedOutcome:
+    env_steps: int
+    finished: bool
+    best_success: float
+    wall_s: float
+
+
+def recorded_outcome(log: RunLog) -> RecordedOutcome:
+    """The run's state from its files: the newest `run_end` (finished, wall time) and every evaluation's best."""
+    ends = [e for e in log.events.read() if e.event == "run_end"]
+    metrics = log.metrics.read()
+    best = max((m.success_max for m in metrics if m.success_max is not None and m.success_max == m.success_max),
+               default=0.0)
+    steps = max([m.env_steps for m in metrics] + [e.env_steps or 0 for e in ends], default=0)
+    last = ends[-1] if ends else None
+    finished = bool(last is not None and last.get("finished"))
+    wall = float(last.get("wall_s", 0.0) or 0.0) if last is not None else 0.0
+    return RecordedOutcome(int(steps), finished, float(best), wall)

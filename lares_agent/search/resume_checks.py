@@ -1,0 +1,91 @@
+"""What a resume checks and mends before anything runs (issue 16, defects 3, 4, 6, 7).
+
+In order: the leftovers of a killed checkpoint write are removed; `trace.sqlite` is opened read-only and
+checked, a damaged one is set aside (the graph history of finished rounds is lost; an interrupted round re-runs
+from the engine checkpoint) instead of failing at the next reward update; the newest checkpoint that verifies
+is chosen, newer damaged ones are set aside with the reason; the metric and event logs are cut back to what
+that checkpoint covers, so the replayed steps write their rows once.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from lares_agent.engine import checkpoint_meta, newest_loadable, remove_stale
+from lares_agent.runs import RunLayout, truncate_logs
+
+__all__ = ["ResumePlan", "check_trace", "prepare_resume"]
+
+Notify = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class ResumePlan:
+    checkpoint: Path | None  # the checkpoint to restore (None: start the engine again)
+    skipped: tuple[str, ...]  # one line per checkpoint set aside
+    dropped: dict[str, int]  # rows cut from each log
+    trace_set_aside: str | None  # where a damaged trace went
+
+    def summary(self) -> dict[str, object]:
+        """The fields a `resumed` / `run_start` event carries."""
+        return {"checkpoint": self.checkpoint.name if self.checkpoint else None, "skipped": list(self.skipped),
+                "dropped": dict(self.dropped), "trace_set_aside": self.trace_set_aside}
+
+
+def check_trace(path: Path) -> str | None:
+    """Why the SQLite file at `path` is not a usable database (one line), or None (also when it is absent)."""
+    if not path.exists():
+        return None
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            result = conn.execute("PRAGMA quick_check").fetchone()
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        return str(exc) or type(exc).__name__
+    if not result or result[0] != "ok":
+        return f"integrity check failed: {result[0] if result else 'no answer'}"
+    return None
+
+
+def _set_aside(path: Path) -> Path:
+    aside = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
+    path.replace(aside)
+    for suffix in ("-wal", "-shm", "-journal"):  # SQLite's side files belong to the damaged database
+        side = path.with_name(path.name + suffix)
+        if side.exists():
+            side.replace(aside.with_name(aside.name + suffix))
+    return aside
+
+
+def prepare_resume(run: RunLayout, notify: Notify) -> ResumePlan:
+    """Mend what can be mended, say what was done through `notify`, and pick the checkpoint to restore."""
+    for stale in remove_stale(run.checkpoints):
+        notify(f"removed {stale}, left by a checkpoint write that was killed")
+    aside: str | None = None
+    reason = check_trace(run.trace)
+    if reason is not None:
+        moved = _set_aside(run.trace)
+        aside = moved.name
+        notify(f"{run.trace} is damaged ({reason}); set it aside as {moved.name} and started a new one: an "
+               "interrupted round re-runs from the engine checkpoint")
+    checkpoint, skipped = newest_loadable(run.checkpoints)
+    lines = []
+    for path, why in skipped:
+        line = f"skipped checkpoint {path.name}: {why} (kept as damaged-{path.name})"
+        lines.append(line)
+        notify(line)
+    if skipped:
+        notify(f"resuming from {checkpoint.name}" if checkpoint else "no loadable checkpoint: the engine starts again")
+    sizes = checkpoint_meta(checkpoint).get("log_bytes") if checkpoint is not None else None
+    if checkpoint is None or isinstance(sizes, dict):  # a checkpoint of an older lares records no sizes: keep all
+        dropped = truncate_logs(run, sizes if isinstance(sizes, dict) else None)
+    else:
+        dropped = {}
+    return ResumePlan(checkpoint, tuple(lines), dropped, aside)

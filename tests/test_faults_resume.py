@@ -1,0 +1,202 @@
+"""A damaged or foreign run folder, a finished run, a run of fallbacks only, and a graceful SIGTERM (issue 16,
+defects 2-9): each is resumed, refused or reported in one plain line, and no metric or event row is written twice.
+
+One tiny Reacher-v5 run against a fake OpenAI-compatible server is made once per module; each test works on
+its own copy of that folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+from collections import Counter
+from collections.abc import Iterator
+from email.message import Message
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_openai import FakeOpenAI, chat_completion, serving
+from typer.testing import CliRunner
+
+from lares_agent.cli.app import app
+from lares_agent.engine.checkpoint import latest_checkpoint
+from lares_agent.runs import read_jsonl
+
+TINY = ["--task", "Reacher-v5", "--budget", "300", "--reward-period", "150", "--population", "2", "--elites", "1",
+        "--no-report", "--no-retrieval", "--seed", "3"]
+
+
+class Server(FakeOpenAI):
+    """Valid distinct Reacher candidates for propose calls and a sentence for the others; or every call a 500."""
+
+    def __init__(self, fail: bool = False) -> None:
+        super().__init__()
+        self.fail, self.requests = fail, 0
+
+    def answer(self, path: str, headers: Message, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        with self.lock:
+            self.requests += 1
+            n = self.requests
+        if self.fail:
+            return 500, {"error": {"message": "upstream crashed", "type": "server_error"}}
+        user = str(body["messages"][-1]["content"])
+        text = "The arm overshoots." if not user.startswith("# Step: propose") else json.dumps({"candidates": [{
+            "components": {"reach": f"-{1 + 0.25 * n}*fingertip_to_target", "calm": "-0.01*joint_speed"},
+            "rationale": f"variant {n}"}]})
+        return 200, chat_completion(text, body.get("model", "fake"), 50, 10)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[Server]:
+    with serving(Server()) as srv:
+        yield srv
+
+
+def lares(*args: str, home: Path) -> Any:
+    return CliRunner().invoke(app, list(args), env={"LARES_HOME": str(home), "COLUMNS": "240", "OPENAI_API_KEY": ""})
+
+
+def only_run(base: Path) -> Path:
+    (run,) = [p for p in base.iterdir() if p.is_dir()]
+    return run
+
+
+@pytest.fixture(scope="module")
+def finished(server: Server, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.mktemp("finished")
+    result = lares("run", *TINY, "--llm", "openai", "--model", "fake", "--base-url", server.url,
+                   "--run-dir", str(base / "runs"), home=base)
+    assert result.exit_code == 0, result.output
+    return only_run(base / "runs")
+
+
+@pytest.fixture
+def killed(finished: Path, tmp_path: Path) -> Path:
+    """A copy of the finished run as a kill after its last checkpoint leaves it: no `run_end` line."""
+    run = tmp_path / finished.name
+    shutil.copytree(finished, run)
+    lines = (run / "events.jsonl").read_text().splitlines()
+    last = max(i for i, line in enumerate(lines) if json.loads(line)["event"] == "run_end")
+    (run / "events.jsonl").write_text("".join(line + "\n" for i, line in enumerate(lines) if i != last))
+    return run
+
+
+def assert_rows_once(run: Path) -> None:
+    metrics = Counter((m["kind"], m["env_steps"]) for m in read_jsonl(run / "metrics.jsonl"))
+    assert all(n == 1 for n in metrics.values()), metrics
+    events = read_jsonl(run / "events.jsonl")
+    updates = Counter(e["round"] for e in events if e["event"] == "reward_update")
+    assert all(n == 1 for n in updates.values()), updates
+    warmups = [e for e in events if e["event"] == "warmup"]
+    assert len(warmups) == 1
+
+
+def test_resume_skips_a_damaged_newest_checkpoint_and_writes_each_row_once(killed: Path, tmp_path: Path) -> None:
+    newest = latest_checkpoint(killed / "checkpoints")
+    assert newest is not None and newest.name.startswith("step-")
+    data = (newest / "arrays.npz").read_bytes()
+    (newest / "arrays.npz").write_bytes(data[: len(data) // 2])  # truncated, as a full disk or a kill leaves it
+    stale = killed / "checkpoints" / ".tmp-round-0009-4242"
+    stale.mkdir()
+    (stale / "tensors.pt").write_bytes(b"x" * 1000)
+    result = lares("resume", str(killed), "--no-report", home=tmp_path)
+    assert result.exit_code == 0, result.output
+    assert f"skipped checkpoint {newest.name}" in result.output and "arrays.npz is damaged" in result.output
+    assert "removed" in result.output and not stale.exists()
+    assert "run finished: 3" in result.output, result.output
+    assert (killed / "checkpoints" / f"damaged-{newest.name}").is_dir()
+    assert_rows_once(killed)
+    starts = [e for e in read_jsonl(killed / "events.jsonl") if e["event"] == "run_start"]
+    assert starts[-1]["skipped"] and starts[-1]["checkpoint"].startswith("round-")
+
+
+def test_a_damaged_trace_is_set_aside_before_anything_runs(killed: Path, tmp_path: Path) -> None:
+    (killed / "trace.sqlite").write_bytes(b"this is not a database" * 100)
+    result = lares("resume", str(killed), "--no-report", home=tmp_path)
+    assert result.exit_code == 0, result.output
+    assert "trace.sqlite is damaged" in result.output and "set it aside" in result.output
+    assert list(killed.glob("trace.sqlite.damaged-*"))
+    assert "file is not a database" not in result.output.split("run finished")[-1]
+
+
+def test_resuming_a_finished_run_prints_its_true_summary_and_writes_nothing(finished: Path, tmp_path: Path) -> None:
+    run = tmp_path / finished.name
+    shutil.copytree(finished, run)
+    before = {p: p.stat().st_size for p in run.rglob("*") if p.is_file()}
+    best = max(m["success_max"] for m in read_jsonl(run / "metrics.jsonl"))
+    steps = [e for e in read_jsonl(run / "events.jsonl") if e["event"] == "run_end"][-1]["env_steps"]
+    result = lares("resume", str(run), home=tmp_path)
+    assert result.exit_code == 0, result.output
+    assert f"run already finished: {steps:,} env steps" in result.output, result.output
+    assert f"best success {best:.0%}" in result.output
+    assert {p: p.stat().st_size for p in run.rglob("*") if p.is_file()} == before
+
+
+def test_resume_refuses_a_folder_that_is_not_a_lares_run(tmp_path: Path) -> None:
+    folder = tmp_path / "other-tool"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"name": "webpack", "version": 5, "task": "build"}))
+    result = lares("resume", str(folder), home=tmp_path)
+    assert result.exit_code == 1 and "is not a lares run" in result.output and "nothing was written" in result.output
+    assert sorted(p.name for p in folder.iterdir()) == ["config.json"]
+    newer = tmp_path / "newer"
+    newer.mkdir()
+    (newer / "config.json").write_text(json.dumps({"format": "lares-run", "format_version": 99}))
+    assert "written by a newer lares" in lares("resume", str(newer), home=tmp_path).output
+
+
+def test_a_run_without_a_checkpoint_resumes_with_a_marker_and_no_repeated_rows(killed: Path, tmp_path: Path) -> None:
+    shutil.rmtree(killed / "checkpoints")
+    result = lares("resume", str(killed), "--no-report", home=tmp_path)
+    assert result.exit_code == 0, result.output
+    events = read_jsonl(killed / "events.jsonl")
+    marker = [e for e in events if e["event"] == "resumed"]
+    assert marker and marker[-1]["checkpoint"] is None and marker[-1]["dropped"]["metrics.jsonl"] > 0
+    assert_rows_once(killed)
+
+
+def test_sigterm_finishes_the_step_checkpoints_and_says_how_to_resume(
+    server: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lares_agent.engine.loop import population_engine as sac_engine
+
+    real, seen = sac_engine.LaResEngine._learn, [0]
+
+    def learn(self: Any, steps: int) -> int:
+        seen[0] += 1
+        if seen[0] == 2:
+            os.kill(os.getpid(), signal.SIGTERM)  # arrives in the middle of a step
+        return int(real(self, steps))
+
+    monkeypatch.setattr(sac_engine.LaResEngine, "_learn", learn)
+    result = lares("run", *TINY, "--llm", "openai", "--model", "fake", "--base-url", server.url,
+                   "--run-dir", str(tmp_path / "runs"), home=tmp_path)
+    assert result.exit_code == 128 + signal.SIGTERM, result.output
+    assert "stopped by SIGTERM after the current step, checkpoint written" in result.output
+    assert "resume: lares resume" in result.output
+    run = only_run(tmp_path / "runs")
+    end = [e for e in read_jsonl(run / "events.jsonl") if e["event"] == "run_end"][-1]
+    assert end["stopped_by"] == "SIGTERM" and not end["finished"]
+    state = json.loads((latest_checkpoint(run / "checkpoints") / "state.json").read_text())  # type: ignore[operator]
+    assert state["counters"]["env_steps"] == end["env_steps"] > 0  # the step it was in was finished and saved
+    monkeypatch.setattr(sac_engine.LaResEngine, "_learn", real)
+    again = lares("resume", str(run), "--no-report", home=tmp_path)
+    assert again.exit_code == 0 and "run finished: 3" in again.output, again.output
+    assert_rows_once(run)
+
+
+def test_a_run_of_fallbacks_only_says_so_and_exits_non_zero(tmp_path: Path) -> None:
+    with serving(Server(fail=True)) as broken:
+        args = ["run", *TINY, "--llm", "openai", "--model", "fake", "--base-url", broken.url]
+        result = lares(*args, "--run-dir", str(tmp_path / "a"), home=tmp_path)
+        assert result.exit_code == 3, result.output
+        assert "no LLM candidate was accepted" in result.output and "LLM call(s) failed" in result.output
+        assert "upstream crashed" in result.output and "--allow-fallback" in result.output
+        assert broken.requests <= 3 * 3, broken.requests  # the breaker: a few tries per round, not 8 x 3 each
+        allowed = lares(*args, "--run-dir", str(tmp_path / "b"), "--allow-fallback", "--report", home=tmp_path)
+        assert allowed.exit_code == 0, allowed.output
+        page = (only_run(tmp_path / "b") / "report" / "index.html").read_text()
+        assert "The LLM delivered no reward" in page

@@ -1,0 +1,114 @@
+"""OS errors in words (issue 16, defects 10 and 12): a full disk, a path that cannot hold a folder, a directory or
+binary file where a file of text is wanted: one line naming the file and the cause, nothing half-written."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from lares_agent.cli.app import app
+from lares_agent.engine.checkpoint import CheckpointError, latest_checkpoint, save_checkpoint
+from lares_agent.runs import append_jsonl, read_jsonl
+from lares_agent.runs import jsonl as jsonl_module
+from lares_agent.runs.oserrors import RunFileError
+
+SMALL = ["--task", "Reacher-v5", "--budget", "300", "--reward-period", "150", "--population", "2", "--elites", "1",
+         "--no-report"]
+
+
+def test_a_full_disk_during_a_checkpoint_names_it_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "checkpoints"
+    save_checkpoint(root, {"w": np.zeros(3)}, "round-0001")
+
+    def full(*args: Any, **kwargs: Any) -> None:  # what torch's zip writer raises when the disk fills up
+        raise RuntimeError("[enforce fail at inline_container.cc:603] . unexpected pos 4160 vs 4054")
+
+    monkeypatch.setattr(torch, "save", full)
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(10**9, 10**9, 0))  # type: ignore[attr-defined]
+    with pytest.raises(CheckpointError) as info:
+        save_checkpoint(root, {"w": torch.zeros(3)}, "round-0002")
+    message = str(info.value)
+    assert "round-0002" in message and "no space left on device" in message and "enforce fail" not in message
+    assert sorted(p.name for p in root.iterdir()) == ["LATEST", "round-0001"]  # no .tmp-* left
+    assert latest_checkpoint(root).name == "round-0001"  # type: ignore[union-attr]
+
+
+def test_a_failed_append_leaves_no_half_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "metrics.jsonl"
+    append_jsonl(path, {"env_steps": 1})
+    before = path.read_bytes()
+    real = os.write
+
+    def half(fd: int, data: Any) -> int:
+        real(fd, bytes(data[: len(data) // 2]))
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(jsonl_module.os, "write", half)
+    with pytest.raises(RunFileError) as info:
+        append_jsonl(path, {"env_steps": 2, "text": "x" * 200})
+    assert str(path) in str(info.value) and "no space left on the device" in str(info.value)
+    assert path.read_bytes() == before
+    monkeypatch.setattr(jsonl_module.os, "write", real)
+    append_jsonl(path, {"env_steps": 3})
+    assert [r["env_steps"] for r in read_jsonl(path)] == [1, 3]
+
+
+def _one_line(result: Any, *fragments: str) -> None:
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 1 and len(lines) == 1 and lines[0].startswith("error: "), result.output
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def test_a_run_dir_under_proc_says_why(tmp_path: Path) -> None:
+    if not Path("/proc/self").exists():
+        pytest.skip("no /proc here")
+    result = CliRunner().invoke(app, ["run", *SMALL, "--no-retrieval", "--llm", "replay", "--replay-from",
+                                      str(_record(tmp_path)), "--run-dir", "/proc/lares-runs"],
+                                env={"LARES_HOME": str(tmp_path)})
+    _one_line(result, "cannot create the run folder /proc/lares-runs", "--run-dir")
+    assert "No such file" not in result.output
+
+
+def _record(tmp_path: Path) -> Path:
+    run = tmp_path / "recorded"
+    run.mkdir()
+    (run / "llm_calls.jsonl").write_text('{"call": 0, "tag": "propose", "key": "k", "answer": "{}", "ok": true}\n')
+    return run
+
+
+@pytest.mark.parametrize("kind", ["directory", "nested", "binary"])
+def test_bad_input_files_are_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    runs = tmp_path / "runs"
+    if kind == "directory":
+        (tmp_path / "rewards").mkdir()
+        args, fragments = ["--rewards", "rewards"], ("rewards", "folder, not a file")
+    elif kind == "nested":
+        (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+        args, fragments = ["--rewards", "deep.json"], ("deep.json", "nested too deeply")
+    else:
+        (tmp_path / "me.md").write_bytes(b"# Me\n\x89PNG\r\n\x1a\n\xff\xfe\x00")
+        args, fragments = ["--persona", "me.md"], ("me.md", "not UTF-8 text")
+    result = CliRunner().invoke(app, ["run", *SMALL, "--run-dir", str(runs), *args], env={"LARES_HOME": str(tmp_path)})
+    _one_line(result, *fragments)
+    assert not runs.exists()
+
+
+def test_an_unusable_lares_home_fails_before_a_run_folder_exists(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")  # a LARES_HOME below a file cannot be created, as a read-only one
+    runs = tmp_path / "runs"
+    result = CliRunner().invoke(app, ["run", *SMALL, "--run-dir", str(runs)], env={"LARES_HOME": str(blocker / "home")})
+    _one_line(result, "cannot open the case store", "LARES_HOME", "--no-retrieval")
+    assert not runs.exists()
