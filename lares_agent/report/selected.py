@@ -1,0 +1,49 @@
+"""Which reward a run hands the user: the one `lares export` writes by default (issue 15, part 2).
+
+The run's selected reward is the reward of the learner it ranks first at the end: the final metrics line's
+`best_slot` (docs/lares-reference.md §12 item 16: the selected policy, not the optimistic max), else the last
+reward update's best slot, else the candidate of highest fitness, else the newest accepted candidate.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from lares_agent.report.run_reader import RunData, read_run
+from lares_agent.runs import RunLayout, RunLog
+
+__all__ = ["SelectedReward", "selected_reward"]
+
+
+@dataclass(frozen=True)
+class SelectedReward:
+    """A reward id and one line saying why it is the one."""
+
+    reward_id: str
+    why: str
+
+
+def selected_reward(path: Path, data: RunData | None = None) -> SelectedReward | None:
+    """The run's selected reward (None when the run holds no reward yet)."""
+    data = data if data is not None else read_run(path)
+    for row in reversed(RunLog(RunLayout(Path(path))).metrics.read()):
+        if row.best_slot is None:
+            continue
+        for slot in row.slots:
+            if slot.slot == row.best_slot and slot.reward_id:
+                return SelectedReward(slot.reward_id, f"slot {slot.slot}'s reward, ranked first at the last "
+                                                      f"evaluation ({row.env_steps:,} env steps)")
+    for update in reversed(data.updates):
+        if update.best_slot is not None and update.best_slot in update.judged:
+            return SelectedReward(update.judged[update.best_slot],
+                                  f"the best slot's reward at the round-{update.round} reward update")
+    fit = [c for c in data.by_id.values() if c.fitness is not None and math.isfinite(c.fitness) and c.components]
+    if fit:
+        best = max(fit, key=lambda c: c.fitness or 0.0)
+        return SelectedReward(best.id, f"the candidate of highest fitness ({best.fitness:.3g})")
+    accepted = [c for c in data.candidates if c.accepted and c.components]
+    if accepted:
+        return SelectedReward(accepted[-1].id, "the newest accepted candidate (no evaluation yet)")
+    return None
