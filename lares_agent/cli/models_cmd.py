@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from lares_agent.llm.errors import ModelNotFound
 from lares_agent.llm.models import DEFAULT_MODEL, KNOWN_MODELS, cache_dir, model_statuses, resolve_model
@@ -20,24 +18,24 @@ def _size(n: int) -> str:
 
 @models_app.command("list")
 def list_models() -> None:
-    """Show known and cached GGUF models: installed?, size, sha256 (pinned, checked before use) and path."""
-    table = Table(title=f"GGUF models (cache: {cache_dir()})")
-    table.add_column("name", no_wrap=True)
-    table.add_column("installed")
-    table.add_column("size", no_wrap=True)
-    table.add_column("sha256", overflow="fold")
-    table.add_column("assembled file", overflow="fold")
+    """Show known and cached GGUF models: installed?, size, sha256 (pinned: checked before use) and path.
+
+    One block per model, each path on its own line: a table folds 64-digit hashes and long paths into an
+    unreadable column at 80 characters (issue 15).
+    """
+    typer.echo("GGUF models; cache folder:")
+    typer.echo(f"  {cache_dir()}")
     pinned = {spec.name: spec.sha256 for spec in KNOWN_MODELS.values()}
     for status in model_statuses():
-        sha = status.sha256 or (pinned.get(status.name, "not hashed") + " (pinned)")
-        table.add_row(
-            status.name + (" (default)" if status.default else ""),
-            "yes" if status.installed else "no",
-            _size(status.size),
-            sha,
-            str(status.path) if status.path else "not yet (assembled on first use)",
-        )
-    Console().print(table)
+        sha = status.sha256 or pinned.get(status.name)
+        name = status.name + (" (default)" if status.default else "")
+        typer.echo("")
+        typer.echo(f"{name}: {'installed' if status.installed else 'not installed'}, {_size(status.size)}")
+        # "sha256:" the assembled file's recorded hash; "pinned:" the hash it must have (not assembled yet)
+        typer.echo(f"  {'sha256' if status.sha256 or not sha else 'pinned'}: {sha or 'not hashed'}")
+        typer.echo("  assembled file:" if status.path else "  assembled file: not yet (assembled on first use)")
+        if status.path:
+            typer.echo(f"    {status.path}")
 
 
 @models_app.command("path")

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import textwrap
 from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from lares_agent.prompts.loader import DEFAULT_PERSONA, UnknownPersonaError, list_personas, load_persona
 
@@ -16,13 +16,13 @@ personas_app = typer.Typer(help="Prompt personas: list them, or show one's full 
 @personas_app.command("list")
 def list_command() -> None:
     """Show every persona with its one-line summary."""
-    table = Table(title="personas")
-    for column in ("name", "title", "summary"):
-        table.add_column(column)
+    # a block per persona, the summary wrapped under its name: readable at 80 columns (issue 15)
+    wrap = textwrap.TextWrapper(width=max(40, min(Console().width, 100)) - 1, initial_indent="    ",
+                                subsequent_indent="    ")
     for persona in list_personas():
         name = persona.name + (" (default)" if persona.name == DEFAULT_PERSONA else "")
-        table.add_row(name, persona.title, persona.summary)
-    Console(width=160).print(table)
+        typer.echo(f"{name}: {persona.title}")
+        typer.echo(wrap.fill(persona.summary))
 
 
 @personas_app.command("show")

@@ -1,38 +1,59 @@
-"""`lares tasks`: the tasks a run can use, as a table or (`--json`) as machine-readable JSON."""
+"""`lares tasks`: the tasks a run can use, as a table, one task in full (`--show`), or JSON (`--json`)."""
 
 from __future__ import annotations
 
 import json as _json
+import textwrap
 from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from lares_agent.engine.tasks import list_tasks
+from lares_agent.engine.tasks import TaskSpec, list_tasks, resolve_task
+
+
+def _show(spec: TaskSpec, width: int) -> None:
+    """One task in full, every line within `width`: description, horizon, success, features with units."""
+    wrap = textwrap.TextWrapper(width=width, initial_indent="  ", subsequent_indent="  ")
+    typer.echo(f"{spec.name} ({spec.family}), horizon {spec.horizon} steps of {spec.dt:g} s")
+    typer.echo(wrap.fill(spec.description))
+    typer.echo(f"success: {spec.success_test}")
+    typer.echo(f"progress (lower is better): {spec.progress_feature}")
+    typer.echo(f"approach: {spec.approach_feature or '-'}")
+    typer.echo(f"human reward: {'yes' if spec.has_human_reward else 'no'}")
+    typer.echo(f"features ({len(spec.feature_defs)}):")
+    meaning = textwrap.TextWrapper(width=width, initial_indent="      ", subsequent_indent="      ")
+    for feature in spec.feature_defs:
+        typer.echo(f"  {feature.name} [{feature.unit}]")
+        typer.echo(meaning.fill(feature.meaning))
 
 
 def tasks_command(
     json: Annotated[bool, typer.Option("--json", help="Print every task with its features as JSON.")] = False,
+    show: Annotated[str | None, typer.Option(
+        "--show", help="One task in full: a name, or package.module:function for your own task.")] = None,
 ) -> None:
-    """List the registered tasks: name, family, horizon, progress and approach features, success test."""
+    """List the registered tasks: name, family, horizon, progress feature, human reward (details: --show NAME)."""
+    console = Console()  # this terminal's width
+    width = min(console.width, 100)
+    if show is not None:
+        spec = resolve_task(show)
+        if json:
+            typer.echo(_json.dumps(spec.to_dict(), indent=2))
+        else:
+            _show(spec, width)
+        return
     specs = list_tasks()
     if json:
         typer.echo(_json.dumps([spec.to_dict() for spec in specs], indent=2))
         return
-    table = Table(title=f"{len(specs)} tasks (details and feature meanings: lares tasks --json)")
-    for column in ("name", "family", "horizon", "features", "progress (lower is better)", "approach",
-                   "success", "human reward"):
-        table.add_column(column)
+    table = Table(title=f"{len(specs)} tasks", box=None, pad_edge=False,
+                  caption="progress: the feature that measures what is left (lower is better); "
+                          "human: the task has its own reward. Success tests, features: lares tasks --show NAME")
+    for column in ("name", "family", "horizon", "progress", "human"):
+        table.add_column(column, no_wrap=True)
     for spec in specs:
-        table.add_row(
-            spec.name,
-            spec.family,
-            str(spec.horizon),
-            str(len(spec.feature_defs)),
-            spec.progress_feature,
-            spec.approach_feature or "-",
-            spec.success_test,
-            "yes" if spec.has_human_reward else "no",
-        )
-    Console(width=200).print(table)
+        table.add_row(spec.name, spec.family, str(spec.horizon), spec.progress_feature,
+                      "yes" if spec.has_human_reward else "no")
+    console.print(table)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json as _json
+import textwrap
 from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any
@@ -75,26 +76,28 @@ def _cut(text: str | None, limit: int = _TEXT_CHARS) -> str:
 
 
 def _show_steps(trace: Any, steps: tuple[Any, ...], detailed: bool) -> None:
-    from rich.table import Table
     from rich.text import Text
 
     console = _console()
-    console.print(Text(f"run {trace.root}  task {trace.task}  persona {trace.persona}  llm {trace.llm_backend}"))
+    console.print(Text(f"run {trace.root}"))  # the path on its own line: never folded into a column
+    console.print(Text(f"task {trace.task}  persona {trace.persona}  llm {trace.llm_backend}"))
     if not trace.steps:
         console.print(Text("no graph steps recorded (a baseline run, or killed before its first round finished)"))
         return
     if not steps:
         console.print(Text("no step matches this selection (rounds: " + ", ".join(map(str, trace.rounds)) + ")"))
         return
-    table = Table(show_lines=False)
-    for name in ("round", "time", "s", "node", "try", "persona", "summary", "LLM"):
-        table.add_column(name, overflow="fold", no_wrap=name not in ("summary",))
+    # one line per step and its summary indented below: readable at 80 columns, where a table folds the
+    # summary into a column a few letters wide (issue 15)
+    wrap = textwrap.TextWrapper(width=max(40, min(console.width, 120)) - 1, initial_indent="    ",
+                                subsequent_indent="    ")
     for s in steps:
-        llm = f"{len({c.call for c in s.calls})} call(s), {s.tokens} tok" if s.calls else "-"
-        seconds = f"{s.seconds:.1f}" if s.seconds is not None else "-"
-        table.add_row(*(Text(str(v)) for v in (s.round, _local_time(s.time), seconds, s.node, s.attempt,
-                                                   s.persona, s.summary, llm)))
-    console.print(table)
+        llm = f"{len({c.call for c in s.calls})} call(s), {s.tokens} tok" if s.calls else "no LLM call"
+        seconds = f"{s.seconds:.1f} s" if s.seconds is not None else "-"
+        console.print(Text(f"round {s.round}  {_local_time(s.time)}  {seconds}  {s.node} (try {s.attempt})  "
+                           f"{s.persona}  {llm}"))
+        if s.summary:
+            console.print(Text(wrap.fill(str(s.summary))))
     if detailed:
         for s in steps:
             _show_detail(console, s)
@@ -106,21 +109,21 @@ def _show_steps(trace: Any, steps: tuple[Any, ...], detailed: bool) -> None:
 
 
 def _show_candidates(console: Any, trace: Any) -> None:
-    from rich.table import Table
     from rich.text import Text
 
     accepted = [c for c in trace.candidates.values() if c.verdict == "accepted"]
     if not accepted:
         return
-    table = Table(title="accepted candidates")
-    for name in ("id", "round", "slot", "parent (elite)", "critique", "fitness", "components"):
-        table.add_column(name, overflow="fold")
+    console.print(Text("accepted candidates:"))
+    wrap = textwrap.TextWrapper(width=max(40, min(console.width, 120)) - 1, initial_indent="    ",
+                                subsequent_indent="      ")
     for c in accepted:
         fitness = ", ".join(f"{e.get('fitness', 0):.2f}" for e in c.evaluations if e.get("fitness") is not None)
-        comps = "; ".join(f"{k} = {v}" for k, v in c.components.items())
-        table.add_row(*(Text(str(v)) for v in (c.id, c.round, c.slot, c.parent_id or "-", c.critique_id or "-",
-                                                   fitness or "-", comps)))
-    console.print(table)
+        console.print(Text(f"  {c.id}  fitness {fitness or '-'}"))
+        console.print(Text(f"    round {c.round}, slot {c.slot}, parent {c.parent_id or '-'}, "
+                           f"critique {c.critique_id or '-'}"))
+        for k, v in c.components.items():
+            console.print(Text(wrap.fill(f"{k} = {v}")))
     console.print(Text("drill in: --round N, --node NAME, --candidate ID; --json for scripts"))
 
 

@@ -343,7 +343,7 @@ def start_run(cfg: SearchConfig, runs_base: Path, run_id: str | None = None,
               progress: ProgressFn | None = None, notify: NotifyFn | None = None) -> RunOutcome:
     """A new run: folder, config, initial population, training to the budget (or a signal, `signals.py`)."""
     check_start(cfg)  # fail on bad input before creating anything
-    run = RunLayout.create(runs_base, cfg.task, run_id)
+    run = RunLayout.create(runs_base, get_task(cfg.task).name, run_id)  # not a module:function reference
     try:
         cfg.save(run.config)
     except OSError as exc:

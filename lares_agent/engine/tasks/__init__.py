@@ -16,6 +16,7 @@ from lares_agent.engine.tasks.registry import (
     get_task,
     list_tasks,
     register_task,
+    resolve_task,
     unregister_task,
 )
 from lares_agent.engine.tasks.spec import (
@@ -48,5 +49,6 @@ __all__ = [
     "list_tasks",
     "recorder_of",
     "register_task",
+    "resolve_task",
     "unregister_task",
 ]

@@ -7,9 +7,12 @@ env, so listing tasks is instant.
 from __future__ import annotations
 
 import difflib
+import importlib
+import os
+import sys
 from collections.abc import Iterable
 
-from lares_agent.engine.tasks.spec import TaskError, TaskSpec, check_unique
+from lares_agent.engine.tasks.spec import TaskError, TaskSpec, TaskSpecError, check_unique
 
 __all__ = [
     "DuplicateTaskError",
@@ -20,6 +23,7 @@ __all__ = [
     "get_task",
     "list_tasks",
     "register_task",
+    "resolve_task",
     "unregister_task",
 ]
 
@@ -57,6 +61,7 @@ class TaskRegistry:
 
     def __init__(self, specs: Iterable[TaskSpec] = ()) -> None:
         self._specs: dict[str, TaskSpec] = {}
+        self._references: dict[str, TaskSpec] = {}  # "module:function" -> the spec it returned (built once)
         for spec in specs:
             self.register(spec)
 
@@ -74,7 +79,10 @@ class TaskRegistry:
         del self._specs[name]
 
     def get(self, name: str) -> TaskSpec:
-        """The task called `name`; UnknownTaskError with up to three close matches otherwise."""
+        """The task called `name`, or the one a `package.module:function` reference returns (`load_reference`);
+        UnknownTaskError with up to three close matches otherwise."""
+        if ":" in name and name not in self._specs:
+            return self.load_reference(name)
         spec = self._specs.get(name)
         if spec is not None:
             return spec
@@ -83,6 +91,26 @@ class TaskRegistry:
         prefix = [n for n in self._specs if n.lower().startswith(name.lower())] if name else []
         suggestions = list(dict.fromkeys([*(by_lower[m] for m in matches), *prefix]))[:3]
         raise UnknownTaskError(name, suggestions)
+
+    def load_reference(self, reference: str) -> TaskSpec:
+        """The TaskSpec that `function()` of `package.module` returns (a user's task named on the command line
+        and recorded in config.json, so resume, report, trace and export find it again). Importing the module
+        the user named is the point; the current folder is tried as an import root, as `python -m` does."""
+        cached = self._references.get(reference)
+        if cached is not None:
+            return cached
+        module_name, _, function_name = reference.partition(":")
+        if not all(p.isidentifier() for p in module_name.split(".")) or not function_name.isidentifier():
+            raise TaskSpecError(f"task {reference!r}: write a task reference as package.module:function")
+        module = _import_user_module(module_name, reference)
+        factory = getattr(module, function_name, None)
+        if not callable(factory):
+            raise TaskSpecError(f"task {reference!r}: module {module_name} has no function {function_name!r}")
+        spec = factory()
+        if not isinstance(spec, TaskSpec):
+            raise TaskSpecError(f"task {reference!r}: {function_name}() returned {type(spec).__name__}, not a TaskSpec")
+        self._references[reference] = spec
+        return spec
 
     def names(self) -> list[str]:
         return list(self._specs)
@@ -97,6 +125,22 @@ class TaskRegistry:
         return len(self._specs)
 
 
+def _import_user_module(module_name: str, reference: str) -> object:
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        here = os.getcwd()
+        missing = (exc.name or "").split(".")[0] == module_name.split(".")[0]
+        if not missing or here in sys.path:
+            raise TaskSpecError(f"task {reference!r}: cannot import {module_name} ({exc})") from None
+    sys.path.insert(0, here)  # `lares` is a console script: its sys.path lacks the folder it runs in
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise TaskSpecError(f"task {reference!r}: cannot import {module_name} ({exc}); run lares from the folder "
+                            "that holds it, or put that folder on PYTHONPATH") from None
+
+
 _DEFAULT: list[TaskRegistry] = []  # filled on first use
 
 
@@ -108,8 +152,15 @@ def default_registry() -> TaskRegistry:
 
 
 def get_task(name: str) -> TaskSpec:
-    """The task called `name` (raises UnknownTaskError with the close matches)."""
+    """The task called `name`, or a `package.module:function` reference (raises UnknownTaskError with the close
+    matches, TaskSpecError for a reference that does not give a TaskSpec)."""
     return default_registry().get(name)
+
+
+def resolve_task(name: str) -> TaskSpec:
+    """The one place a task name from the CLI or a config.json becomes a TaskSpec: a built-in or registered name,
+    or `package.module:function` (a function returning a TaskSpec). `get_task` under its other name."""
+    return get_task(name)
 
 
 def list_tasks() -> list[TaskSpec]:
