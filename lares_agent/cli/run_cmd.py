@@ -16,7 +16,9 @@ if TYPE_CHECKING:
 
 RUNS_DIR = Path("runs")
 
-Task = Annotated[str, typer.Option("--task", "-t", help="Task name (see `lares tasks`).")]
+Task = Annotated[str, typer.Option("--task", "-t", help=(
+    "Task name (see `lares tasks`), or package.module:function returning your own TaskSpec "
+    "(examples/inverted_pendulum.py)."))]
 
 
 def _percent(value: float | None) -> str:

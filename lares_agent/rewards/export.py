@@ -156,7 +156,7 @@ if _gymnasium is not None:
         """Replaces the env's reward by `reward(...)` of this module.
 
         `features_fn(env, obs, info, action) -> dict[str, float]` computes the features right after each step
-        (see FEATURE_RECIPE for how lares computes them); the env's own reward is kept as info["env_reward"].
+        (the module docstring lists them); the env's own reward is kept as info["env_reward"].
         """
 
         def __init__(self, env, features_fn):

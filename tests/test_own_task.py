@@ -1,0 +1,131 @@
+"""Your own task from the CLI (issue 15, part 3): `--task package.module:function` resolved in the task registry,
+recorded in config.json, and the example InvertedPendulum-v5 task run end to end (run, resume, report, trace,
+export, tasks --show) through a fake OpenAI-compatible server at a tiny budget."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from email.message import Message
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from fake_openai import FakeOpenAI, chat_completion, serving
+from typer.testing import CliRunner
+
+from lares_agent.cli.app import app
+from lares_agent.engine.tasks import TaskRegistry, TaskSpecError, resolve_task
+from lares_agent.runs import read_jsonl
+
+ROOT = Path(__file__).resolve().parents[1]
+REFERENCE = "examples.inverted_pendulum:task"
+CANDIDATES = [
+    {"components": {"upright": "-pole_tilt", "centre": "-0.1*abs(cart_position)"}, "rationale": "stay up"},
+    {"components": {"upright": "tolerance(pole_tilt, 0, 0.05, 0.15)", "alive": "0.1*time_balanced"},
+     "rationale": "shaped"},
+    {"components": {"upright": "exp(-10*pole_tilt)", "calm": "-0.01*pole_angular_velocity**2"}, "rationale": "c"},
+]
+
+
+def test_reference_gives_the_example_task() -> None:
+    spec = resolve_task(REFERENCE)
+    assert spec.name == "InvertedPendulum-v5" and spec.family == "custom" and spec.horizon == 1000
+    assert resolve_task(REFERENCE) is spec  # built once
+    env = spec.make_env(0)
+    obs, info = env.reset()
+    raws, actions = [spec.raw_state(env, obs, info)], [np.zeros(1)]
+    for _ in range(5):
+        action = np.array([0.5])
+        obs, _, _, _, info = env.step(action)
+        raws.append(spec.raw_state(env, obs, info))
+        actions.append(action)
+    feats = spec.compute_features(np.stack(raws), np.stack(actions))
+    np.testing.assert_allclose(feats["time_balanced"], np.arange(6) * 0.04)
+    np.testing.assert_allclose(feats["pole_tilt"], np.abs(np.stack(raws)[:, 1]))
+    assert feats["human_reward"][1:].tolist() == [1.0] * 5 and feats["success"].max() == 0.0
+
+
+@pytest.mark.parametrize(("reference", "words"), [
+    ("no_such_module_xyz:task", "cannot import no_such_module_xyz"),
+    ("examples.inverted_pendulum:nothing", "has no function 'nothing'"),
+    ("examples.inverted_pendulum:features", "features() missing"),
+    ("examples.inverted_pendulum:make_env()", "package.module:function"),
+])
+def test_bad_references_are_one_line_errors(reference: str, words: str) -> None:
+    with pytest.raises((TaskSpecError, TypeError)) as err:
+        TaskRegistry().get(reference)
+    assert words in str(err.value)
+
+
+def test_a_function_that_returns_no_taskspec_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "my_tasks_mod.py").write_text("def task():\n    return 'not a spec'\n")
+    monkeypatch.chdir(tmp_path)  # found through the current folder, as `lares` run from there finds it
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    with pytest.raises(TaskSpecError, match="returned str, not a TaskSpec"):
+        TaskRegistry().get("my_tasks_mod:task")
+    sys.modules.pop("my_tasks_mod", None)
+
+
+class PendulumServer(FakeOpenAI):
+    def __init__(self) -> None:
+        super().__init__()
+        self.proposals = 0
+
+    def answer(self, path: str, headers: Message, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        user = str(body["messages"][-1]["content"])
+        if user.startswith("# Step: propose"):
+            with self.lock:
+                answer = json.dumps({"candidates": [CANDIDATES[self.proposals % len(CANDIDATES)]]})
+                self.proposals += 1
+        else:
+            answer = "The pole falls within a few steps; reward keeping it upright."
+        return 200, chat_completion(answer, body["model"], 100, 20)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[PendulumServer]:
+    with serving(PendulumServer()) as srv:
+        yield srv
+
+
+def lares(*args: str, home: Path) -> Any:
+    return CliRunner().invoke(app, list(args), env={"LARES_HOME": str(home), "COLUMNS": "100", "OPENAI_API_KEY": ""})
+
+
+def test_example_task_end_to_end(server: PendulumServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)  # `lares run --task examples.inverted_pendulum:task` from the project folder
+    home, base = tmp_path / "home", tmp_path / "runs"
+    tiny = ["--task", REFERENCE, "--budget", "300", "--reward-period", "150", "--population", "2", "--elites", "1",
+            "--no-report", "--seed", "1", "--llm", "openai", "--model", "fake", "--base-url", server.url]
+    result = lares("run", *tiny, "--max-minutes", "0.03", "--allow-fallback", "--run-dir", str(base), home=home)
+    assert result.exit_code == 0, result.output
+    stopped = "run stopped" in result.output  # 1.8 s is a fraction of the run on a laptop
+    (run,) = list(base.iterdir())
+    # the task is found again from config.json
+    resumed = lares("resume", str(run), "--no-report", "--max-minutes", "10", home=home)
+    assert resumed.exit_code == 0, resumed.output
+    assert ("run finished: " if stopped else "run already finished") in resumed.output, resumed.output
+    assert run.name.startswith("InvertedPendulum-v5-")
+    config = json.loads((run / "config.json").read_text())
+    assert config["task"] == REFERENCE
+    rows = [r for r in read_jsonl(run / "candidates.jsonl") if r.get("verdict") == "accepted"]
+    assert rows and {tuple(r["components"]) for r in rows} <= {tuple(c["components"]) for c in CANDIDATES}
+
+    again = lares("resume", str(run), "--no-report", home=home)
+    assert again.exit_code == 0 and "already finished" in again.output, again.output
+    report = lares("report", str(run), home=home)
+    assert report.exit_code == 0 and (run / "report" / "index.html").is_file(), report.output
+    trace = lares("trace", str(run), home=home)
+    assert trace.exit_code == 0 and f"task {REFERENCE}" in trace.output, trace.output
+    exported = lares("export", str(run), "--format", "json", home=home)
+    assert exported.exit_code == 0, exported.output
+    data = json.loads(exported.output)
+    assert data["task"] == "InvertedPendulum-v5" and data["id"] in {r["id"] for r in rows}
+    module = lares("export", str(run), home=home)
+    assert module.exit_code == 0 and "pole_tilt [rad]: absolute angle of the pole" in module.output
+    assert "FEATURE_RECIPE = " not in module.output  # a user task: its author has the feature code
+    shown = lares("tasks", "--show", REFERENCE, home=home)
+    assert shown.exit_code == 0 and "InvertedPendulum-v5 (custom), horizon 1000" in shown.output
