@@ -152,3 +152,36 @@ def test_presets_name_their_learner() -> None:
     paper = preset_config("paper")
     assert paper.learner == "sac" and engine_config(paper).sac.hidden == (256, 256, 256)  # type: ignore[union-attr]
     assert preset_config("paper", learner="crossq").learner == "crossq"  # a flag still overrides the preset
+
+
+@pytest.mark.parametrize(("task", "window"), [("window-close-v3", 500), ("button-press-v3", 50),
+                                              ("button-press-topdown-v3", 500), ("coffee-pull-v3", 20),
+                                              ("soccer-v3", 100), ("reach-v3", 1000), ("HalfCheetah-v5", 1000)])
+def test_paper_preset_takes_the_reference_thompson_window_of_each_task(task: str, window: int) -> None:
+    cfg = preset_config("paper", task=task)
+    assert cfg.ts_window == window and engine_config(cfg).ts_window == window  # type: ignore[union-attr]
+    assert preset_config("paper", task=task, ts_window=7).ts_window == 7  # an explicit value still wins
+
+
+def test_paper_preset_keeps_each_tasks_horizon_and_the_reference_values() -> None:
+    from lares_agent.engine.tasks import get_task
+
+    cheetah = preset_config("paper", task="HalfCheetah-v5")
+    assert cheetah.horizon is None and engine_config(cheetah).horizon is None  # the task's own: 1000 steps
+    assert get_task("HalfCheetah-v5").horizon == 1000 and get_task("push-v3").horizon == 150
+    paper = engine_config(preset_config("paper", task="push-v3"))
+    assert paper.sac.lr == 3e-4 and paper.sac.init_log_alpha == 0.0 and paper.sac.batch_size == 128  # type: ignore[union-attr]
+    assert (paper.population_size, paper.elites, paper.total_steps, paper.reward_period) == (5, 3, 1_000_000, 200_000)  # type: ignore[union-attr]
+    assert (paper.warmup_steps, paper.eval_every, paper.eval_episodes) == (10_000, 10_000, 20)  # type: ignore[union-attr]
+    assert preset_config("paper").temperature == 1.0
+
+
+def test_lr_reaches_the_learner_and_is_checked() -> None:
+    assert engine_config(SearchConfig(lr=1e-3)).sac.lr == 1e-3  # type: ignore[union-attr]
+    assert engine_config(SearchConfig(learner="crossq", lr=5e-4)).crossq.lr == 5e-4  # type: ignore[union-attr]
+    assert engine_config(SearchConfig()).sac.lr == 3e-4  # type: ignore[union-attr]  # the learner's default
+    with pytest.raises(ConfigError, match="--lr must be a positive number"):
+        SearchConfig(lr=0.0)
+    with pytest.raises(ConfigError, match="--lr sets the Adam rate"):
+        SearchConfig(learner="es", lr=1e-3)
+    assert SearchConfig.from_json(SearchConfig(lr=2e-4).to_json()).lr == 2e-4

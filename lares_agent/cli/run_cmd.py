@@ -126,6 +126,8 @@ def run_command(
         "--obs-norm/--no-obs-norm", help="Running observation normalisation (sac, crossq).")] = None,
     critic_layer_norm: Annotated[bool | None, typer.Option(
         "--critic-layer-norm/--no-critic-layer-norm", help="LayerNorm in SAC's critics.")] = None,
+    lr: Annotated[float | None, typer.Option(
+        help="Adam learning rate of the sac or crossq learner (default: the preset's, else the learner's).")] = None,
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
     run_dir: Annotated[Path, typer.Option(help="Folder that receives the run folder.")] = RUNS_DIR,
     preset: Annotated[str, typer.Option(
@@ -163,6 +165,7 @@ def run_command(
         rewards_file=str(rewards) if rewards else None,
         obs_norm=obs_norm,
         critic_layer_norm=critic_layer_norm,
+        lr=lr,
         seed=seed,
         retrieval=not no_retrieval,
         max_llm_tokens=max_llm_tokens,

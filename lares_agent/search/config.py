@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
@@ -47,6 +48,8 @@ __all__ = [
     "ENGINE_ABLATIONS",
     "LEARNERS",
     "LLM_BACKENDS",
+    "PAPER_TS_WINDOWS",
+    "PAPER_TS_WINDOW_DEFAULT",
     "PRESETS",
     "PRESET_NAMES",
     "SELECTIONS",
@@ -61,6 +64,7 @@ __all__ = [
     "Setting",
     "engine_config",
     "llm_config",
+    "paper_ts_window",
     "preset_config",
 ]
 
@@ -78,7 +82,8 @@ class SearchConfig:
     except `llm_backend` (`--llm`), `llm_model` (`--model`), `rewards_file` (`--rewards`) and `retrieval`
     (`--no-retrieval`); the engine's names are in `engine_config`. `hidden`, `batch_size`, `utd` and
     `init_alpha` apply to whichever gradient learner runs (`hidden`: SAC's actor and critics, CrossQ's actor);
-    `critic_hidden` sets CrossQ's critics (None: CrossQ's default, 2x256) and `critic_layer_norm` SAC's.
+    `critic_hidden` sets CrossQ's critics (None: CrossQ's default, 2x256) and `critic_layer_norm` SAC's; `lr` the
+    learner's Adam rate (None: the learner's default).
     """
 
     task: str = "reach-v3"
@@ -100,6 +105,7 @@ class SearchConfig:
     batch_size: int = 128
     utd: float = 1.0  # learner updates per env step, per learner
     init_alpha: float = 0.1  # initial temperature; the reference's 1.0 needs ~1e5 steps to decay on small rewards
+    lr: float | None = None  # Adam learning rate of the gradient learner; None: its own (SAC 3e-4, CrossQ 1e-3)
     obs_norm: bool = False  # running observation normalisation (SAC and CrossQ)
     critic_layer_norm: bool = False  # LayerNorm in SAC's critics (CrossQ's critics batch-renormalise already)
     anchor_weight: float = 1.0
@@ -144,6 +150,10 @@ class SearchConfig:
             problems.append("--max-minutes must be positive")
         if self.init_alpha <= 0:
             problems.append("init_alpha must be positive")
+        if self.lr is not None and not (math.isfinite(self.lr) and self.lr > 0):
+            problems.append(f"--lr must be a positive number, not {self.lr}")
+        if self.lr is not None and self.learner == "es":
+            problems.append("--lr sets the Adam rate of --learner sac or crossq (ES follows its own schedule)")
         unknown = [a for a in self.ablations if a not in ABLATIONS]
         if unknown:
             problems.append(f"unknown ablation(s) {', '.join(unknown)}; choose from {', '.join(ABLATIONS)}")
@@ -200,7 +210,10 @@ class SearchConfig:
 
 
 # The embedded default finishes in under 10 minutes on 2 cores (see README); `paper` is the reference's setup
-# (docs/lares-reference.md §10: K=5, E=3, 1e6 steps, reward period 2e5, 10k warm-up, 3x256 networks, batch 128, UTD 1).
+# (docs/lares-reference.md §9-10: K=5, E=3, 1e6 steps, reward period 2e5, 10k warm-up, 3x256 networks, batch 128,
+# UTD 1, Adam 3e-4, alpha 1, 20 evaluation episodes every 1e4 steps, LLM temperature 1.0, 150-step MetaWorld
+# episodes) with the Thompson window of the task's run.sh line (`PAPER_TS_WINDOWS`), and each task's own horizon:
+# MetaWorld's is 150 already, and a Gymnasium task keeps its registered limit (HalfCheetah-v5: 1000).
 PRESETS: dict[Preset, dict[str, Any]] = {
     "demo": {"learner": DEMO_LEARNER},
     "paper": {
@@ -217,10 +230,27 @@ PRESETS: dict[Preset, dict[str, Any]] = {
         "batch_size": 128,
         "utd": 1.0,
         "init_alpha": 1.0,
-        "ts_window": 200,
-        "horizon": 150,
+        "lr": 3e-4,
+        "temperature": 1.0,
+        "anchor_weight": 1.0,
+        "horizon": None,
     },
 }
+# The reference's run.sh `--windows_length` per task (docs/lares-reference.md §8); a task it does not launch gets
+# the flag's default, 1000 (arguments.py, §10).
+PAPER_TS_WINDOWS: dict[str, int] = {
+    "window-close": 500, "window-open": 200, "button-press": 50, "door-close": 100, "drawer-open": 200,
+    "coffee-pull": 20, "coffee-push": 20, "hand-insert": 50, "basketball": 50, "dial-turn": 50, "soccer": 100,
+    "push-back": 100, "pick-out-of-hole": 200, "hammer": 500, "peg-unplug-side": 500, "peg-insert-side": 500,
+    "button-press-topdown": 500,
+}  # fmt: skip
+PAPER_TS_WINDOW_DEFAULT = 1000
+
+
+def paper_ts_window(task: str) -> int:
+    """The reference's Thompson window for `task` (MetaWorld names without their version: push-back-v3 -> push-back)."""
+    base = re.sub(r"-v\d+$", "", task)
+    return PAPER_TS_WINDOWS.get(base, PAPER_TS_WINDOW_DEFAULT)
 
 
 def preset_config(preset: str, **overrides: Any) -> SearchConfig:
@@ -228,7 +258,10 @@ def preset_config(preset: str, **overrides: Any) -> SearchConfig:
     given = {k: v for k, v in overrides.items() if v is not None}
     for name, values in PRESETS.items():
         if name == preset:
-            return SearchConfig(preset=name, **{**values, **given})
+            chosen = dict(values)
+            if name == "paper":
+                chosen["ts_window"] = paper_ts_window(str(given.get("task", SearchConfig.task)))
+            return SearchConfig(preset=name, **{**chosen, **given})
     raise ConfigError(f"unknown preset {preset!r}; choose one of: {', '.join(PRESETS)}")
 
 
@@ -241,9 +274,10 @@ def engine_config(cfg: SearchConfig) -> EngineConfig | ESSearchConfig:
     `sac.hidden`, `sac.batch_size`, `sac.utd_ratio`, `sac.init_log_alpha` (its log), `sac.obs_norm`,
     `sac.critic_layer_norm`; CrossQ: `hidden` -> `crossq.actor_hidden`, `critic_hidden` -> `crossq.critic_hidden`
     (None: CrossQ's default), `batch_size`, `utd`, `init_alpha`, `obs_norm` -> `crossq.batch_size`,
-    `crossq.utd_ratio`, `crossq.init_log_alpha`, `crossq.obs_norm`; both: the ablations -> `relabel`, `thompson`,
-    `scale_to_best`, `anchor_weight` 0; ES: `reward_period` -> `reward_every_steps`, `es_population` ->
-    `es.population_size`, `selection`, `tournament_size` -> `selection.method`, `selection.tournament_size`.
+    `crossq.utd_ratio`, `crossq.init_log_alpha`, `crossq.obs_norm`; `lr` -> `sac.lr` or `crossq.lr`; both: the
+    ablations -> `relabel`, `thompson`, `scale_to_best`, `anchor_weight` 0; ES: `reward_period` ->
+    `reward_every_steps`, `es_population` -> `es.population_size`, `selection`, `tournament_size` ->
+    `selection.method`, `selection.tournament_size`.
     """
     from lares_agent.engine import EngineConfig, ESSearchConfig
 
@@ -265,6 +299,8 @@ def engine_config(cfg: SearchConfig) -> EngineConfig | ESSearchConfig:
 
     common: dict[str, Any] = dict(batch_size=cfg.batch_size, utd_ratio=cfg.utd, obs_norm=cfg.obs_norm,
                                   init_log_alpha=math.log(cfg.init_alpha))
+    if cfg.lr is not None:
+        common["lr"] = cfg.lr
     if cfg.learner == "crossq":
         critic = CrossQConfig.critic_hidden if cfg.critic_hidden is None else cfg.critic_hidden  # the default
         chosen: dict[str, Any] = {"crossq": CrossQConfig(actor_hidden=cfg.hidden, critic_hidden=critic, **common)}
