@@ -127,5 +127,33 @@ def test_example_task_end_to_end(server: PendulumServer, tmp_path: Path, monkeyp
     module = lares("export", str(run), home=home)
     assert module.exit_code == 0 and "pole_tilt [rad]: absolute angle of the pole" in module.output
     assert "FEATURE_RECIPE = " not in module.output  # a user task: its author has the feature code
+    _exported_equals_compiled_on_real_steps(run, module.output, tmp_path)
     shown = lares("tasks", "--show", REFERENCE, home=home)
     assert shown.exit_code == 0 and "InvertedPendulum-v5 (custom), horizon 1000" in shown.output
+
+
+def _exported_equals_compiled_on_real_steps(run: Path, source: str, tmp_path: Path) -> None:
+    """The exported module, imported without lares, against the compiled reward on features of real env steps."""
+    from test_export import _isolated_values
+
+    from lares_agent.rewards import compile_record
+
+    spec = resolve_task(REFERENCE)
+    rng = np.random.default_rng(0)
+    env = spec.make_env(3)
+    obs, info = env.reset()
+    raws, actions = [], []
+    for _ in range(300):
+        action = rng.uniform(-3, 3, size=1)
+        obs, _, terminated, truncated, info = env.step(action)
+        raws.append(spec.raw_state(env, obs, info))
+        actions.append(action)
+        if terminated or truncated:
+            obs, info = env.reset()
+    features = spec.compute_features(np.stack(raws), np.stack(actions))
+    np.savez(tmp_path / "sample.npz", **features)
+    (tmp_path / "exported.py").write_text(source)
+    got = _isolated_values(tmp_path / "exported.py", tmp_path / "sample.npz", tmp_path / "out.npz")
+    selected = next(r for r in read_jsonl(run / "candidates.jsonl") if r.get("id") and f"Reward {r['id']} " in source)
+    compiled = compile_record(selected, spec)
+    np.testing.assert_allclose(got["total"], compiled(features), rtol=1e-6, atol=1e-6)
