@@ -95,6 +95,7 @@ def lares(*args: str, home: Path) -> Any:
     return CliRunner().invoke(app, list(args), env={"LARES_HOME": str(home), "COLUMNS": "100", "OPENAI_API_KEY": ""})
 
 
+@pytest.mark.slow  # real training through the whole CLI (~10 s), like tests/test_cli_e2e.py
 def test_example_task_end_to_end(server: PendulumServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)  # `lares run --task examples.inverted_pendulum:task` from the project folder
     home, base = tmp_path / "home", tmp_path / "runs"
