@@ -139,3 +139,26 @@ def test_cli_refuses_an_unknown_reward_and_format(tmp_path: Path) -> None:
     assert unknown.exit_code == 1 and "reward 'nope' has no expression" in unknown.output and "r-a" in unknown.output
     bad = runner.invoke(app, ["export", str(root), "--format", "yaml"])
     assert bad.exit_code == 2 and "must be one of python, json, latex" in bad.output
+
+
+def test_the_exported_wrapper_puts_the_reward_on_a_gymnasium_env(tmp_path: Path) -> None:
+    from lares_agent.engine.tasks import get_task
+
+    spec = get_task("Reacher-v5")
+    parsed = parse_candidate({"components": {"reach": "-fingertip_to_target", "calm": "-0.1*action_norm**2"}},
+                             spec.feature_names)
+    namespace: dict[str, object] = {}
+    exec(compile(python_module(parsed, [], reward_id="r", task=spec.name), "exported", "exec"), namespace)
+    wrapper = namespace["LaresRewardWrapper"]
+
+    def features_fn(env: object, obs: object, info: dict, action: np.ndarray) -> dict[str, float]:
+        raw = spec.raw_state(env, obs, info)  # type: ignore[arg-type]
+        values = spec.compute_features(raw[None, :], np.asarray(action, dtype=np.float64)[None, :])
+        return {name: float(v[0]) for name, v in values.items()}
+
+    env = wrapper(spec.make_env(0), features_fn)  # type: ignore[operator]
+    obs, info = env.reset()
+    action = np.array([0.5, -0.5])
+    obs, reward, _, _, info = env.step(action)
+    expected = compile_reward(parsed)({k: np.array([v]) for k, v in features_fn(env, obs, info, action).items()})
+    assert reward == pytest.approx(float(expected[0])) and "env_reward" in info and reward != info["env_reward"]
