@@ -36,7 +36,7 @@ test-fast: install
 	$(BIN)/python -m pytest -q -m "not slow" -x
 
 lint: install
-	$(BIN)/ruff check lares_agent tests benchmarks experiments
+	$(BIN)/ruff check lares_agent tests benchmarks experiments examples
 	$(BIN)/mypy
 
 bench: install
