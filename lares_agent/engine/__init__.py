@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from lares_agent.engine.loop.es_engine import ESEngine, GenerationInfo
     from lares_agent.engine.loop.interaction import IterationInfo
     from lares_agent.engine.loop.population_engine import LaResEngine
+    from lares_agent.engine.policy_artefact import PolicyArtefact, artefact_from_state, save_artefact
 
 # name -> module, for the names that import torch (see the module docstring); the TYPE_CHECKING block above
 # lists the same names for type checkers.
@@ -78,6 +79,9 @@ _LAZY = {
     "GenerationInfo": "lares_agent.engine.loop.es_engine",
     "IterationInfo": "lares_agent.engine.loop.interaction",
     "LaResEngine": "lares_agent.engine.loop.population_engine",
+    "PolicyArtefact": "lares_agent.engine.policy_artefact",
+    "artefact_from_state": "lares_agent.engine.policy_artefact",
+    "save_artefact": "lares_agent.engine.policy_artefact",
 }
 
 __all__ = [
@@ -107,6 +111,7 @@ __all__ = [
     "LoadReward",
     "MemberEvaluation",
     "NonFiniteRewardError",
+    "PolicyArtefact",
     "PopulationLearner",
     "ProposeFn",
     "ReplayBuffer",
@@ -117,6 +122,7 @@ __all__ = [
     "SlotEvaluation",
     "TaskSpec",
     "UpdateContext",
+    "artefact_from_state",
     "batch_features",
     "checkpoint_meta",
     "distinct_fraction",
@@ -128,6 +134,7 @@ __all__ = [
     "random_feature_sample",
     "remove_stale",
     "run_episodes",
+    "save_artefact",
     "save_checkpoint",
     "uniform_actions",
     "verify_checkpoint",

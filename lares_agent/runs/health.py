@@ -86,3 +86,25 @@ def recorded_outcome(log: RunLog) -> RecordedOutcome:
     finished = bool(last is not None and last.get("finished"))
     wall = float(last.get("wall_s", 0.0) or 0.0) if last is not None else 0.0
     return RecordedOutcome(int(steps), finished, float(best), wall)
+
+
+def spent_wall_s(log: RunLog) -> float:
+    """Wall seconds the run's earlier sessions took, so a resumed run reports (and bounds) its whole time.
+
+    A session that ended has a `run_end` whose `wall_s` is the run's total so far; one that was killed counts
+    from its `run_start` to its last stamped event (the time before its first `run_start`, spent on the
+    initial proposals, is lost with it).
+    """
+    total, start, last = 0.0, None, None
+    for event in log.events.read():
+        if event.event == "run_start":
+            if start is not None and last is not None:
+                total += max(0.0, last - start)
+            start = last = event.time
+        elif event.event == "run_end":
+            total, start = float(event.get("wall_s", 0.0) or 0.0), None
+        elif event.time is not None and start is not None:
+            last = event.time
+    if start is not None and last is not None:
+        total += max(0.0, last - start)
+    return total
