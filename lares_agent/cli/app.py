@@ -102,6 +102,9 @@ app.command("tasks")(tasks_command)
 from lares_agent.cli.trace_cmd import trace_command  # noqa: E402
 
 app.command("trace")(trace_command)
+from lares_agent.cli.eval_cmd import eval_command  # noqa: E402
+
+app.command("eval")(eval_command)
 
 
 def main() -> None:
