@@ -1,5 +1,6 @@
 """Token and time accounting that survives `lares resume` (issue 15, part 5): the earlier session's LLM calls
-count against `--max-llm-tokens`, and the wall time reported is the whole run's."""
+count against `--max-llm-tokens`, and the wall time reported is the whole run's; and the last screen of that
+run (part 6)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ from fake_openai import FakeOpenAI, chat_completion, serving
 from typer.testing import CliRunner
 
 from lares_agent.cli.app import app
+from lares_agent.engine import PolicyArtefact
 from lares_agent.llm.usage import UsageLedger
-from lares_agent.runs import LLMCallRow, RunLayout, RunLog, read_jsonl, spent_wall_s
+from lares_agent.runs import FINAL_POLICY, LLMCallRow, RunLayout, RunLog, read_jsonl, spent_wall_s
 
 TINY = ["--task", "Reacher-v5", "--budget", "450", "--reward-period", "150", "--population", "2", "--elites", "1",
         "--no-report", "--no-retrieval", "--seed", "4"]
@@ -51,13 +53,32 @@ def lares(*args: str, home: Path) -> Any:
 
 
 @pytest.fixture(scope="module")
-def finished(server: Server, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def finished_run(server: Server, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     base = tmp_path_factory.mktemp("finished")
     result = lares("run", *TINY, "--llm", "openai", "--model", "fake", "--base-url", server.url,
                    "--max-llm-tokens", "1000000", "--run-dir", str(base / "runs"), home=base)
     assert result.exit_code == 0, result.output
     (run,) = [p for p in (base / "runs").iterdir() if p.is_dir()]
-    return run
+    return run, result.output
+
+
+@pytest.fixture(scope="module")
+def finished(finished_run: tuple[Path, str]) -> Path:
+    return finished_run[0]
+
+
+def test_the_last_screen_says_what_the_user_got(finished_run: tuple[Path, str]) -> None:
+    """Issue 15 part 6: the selected reward's expression, the policy's success and file, eval and export."""
+    run, output = finished_run
+    policy = PolicyArtefact.load(RunLayout(run).policy(FINAL_POLICY))
+    accepted = {r.id: r.components for r in RunLog(RunLayout(run)).candidates.read() if r.components}
+    components = accepted[policy.reward_id]  # an LLM candidate, not the human reward
+    assert components is not None
+    assert f"selected reward {policy.reward_id} (slot {policy.data['slot']}): " in output
+    assert all(f"{name} = {expr}" in output for name, expr in components.items())
+    assert "selected policy: sac, success " in output and str(RunLayout(run).policy(FINAL_POLICY)) in output
+    assert f"lares eval {run}" in output and f"lares export {run}" in output
+    assert f"report: not written (lares report {run})" in output  # --no-report
 
 
 def killed_after_round_one(finished: Path, tmp_path: Path, max_tokens: int | None) -> Path:
