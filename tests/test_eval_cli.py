@@ -78,3 +78,15 @@ def test_eval_of_something_that_is_not_a_run_or_a_policy(tmp_path: Path) -> None
     assert result.exit_code == 1 and "not a lares run directory" in result.output
     result = lares("eval", "--policy", str(tmp_path / "nope.pt"), home=tmp_path)
     assert result.exit_code == 1 and "does not exist" in result.output
+
+
+def test_the_last_screen_of_a_baseline_names_the_policy_and_eval(tmp_path: Path) -> None:
+    from lares_agent.cli.takeaway import takeaway_lines
+
+    result = lares("baseline", "--task", "Reacher-v5", "--budget", "100", "--no-report", "--run-dir",
+                   str(tmp_path / "runs"), home=tmp_path)
+    assert result.exit_code == 0, result.output
+    (folder,) = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]
+    assert "selected reward human (slot 0): the task's own reward" in result.output
+    assert f"evaluate: lares eval {folder}" in result.output and "lares export" not in result.output
+    assert takeaway_lines(tmp_path, None, None) == []  # no policy file: nothing to say

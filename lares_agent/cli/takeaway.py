@@ -40,6 +40,7 @@ def takeaway_lines(root: Path, ranked_success: float | None, report: Path | None
         f"selected reward {policy.reward_id} (slot {policy.data['slot']}): {reward_expression(run, policy.reward_id)}",
         f"selected policy: {policy.learner}, success {success} at the last evaluation, {path}",
         f"report: {report}" if report is not None else f"report: not written (lares report {root})",
-        f"  evaluate: lares eval {root}    export the reward: lares export {root}",
     ]
+    export = "" if policy.reward_id == HUMAN_ID else f"    export the reward: lares export {root}"
+    lines.append(f"  evaluate: lares eval {root}{export}")  # the task's own reward is not exported
     return lines
