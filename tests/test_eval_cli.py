@@ -4,6 +4,7 @@ numbers from the policy file and from the checkpoint, JSON output, and one line 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +48,15 @@ def test_policy_file_and_checkpoint_slot_give_the_same_episodes(run: Path, tmp_p
         result = lares("eval", str(run), "--policy", policy, "--episodes", "2", "--json", home=tmp_path)
         assert result.exit_code == 0, result.output
         outs.append(json.loads(result.output))
-    assert outs[1]["policy"].startswith("checkpoint ")  # no per-slot file: built from the newest checkpoint
-    assert outs[0]["task_return"] == outs[1]["task_return"] == outs[2]["task_return"]
+    assert outs[1]["policy"] == str(RunLayout(run).slot_policy(0))  # every slot's file, written at the end
+    copy = tmp_path / run.name
+    shutil.copytree(run, copy)
+    RunLayout(copy).slot_policy(0).unlink()
+    result = lares("eval", str(copy), "--policy", "slot 0", "--episodes", "2", "--json", home=tmp_path)
+    assert result.exit_code == 0, result.output
+    outs.append(json.loads(result.output))
+    assert outs[3]["policy"].startswith("checkpoint ")  # no slot file: built from the newest checkpoint
+    assert len({o["task_return"] for o in outs}) == 1
     assert outs[0]["episodes"] == 2 and outs[0]["episode_length"] == 50.0
     again = json.loads(lares("eval", str(run), "--episodes", "2", "--seed", "1", "--json", home=tmp_path).output)
     assert again["task_return"] != outs[0]["task_return"]  # another seed, other resets

@@ -143,6 +143,11 @@ def test_gradient_engine_policy_files_and_restore(learner: str, tmp_path: Path) 
         want = engine.population.act(obs, np.full(32, best), True, torch.Generator())
         assert np.allclose(policy.act(obs), want, atol=1e-5)
         assert policy.reward_id == engine.rewards[best].id and policy.task == "point-mass"
+        engine.save_policy(FINAL_POLICY, every_slot=True)
+        for slot in range(3):  # every slot's own file, each its member's slice
+            mine = PolicyArtefact.load(layout.slot_policy(slot))
+            want = engine.population.act(obs, np.full(32, slot), True, torch.Generator())
+            assert np.allclose(mine.act(obs), want, atol=1e-5) and mine.reward_id == engine.rewards[slot].id
         state = engine.state_dict()
     finally:
         engine.close()

@@ -29,9 +29,9 @@ def resolve_policy(run: Path | None, which: str) -> tuple[Any, Path | str]:
         raise LaresError(f"--policy {which} needs a run folder")
     layout = RunLayout.open(run)
     if slot is not None:
-        name = f"slot-{int(slot.group(1))}"
-        if layout.policy(name).is_file():
-            return PolicyArtefact.load(layout.policy(name)), layout.policy(name)
+        path = layout.slot_policy(int(slot.group(1)))
+        if path.is_file():  # written at the end of a run; before that, the newest checkpoint has every slot
+            return PolicyArtefact.load(path), path
         return _from_checkpoint(layout, int(slot.group(1)))
     final = layout.policy(FINAL_POLICY)
     if final.is_file():

@@ -19,7 +19,7 @@ str/int/float/list metadata, so the policy can be used without lares:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,8 +29,9 @@ import torch
 from torch import Tensor
 
 from lares_agent.engine.errors import EngineError
+from lares_agent.runs import RunLayout
 
-__all__ = ["POLICY_FORMAT", "PolicyArtefact", "artefact_from_state", "save_artefact"]
+__all__ = ["POLICY_FORMAT", "PolicyArtefact", "artefact_from_state", "save_artefact", "write_policies"]
 
 POLICY_FORMAT = "lares-policy/1"
 _ES_NORM_EPS = 1e-8  # engine/es/policies.py RunningNorm.apply
@@ -126,6 +127,17 @@ def save_artefact(artefact: Mapping[str, Any], path: Path) -> Path:
     tmp = path.with_name(path.name + ".tmp")
     torch.save(dict(artefact), tmp)
     tmp.replace(path)
+    return path
+
+
+def write_policies(layout: RunLayout, name: str, state: Mapping[str, Any], best: int, low: np.ndarray,
+                   high: np.ndarray, reward_ids: Sequence[str], every_slot: bool = False) -> Path:
+    """``policies/<name>.pt`` for the ranked-first slot ``best``; with ``every_slot`` also ``slot-<k>.pt`` for
+    every slot (a few actor weights each: cheap). Returns the selected policy's path."""
+    path = save_artefact(artefact_from_state(state, best, low, high, reward_ids[best]), layout.policy(name))
+    if every_slot:
+        for slot, reward_id in enumerate(reward_ids):
+            save_artefact(artefact_from_state(state, slot, low, high, reward_id), layout.slot_policy(slot))
     return path
 
 

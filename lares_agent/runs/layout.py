@@ -45,6 +45,7 @@ REPORT_NAME = "report"
 POLICIES_NAME = "policies"  # the selected policy at each reward update and at the end (engine/policy_artefact.py)
 POLICY_SUFFIX = ".pt"
 FINAL_POLICY = "final"
+SLOT_POLICY_PREFIX = "slot-"  # every slot's policy at the end: policies/slot-2.pt
 FEATURE_SAMPLE_NAME = "feature_sample.npz"  # inside checkpoints/: buffer features for the report's influence
 
 RUN_FILE_NAMES: tuple[str, ...] = (
@@ -109,6 +110,10 @@ class RunLayout:
     def policy(self, name: str) -> Path:
         """The policy file ``name`` (``round-0003``, ``final``, ``slot-2``) in ``policies/``."""
         return self.policies / f"{name}{POLICY_SUFFIX}"
+
+    def slot_policy(self, slot: int) -> Path:
+        """Slot ``slot``'s policy at the end of the run (``policies/slot-<slot>.pt``)."""
+        return self.policy(f"{SLOT_POLICY_PREFIX}{int(slot)}")
 
     @property
     def report(self) -> Path:

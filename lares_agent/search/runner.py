@@ -194,7 +194,7 @@ class Search:
         self.log.event("run_start", env_steps=engine.env_steps, round=engine.round, **resumed)
         steps = engine.run(progress=on_iteration, should_stop=stop)
         engine.save_checkpoint()
-        engine.save_policy(FINAL_POLICY)
+        engine.save_policy(FINAL_POLICY, every_slot=True)
         finished = engine.done
         session = time.monotonic() - start
         wall = earlier + session

@@ -49,7 +49,7 @@ from lares_agent.engine.loop.state import (
     load_counters,
     rewards_from_state,
 )
-from lares_agent.engine.policy_artefact import artefact_from_state, save_artefact
+from lares_agent.engine.policy_artefact import write_policies
 from lares_agent.engine.rollouts.episodes import EVAL_STREAM, episode_seed
 from lares_agent.engine.tasks import TaskSpec
 from lares_agent.runs import RunLayout
@@ -307,9 +307,9 @@ class ESEngine:
         if self.save_checkpoint(name) is not None:
             self.save_policy(name)
 
-    def save_policy(self, name: str) -> Path | None:
+    def save_policy(self, name: str, every_slot: bool = False) -> Path | None:
         """The ranked-first slot's ES mean as ``policies/<name>.pt`` (engine/policy_artefact.py; no-op without a
-        run directory)."""
+        run directory). ``every_slot``: also each slot's own file (the end of a run)."""
         if self.run_dir is None:
             return None
         if self._action_box is None:  # the engine holds no env itself (the learners do, maybe remotely)
@@ -318,10 +318,9 @@ class ESEngine:
             env.close()
         state = {"learner": LEARNER, "task": self.task.name, "config": self.config.to_json(),
                  "counters": dataclasses.asdict(self.counters), "learners": self.backend.state_dicts()}
-        slot = self.best_slot
         low, high = self._action_box
-        artefact = artefact_from_state(state, slot, low, high, self.rewards[slot].id)
-        return save_artefact(artefact, RunLayout(self.run_dir).policy(name))
+        ids = [fn.id for fn in self.rewards[: self.num_slots]]
+        return write_policies(RunLayout(self.run_dir), name, state, self.best_slot, low, high, ids, every_slot)
 
     @classmethod
     def restore(cls, checkpoint: str | Path, task: TaskSpec, load_reward: LoadReward | None = None,

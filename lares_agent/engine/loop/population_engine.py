@@ -51,7 +51,7 @@ from lares_agent.engine.loop.state import (
     rewards_from_state,
 )
 from lares_agent.engine.loop.thompson import ThompsonSampler
-from lares_agent.engine.policy_artefact import artefact_from_state, save_artefact
+from lares_agent.engine.policy_artefact import write_policies
 from lares_agent.engine.rollouts.episodes import EVAL_STREAM, EnvPool, episode_seed
 from lares_agent.engine.rollouts.evaluation import evaluate_members
 from lares_agent.engine.tasks import TaskSpec
@@ -371,17 +371,16 @@ class LaResEngine:
         if self.save_checkpoint(name) is not None:
             self.save_policy(name)
 
-    def save_policy(self, name: str) -> Path | None:
+    def save_policy(self, name: str, every_slot: bool = False) -> Path | None:
         """The ranked-first slot's policy as ``policies/<name>.pt`` (engine/policy_artefact.py; no-op without a
-        run directory)."""
+        run directory). ``every_slot``: also each slot's own file (the end of a run)."""
         if self.run_dir is None:
             return None
         state = {"learner": self.config.learner, "task": self.task.name, "config": self.config.to_json(),
                  "counters": dataclasses.asdict(self.counters), "population": self.population.state_dict()}
-        box = self.pool.get(1)[0].action_space
-        slot = self.best_slot
-        artefact = artefact_from_state(state, slot, box.low, box.high, self.rewards[slot].id)  # type: ignore[attr-defined]
-        return save_artefact(artefact, RunLayout(self.run_dir).policy(name))
+        box: Any = self.pool.get(1)[0].action_space
+        ids = [fn.id for fn in self.rewards[: self.num_slots]]
+        return write_policies(RunLayout(self.run_dir), name, state, self.best_slot, box.low, box.high, ids, every_slot)
 
     @classmethod
     def restore(
