@@ -133,3 +133,15 @@ def test_a_resumed_run_stops_at_its_token_cap_counting_the_earlier_calls(finishe
     end = [e for e in read_jsonl(run / "events.jsonl") if e["event"] == "run_end"][-1]
     assert end["llm"]["total_tokens"] == earlier
     assert wall_before > 0 and end["wall_s"] >= wall_before + end["session_wall_s"] - 1e-6
+
+
+def test_spent_wall_time_adds_ended_and_killed_sessions(tmp_path: Path) -> None:
+    clock = iter([100.0, 160.0, 200.0, 230.0, 300.0])
+    log = RunLog(RunLayout(tmp_path), clock=lambda: next(clock))
+    log.event("run_start", env_steps=0)  # 100
+    log.event("run_end", env_steps=10, wall_s=70.0)  # 160: the run's total so far (initial proposals included)
+    log.event("run_start", env_steps=10)  # 200: killed after its fallback at 230
+    log.event("fallback", round=1)  # 230
+    assert spent_wall_s(log) == pytest.approx(70.0 + 30.0)
+    log.event("run_start", env_steps=10)  # 300: a session killed before any stamped line adds nothing yet
+    assert spent_wall_s(log) == pytest.approx(100.0)
