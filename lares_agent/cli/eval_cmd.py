@@ -74,8 +74,8 @@ def eval_command(
     run: Annotated[Path | None, typer.Argument(help="run directory (runs/<run-id>); optional with --policy PATH")]
     = None,
     policy: Annotated[str, typer.Option(
-        "--policy", help="best (the ranked-first policy: final, else the newest round), final, 'slot N' (from the "
-                         "newest checkpoint), or a policy file PATH")] = "best",
+        "--policy", help="best (the ranked-first policy: final, else the newest round), final, 'slot N' "
+                         "(policies/slot-N.pt, else the newest checkpoint), or a policy file PATH")] = "best",
     episodes: Annotated[int, typer.Option(help="Deterministic episodes to play.")] = 10,
     seed: Annotated[int, typer.Option(help="Seed of the episodes' resets.")] = 0,
     task: Annotated[str | None, typer.Option(help="Task to play on (default: the run's, from config.json).")] = None,
