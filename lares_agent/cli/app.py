@@ -105,6 +105,9 @@ app.command("trace")(trace_command)
 from lares_agent.cli.export_cmd import export_command  # noqa: E402
 
 app.command("export")(export_command)
+from lares_agent.cli.eval_cmd import eval_command  # noqa: E402
+
+app.command("eval")(eval_command)
 
 
 def main() -> None:

@@ -79,10 +79,17 @@ def _finish(outcome: RunOutcome, report: bool, allow_fallback: bool = False) -> 
     only_fallbacks = outcome.llm is not None and outcome.llm.only_fallbacks
     if outcome.llm is not None and only_fallbacks:
         typer.echo(f"warning: {outcome.llm.sentence()}")
+    index = None
     if report:
         from lares_agent.report.html import write_report
 
         index = write_report(outcome.run.root)
+    from lares_agent.cli.takeaway import takeaway_lines
+
+    got = takeaway_lines(outcome.run.root, outcome.ranked_success, index)  # reward, policy, eval/export commands
+    for line in got:
+        typer.echo(line)
+    if index is not None and not got:
         typer.echo(f"report: {index}")
     typer.echo(f"results: {outcome.run.root}")
     typer.echo(f"  trace: lares trace {outcome.run.root}    resume: lares resume {outcome.run.root}")

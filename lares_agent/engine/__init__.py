@@ -58,6 +58,8 @@ if TYPE_CHECKING:
     from lares_agent.engine.loop.es_engine import ESEngine, GenerationInfo
     from lares_agent.engine.loop.interaction import IterationInfo
     from lares_agent.engine.loop.population_engine import LaResEngine
+    from lares_agent.engine.policy_artefact import PolicyArtefact, artefact_from_state, save_artefact
+    from lares_agent.engine.policy_eval import VideoError, evaluate_policy, record_video
 
 # name -> module, for the names that import torch (see the module docstring); the TYPE_CHECKING block above
 # lists the same names for type checkers.
@@ -78,6 +80,12 @@ _LAZY = {
     "GenerationInfo": "lares_agent.engine.loop.es_engine",
     "IterationInfo": "lares_agent.engine.loop.interaction",
     "LaResEngine": "lares_agent.engine.loop.population_engine",
+    "PolicyArtefact": "lares_agent.engine.policy_artefact",
+    "artefact_from_state": "lares_agent.engine.policy_artefact",
+    "save_artefact": "lares_agent.engine.policy_artefact",
+    "VideoError": "lares_agent.engine.policy_eval",
+    "evaluate_policy": "lares_agent.engine.policy_eval",
+    "record_video": "lares_agent.engine.policy_eval",
 }
 
 __all__ = [
@@ -107,6 +115,7 @@ __all__ = [
     "LoadReward",
     "MemberEvaluation",
     "NonFiniteRewardError",
+    "PolicyArtefact",
     "PopulationLearner",
     "ProposeFn",
     "ReplayBuffer",
@@ -117,17 +126,22 @@ __all__ = [
     "SlotEvaluation",
     "TaskSpec",
     "UpdateContext",
+    "VideoError",
+    "artefact_from_state",
     "batch_features",
     "checkpoint_meta",
     "distinct_fraction",
+    "evaluate_policy",
     "get_task",
     "latest_checkpoint",
     "list_tasks",
     "load_checkpoint",
     "newest_loadable",
     "random_feature_sample",
+    "record_video",
     "remove_stale",
     "run_episodes",
+    "save_artefact",
     "save_checkpoint",
     "uniform_actions",
     "verify_checkpoint",

@@ -25,7 +25,7 @@ from lares_agent.llm.errors import BadAnswer, BudgetExceeded, EndpointDown, LLME
 from lares_agent.llm.local import LlamaCppChatModel, to_openai_messages
 from lares_agent.llm.replay import ReplayChatModel, call_key, record_file, record_path
 from lares_agent.llm.usage import UsageLedger
-from lares_agent.runs import LLM_CALLS_NAME, LLMCallRow
+from lares_agent.runs import LLM_CALLS_NAME, LLMCallRow, RecordFile
 
 _BACKOFF_BASE_S = 0.5
 _BACKOFF_CAP_S = 8.0
@@ -138,7 +138,9 @@ class LLMClient:
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
         breaker: Breaker | None = None,
+        spent: UsageLedger | None = None,
     ) -> None:
+        """`spent`: usage the run had before this client (a resume), counted against its budgets."""
         self.chat_model = chat_model
         self.config = config
         self.record_path = record_path
@@ -146,7 +148,7 @@ class LLMClient:
         self.kind = _kind(chat_model)
         self._sleep = sleep
         self._clock = clock
-        self._ledger = UsageLedger()
+        self._ledger = spent if spent is not None else UsageLedger()
         self._format_level = 0
         self._count = 0
         self._lock = threading.Lock()
@@ -391,9 +393,12 @@ def make_client(config: LLMConfig, run_dir: Path | None, replay_from: Path | Non
     """
     chat_model = build_chat_model(config, replay_from)
     path: Path | None = None
+    spent: UsageLedger | None = None
     if run_dir is not None:
         run_dir.mkdir(parents=True, exist_ok=True)
         path = run_dir / LLM_CALLS_NAME
+        if path.is_file():  # a resumed run: its earlier calls count against the budgets
+            spent = UsageLedger.from_calls(RecordFile(path, LLMCallRow.from_json).read())
         if replay_from is not None and record_path(replay_from).resolve() == path.resolve():
             path = None
-    return LLMClient(chat_model, config, path)
+    return LLMClient(chat_model, config, path, spent=spent)

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import copy
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
+
+from lares_agent.runs import LLMCallRow
 
 _FIELDS = ("calls", "prompt_tokens", "completion_tokens", "seconds", "failures")
 
@@ -25,6 +28,19 @@ class UsageLedger:
     by_tag: dict[str, dict[str, Any]] = field(default_factory=dict)
     estimated_calls: int = 0  # calls whose token counts were estimated (the server sent no usage)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @classmethod
+    def from_calls(cls, rows: Iterable[LLMCallRow]) -> UsageLedger:
+        """The usage of calls already made (a resumed run's `llm_calls.jsonl`), so the run's token and time
+        budgets count them: without this a resume started again at 0 (issue 15, part 5)."""
+        ledger = cls()
+        for row in rows:
+            if row.ok:
+                ledger._add(row.tag, calls=1, prompt_tokens=row.prompt_tokens,
+                            completion_tokens=row.completion_tokens, seconds=row.seconds)
+            else:
+                ledger._add(row.tag, failures=1, seconds=row.seconds)
+        return ledger
 
     def _add(self, tag: str, **delta: float) -> None:
         row = self.by_tag.setdefault(tag, _zero())

@@ -9,7 +9,7 @@ from lares_agent.runs.atomic import atomic_write_bytes, atomic_write_text
 from lares_agent.runs.candidates import VERDICTS, CandidateRow, Verdict
 from lares_agent.runs.events import EVENT_KINDS, Event, EventKind, RewardUpdateRecord, SlotFitness
 from lares_agent.runs.files import RecordFile, RunLog
-from lares_agent.runs.health import LLMHealth, RecordedOutcome, llm_health, recorded_outcome
+from lares_agent.runs.health import LLMHealth, RecordedOutcome, llm_health, recorded_outcome, spent_wall_s
 from lares_agent.runs.jsonl import JsonlWriter, append_jsonl, read_jsonl, to_jsonable
 from lares_agent.runs.layout import (
     CANDIDATES_NAME,
@@ -17,8 +17,10 @@ from lares_agent.runs.layout import (
     CONFIG_NAME,
     EVENTS_NAME,
     FEATURE_SAMPLE_NAME,
+    FINAL_POLICY,
     LLM_CALLS_NAME,
     METRICS_NAME,
+    POLICIES_NAME,
     REPORT_NAME,
     RUN_FILE_NAMES,
     RUN_MARKERS,
@@ -38,9 +40,11 @@ __all__ = [
     "EVENTS_NAME",
     "EVENT_KINDS",
     "FEATURE_SAMPLE_NAME",
+    "FINAL_POLICY",
     "LLM_CALLS_NAME",
     "METRICS_NAME",
     "METRIC_KINDS",
+    "POLICIES_NAME",
     "REPORT_NAME",
     "RUN_FILE_NAMES",
     "RUN_FORMAT",
@@ -76,6 +80,7 @@ __all__ = [
     "read_jsonl",
     "read_marked_config",
     "recorded_outcome",
+    "spent_wall_s",
     "to_jsonable",
     "truncate_logs",
 ]

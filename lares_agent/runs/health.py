@@ -8,13 +8,14 @@ the run finished, from the files alone (resuming a finished run prints this, def
 
 from __future__ import annotations
 
+import datetime as _dt
 import re
 from collections import Counter
 from dataclasses import dataclass
 
 from lares_agent.runs.files import RunLog
 
-__all__ = ["NOT_FROM_LLM", "LLMHealth", "RecordedOutcome", "llm_health", "recorded_outcome"]
+__all__ = ["NOT_FROM_LLM", "LLMHealth", "RecordedOutcome", "llm_health", "recorded_outcome", "spent_wall_s"]
 
 # Accepted candidate rows that are not the LLM's: the built-in fallback and the user's --rewards file.
 NOT_FROM_LLM = ("fallback", "given (--rewards)")
@@ -86,3 +87,38 @@ def recorded_outcome(log: RunLog) -> RecordedOutcome:
     finished = bool(last is not None and last.get("finished"))
     wall = float(last.get("wall_s", 0.0) or 0.0) if last is not None else 0.0
     return RecordedOutcome(int(steps), finished, float(best), wall)
+
+
+def spent_wall_s(log: RunLog) -> float:
+    """Wall seconds the run's earlier sessions took, so a resumed run reports its whole time (issue 15).
+
+    A session that ended has a `run_end` whose `wall_s` is the run's total so far; one that was killed counts
+    from its `run_start` to its last stamped event or LLM call, whichever is later (the engine's own events
+    carry no time; the time before its first `run_start`, spent on the initial proposals, is lost with it).
+    """
+    calls = sorted(t for t in (_epoch(row.time) for row in log.llm_calls.read()) if t is not None)
+    total, start, last = 0.0, None, None
+
+    def close(start: float, last: float | None, until: float | None) -> float:
+        inside = [t for t in calls if t >= start and (until is None or t < until)]
+        return max(0.0, max([last or start, *inside]) - start)
+
+    for event in log.events.read():
+        if event.event == "run_start" and event.time is not None:
+            if start is not None:
+                total += close(start, last, event.time)
+            start = last = event.time
+        elif event.event == "run_end":
+            total, start = float(event.get("wall_s", 0.0) or 0.0), None
+        elif event.time is not None and start is not None:
+            last = event.time
+    if start is not None:
+        total += close(start, last, None)
+    return total
+
+
+def _epoch(iso: str) -> float | None:
+    try:
+        return _dt.datetime.fromisoformat(iso).timestamp() if iso else None
+    except ValueError:
+        return None

@@ -22,8 +22,10 @@ __all__ = [
     "CONFIG_NAME",
     "EVENTS_NAME",
     "FEATURE_SAMPLE_NAME",
+    "FINAL_POLICY",
     "LLM_CALLS_NAME",
     "METRICS_NAME",
+    "POLICIES_NAME",
     "REPORT_NAME",
     "RUN_FILE_NAMES",
     "RUN_MARKERS",
@@ -40,11 +42,15 @@ LLM_CALLS_NAME = "llm_calls.jsonl"
 TRACE_NAME = "trace.sqlite"
 CHECKPOINTS_NAME = "checkpoints"
 REPORT_NAME = "report"
+POLICIES_NAME = "policies"  # the selected policy at each reward update and at the end (engine/policy_artefact.py)
+POLICY_SUFFIX = ".pt"
+FINAL_POLICY = "final"
+SLOT_POLICY_PREFIX = "slot-"  # every slot's policy at the end: policies/slot-2.pt
 FEATURE_SAMPLE_NAME = "feature_sample.npz"  # inside checkpoints/: buffer features for the report's influence
 
 RUN_FILE_NAMES: tuple[str, ...] = (
     CONFIG_NAME, METRICS_NAME, EVENTS_NAME, CANDIDATES_NAME, LLM_CALLS_NAME, TRACE_NAME, CHECKPOINTS_NAME,
-    REPORT_NAME, FEATURE_SAMPLE_NAME,
+    REPORT_NAME, FEATURE_SAMPLE_NAME, POLICIES_NAME,
 )
 # Files whose presence marks a run folder (config.json alone is enough: a run killed before its first
 # evaluation still deserves a report that says so).
@@ -96,6 +102,18 @@ class RunLayout:
     @property
     def feature_sample(self) -> Path:
         return self.checkpoints / FEATURE_SAMPLE_NAME
+
+    @property
+    def policies(self) -> Path:
+        return self.root / POLICIES_NAME
+
+    def policy(self, name: str) -> Path:
+        """The policy file ``name`` (``round-0003``, ``final``, ``slot-2``) in ``policies/``."""
+        return self.policies / f"{name}{POLICY_SUFFIX}"
+
+    def slot_policy(self, slot: int) -> Path:
+        """Slot ``slot``'s policy at the end of the run (``policies/slot-<slot>.pt``)."""
+        return self.policy(f"{SLOT_POLICY_PREFIX}{int(slot)}")
 
     @property
     def report(self) -> Path:

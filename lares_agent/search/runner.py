@@ -28,7 +28,16 @@ from lares_agent.engine import (
     random_feature_sample,
 )
 from lares_agent.errors import ConfigError, LaresError
-from lares_agent.runs import LLMHealth, RunLayout, RunLog, llm_health, read_marked_config, recorded_outcome
+from lares_agent.runs import (
+    FINAL_POLICY,
+    LLMHealth,
+    RunLayout,
+    RunLog,
+    llm_health,
+    read_marked_config,
+    recorded_outcome,
+    spent_wall_s,
+)
 from lares_agent.runs.oserrors import cause_of, run_file_error
 from lares_agent.search.config import SearchConfig, engine_config, llm_config
 from lares_agent.search.resume_checks import ResumePlan, prepare_resume
@@ -180,20 +189,23 @@ class Search:
         def stop() -> bool:
             return self.stop() or (deadline is not None and time.monotonic() > deadline)
 
+        earlier = spent_wall_s(self.log)  # a resumed run reports its whole wall time
         resumed = self.resume.summary() if self.resume is not None else {}
         self.log.event("run_start", env_steps=engine.env_steps, round=engine.round, **resumed)
         steps = engine.run(progress=on_iteration, should_stop=stop)
         engine.save_checkpoint()
+        engine.save_policy(FINAL_POLICY, every_slot=True)
         finished = engine.done
-        wall = time.monotonic() - start
+        session = time.monotonic() - start
+        wall = earlier + session
         best[0] = max(best[0], _best_success(engine))
         usage = self.llm.usage if self.llm is not None else {}
         health = llm_health(self.log) if self.cfg.setting != "baseline" else None
         extra = {"stopped_by": self.stop.name} if self.stop() else {}
         if health is not None and health.only_fallbacks:
             extra["only_fallbacks"] = health.sentence()
-        self.log.event("run_end", env_steps=steps, finished=finished, wall_s=wall, best_success=best[0], llm=usage,
-                       **extra)
+        self.log.event("run_end", env_steps=steps, finished=finished, wall_s=wall, session_wall_s=session,
+                       best_success=best[0], llm=usage, **extra)
         return RunOutcome(self.run, steps, finished, best[0], wall, _ranked_success(engine), self.stop.name or None,
                           self.stop.exit_code if self.stop() else 0, health)
 

@@ -49,8 +49,10 @@ from lares_agent.engine.loop.state import (
     load_counters,
     rewards_from_state,
 )
+from lares_agent.engine.policy_artefact import write_policies
 from lares_agent.engine.rollouts.episodes import EVAL_STREAM, episode_seed
 from lares_agent.engine.tasks import TaskSpec
+from lares_agent.runs import RunLayout
 
 __all__ = ["ESEngine", "GenerationInfo"]
 
@@ -118,6 +120,7 @@ class ESEngine:
         self._es_count = 0
         self._start = time.monotonic()
         self.last_metrics: dict[str, Any] = {}
+        self._action_box: tuple[np.ndarray, np.ndarray] | None = None
         self._hooks = LearnerHooks(
             # the diversity measure needs at least one rollout per slot, whatever the proposer is given
             evaluate=lambda: self.evaluate(config.update_eval_episodes, keep_rollouts=max(config.rollouts_kept, 1)),
@@ -128,7 +131,7 @@ class ESEngine:
             reward_nonfinite=lambda _slot, ev: not math.isfinite(ev.own_return),
             inherit=self._inherit,
             log_evaluation=lambda evals: self._log_evaluation("update", evals),
-            checkpoint=self.save_checkpoint,
+            checkpoint=self._round_checkpoint,
             diversity=self._diversity,
             event_fields=lambda: {"learner": LEARNER, "generation": self.counters.generation,
                                   "selection": config.selection.method},
@@ -298,6 +301,26 @@ class ESEngine:
     def save_checkpoint(self, name: str | None = None) -> Path | None:
         """Atomically checkpoint under ``run_dir/checkpoints`` (no-op without a run directory)."""
         return self.log.checkpoint(self.state_dict, name, self.counters)
+
+    def _round_checkpoint(self, name: str) -> None:
+        """A reward update's checkpoint, then the selected policy under the same name (issue 15)."""
+        if self.save_checkpoint(name) is not None:
+            self.save_policy(name)
+
+    def save_policy(self, name: str, every_slot: bool = False) -> Path | None:
+        """The ranked-first slot's ES mean as ``policies/<name>.pt`` (engine/policy_artefact.py; no-op without a
+        run directory). ``every_slot``: also each slot's own file (the end of a run)."""
+        if self.run_dir is None:
+            return None
+        if self._action_box is None:  # the engine holds no env itself (the learners do, maybe remotely)
+            env = self.task.make_env(self.config.seed)
+            self._action_box = (np.asarray(env.action_space.low), np.asarray(env.action_space.high))  # type: ignore[attr-defined]
+            env.close()
+        state = {"learner": LEARNER, "task": self.task.name, "config": self.config.to_json(),
+                 "counters": dataclasses.asdict(self.counters), "learners": self.backend.state_dicts()}
+        low, high = self._action_box
+        ids = [fn.id for fn in self.rewards[: self.num_slots]]
+        return write_policies(RunLayout(self.run_dir), name, state, self.best_slot, low, high, ids, every_slot)
 
     @classmethod
     def restore(cls, checkpoint: str | Path, task: TaskSpec, load_reward: LoadReward | None = None,

@@ -51,9 +51,11 @@ from lares_agent.engine.loop.state import (
     rewards_from_state,
 )
 from lares_agent.engine.loop.thompson import ThompsonSampler
+from lares_agent.engine.policy_artefact import write_policies
 from lares_agent.engine.rollouts.episodes import EVAL_STREAM, EnvPool, episode_seed
 from lares_agent.engine.rollouts.evaluation import evaluate_members
 from lares_agent.engine.tasks import TaskSpec
+from lares_agent.runs import RunLayout
 
 __all__ = ["LaResEngine"]
 
@@ -130,7 +132,7 @@ class LaResEngine:
             reward_nonfinite=lambda slot, _ev: bool(self.buffer.nonfinite_count[slot] > 0),
             inherit=self._inherit,
             log_evaluation=lambda evals: self._log_evaluation("update", evals),
-            checkpoint=self.save_checkpoint,
+            checkpoint=self._round_checkpoint,
         )
 
     # ------------------------------------------------------------------ views
@@ -363,6 +365,22 @@ class LaResEngine:
         ``round-<n>`` names, which are kept.
         """
         return self.log.checkpoint(self.state_dict, name, self.counters)
+
+    def _round_checkpoint(self, name: str) -> None:
+        """A reward update's checkpoint, then the selected policy under the same name (issue 15)."""
+        if self.save_checkpoint(name) is not None:
+            self.save_policy(name)
+
+    def save_policy(self, name: str, every_slot: bool = False) -> Path | None:
+        """The ranked-first slot's policy as ``policies/<name>.pt`` (engine/policy_artefact.py; no-op without a
+        run directory). ``every_slot``: also each slot's own file (the end of a run)."""
+        if self.run_dir is None:
+            return None
+        state = {"learner": self.config.learner, "task": self.task.name, "config": self.config.to_json(),
+                 "counters": dataclasses.asdict(self.counters), "population": self.population.state_dict()}
+        box: Any = self.pool.get(1)[0].action_space
+        ids = [fn.id for fn in self.rewards[: self.num_slots]]
+        return write_policies(RunLayout(self.run_dir), name, state, self.best_slot, box.low, box.high, ids, every_slot)
 
     @classmethod
     def restore(

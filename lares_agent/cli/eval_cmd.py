@@ -1,0 +1,132 @@
+"""`lares eval RUN [--policy best|final|slot N|PATH] [--episodes N] [--seed S] [--task T] [--video FILE] [--json]`:
+roll a run's policy out and print its success and return (issue 15 part 1)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from lares_agent.errors import LaresError
+
+_SLOT = re.compile(r"^slot[\s:=-]*(\d+)$")
+
+
+def resolve_policy(run: Path | None, which: str) -> tuple[Any, Path | str]:
+    """The policy `--policy` names and where it came from (a file, or `checkpoint <name> slot N`)."""
+    from lares_agent.engine import PolicyArtefact
+    from lares_agent.runs import FINAL_POLICY, RunLayout
+
+    slot = _SLOT.match(which.strip().lower())
+    if which not in ("best", "final") and slot is None:
+        return PolicyArtefact.load(Path(which)), Path(which)
+    if run is None:
+        raise LaresError(f"--policy {which} needs a run folder")
+    layout = RunLayout.open(run)
+    if slot is not None:
+        path = layout.slot_policy(int(slot.group(1)))
+        if path.is_file():  # written at the end of a run; before that, the newest checkpoint has every slot
+            return PolicyArtefact.load(path), path
+        return _from_checkpoint(layout, int(slot.group(1)))
+    final = layout.policy(FINAL_POLICY)
+    if final.is_file():
+        return PolicyArtefact.load(final), final
+    if which == "final":
+        raise LaresError(f"{run} has no final policy yet ({final} is missing: the run did not end); "
+                         "pass --policy best for the newest one")
+    rounds = sorted(layout.policies.glob(f"round-*{final.suffix}")) if layout.policies.is_dir() else []
+    if rounds:
+        return PolicyArtefact.load(rounds[-1]), rounds[-1]
+    return _from_checkpoint(layout, None)
+
+
+def _from_checkpoint(layout: Any, slot: int | None) -> tuple[Any, str]:
+    """A slot's policy (None: the ranked-first slot) built from the newest engine checkpoint."""
+    from lares_agent.engine import PolicyArtefact, artefact_from_state, get_task, latest_checkpoint, load_checkpoint
+
+    checkpoint = latest_checkpoint(layout.checkpoints)
+    if checkpoint is None:
+        raise LaresError(f"{layout.root} has no policy file and no checkpoint yet; nothing to evaluate")
+    state = load_checkpoint(checkpoint)
+    chosen = int(state["counters"]["best_slot"]) if slot is None else slot
+    env = get_task(str(state["task"])).make_env(0)
+    try:
+        box: Any = env.action_space
+        low, high = box.low, box.high
+    finally:
+        env.close()
+    rewards = state.get("rewards") or []
+    reward_id = str(rewards[chosen].get("id", "?")) if 0 <= chosen < len(rewards) else "?"
+    data = artefact_from_state(state, chosen, low, high, reward_id)
+    return PolicyArtefact(data), f"checkpoint {checkpoint.name}, slot {chosen}"
+
+
+def _number(x: float, fmt: str) -> str:
+    return "n/a" if not math.isfinite(x) else format(x, fmt)
+
+
+def eval_command(
+    run: Annotated[Path | None, typer.Argument(help="run directory (runs/<run-id>); optional with --policy PATH")]
+    = None,
+    policy: Annotated[str, typer.Option(
+        "--policy", help="best (the ranked-first policy: final, else the newest round), final, 'slot N' "
+                         "(policies/slot-N.pt, else the newest checkpoint), or a policy file PATH")] = "best",
+    episodes: Annotated[int, typer.Option(help="Deterministic episodes to play.")] = 10,
+    seed: Annotated[int, typer.Option(help="Seed of the episodes' resets.")] = 0,
+    task: Annotated[str | None, typer.Option(help="Task to play on (default: the run's, from config.json).")] = None,
+    video: Annotated[Path | None, typer.Option(help="Write the first episode as a .gif or .mp4 (MuJoCo off screen).")]
+    = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of text.")] = False,
+) -> None:
+    """Roll the run's policy out (deterministic actions, seeded resets) and print success rate, task return
+    and episode length."""
+    if video is not None and not os.environ.get("MUJOCO_GL") and not os.environ.get("DISPLAY"):
+        os.environ["MUJOCO_GL"] = "egl"  # read when MuJoCo is first imported: set before any env exists
+    from lares_agent.engine import VideoError, evaluate_policy, get_task, record_video
+
+    if episodes < 1:
+        raise LaresError(f"--episodes must be >= 1, got {episodes}")
+    loaded, source = resolve_policy(run, policy)
+    horizon = None
+    name = task
+    if run is not None:
+        from lares_agent.runs import RunLayout
+        from lares_agent.search.runner import read_config
+
+        cfg = read_config(RunLayout.open(run))
+        name, horizon = task or cfg.task, cfg.horizon
+    spec = get_task(name or loaded.task)
+    result = evaluate_policy(spec, loaded, episodes, seed, horizon)
+    out: dict[str, Any] = {
+        "policy": str(source), "learner": loaded.learner, "trained_task": loaded.task, "task": spec.name,
+        "reward_id": loaded.reward_id, "slot": loaded.data["slot"], "env_steps": loaded.data["env_steps"],
+        "round": loaded.data["round"], "episodes": episodes, "seed": seed, "success_rate": result.success_rate,
+        "task_return": None if not math.isfinite(result.task_return) else result.task_return,
+        "episode_length": result.episode_length,
+    }
+    video_error = None
+    if video is not None:
+        try:
+            out["video_frames"] = record_video(spec, loaded, video, seed, horizon)
+            out["video"] = str(video)
+        except VideoError as exc:
+            video_error = str(exc)
+            out["video_error"] = video_error
+    if as_json:
+        typer.echo(json.dumps(out))
+    else:
+        typer.echo(f"policy: {loaded.summary()}")
+        typer.echo(f"  from {source}")
+        typer.echo(f"{spec.name}, {episodes} deterministic episodes (seed {seed}): "
+                   f"success {result.success_rate:.0%}, task return {_number(result.task_return, '.2f')} (mean), "
+                   f"episode length {result.episode_length:.1f}")
+        if "video" in out:
+            typer.echo(f"video: {video} ({out['video_frames']} frames)")
+    if video_error is not None:
+        typer.echo(f"error: no video written: {video_error}", err=True)
+        raise typer.Exit(1)
