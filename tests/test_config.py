@@ -149,10 +149,11 @@ def test_config_json_of_earlier_versions_loads_as_what_it_ran() -> None:
 def test_presets_name_their_learner() -> None:
     # The demo's learner is one constant (issue 12: switched after measurement); the paper stays SAC.
     assert preset_config("demo").learner == search_cfg.DEMO_LEARNER
-    demo = preset_config("demo")
-    assert (demo.batch_size, demo.init_alpha) == (256, 1.0)  # CrossQ as measured, not the SAC-tuned defaults
-    sac = preset_config("demo", learner="sac")
-    assert (sac.batch_size, sac.init_alpha) == (SearchConfig().batch_size, SearchConfig().init_alpha)
+    for learner in ("crossq", "sac"):  # the demo values each learner gets: the defaults unless measured otherwise
+        cfg = preset_config("demo", learner=learner)
+        expected = {**{"batch_size": SearchConfig().batch_size, "init_alpha": SearchConfig().init_alpha},
+                    **search_cfg.DEMO_LEARNER_VALUES.get(learner, {})}
+        assert (cfg.batch_size, cfg.init_alpha) == (expected["batch_size"], expected["init_alpha"])
     paper = preset_config("paper")
     assert paper.learner == "sac" and engine_config(paper).sac.hidden == (256, 256, 256)  # type: ignore[union-attr]
     assert preset_config("paper", learner="crossq").learner == "crossq"  # a flag still overrides the preset
