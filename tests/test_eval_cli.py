@@ -25,8 +25,8 @@ def lares(*args: str, home: Path) -> Any:
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("eval")
-    result = lares("baseline", "--task", "Reacher-v5", "--budget", "200", "--no-report", "--run-dir",
-                   str(base / "runs"), home=base)
+    result = lares("baseline", "--task", "Reacher-v5", "--learner", "sac", "--budget", "200", "--no-report",
+                   "--run-dir", str(base / "runs"), home=base)
     assert result.exit_code == 0, result.output
     (folder,) = [p for p in (base / "runs").iterdir() if p.is_dir()]
     return folder
