@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_openai import FakeOpenAI, chat_completion, serving
+from fake_openai import FakeOpenAI, reacher_answer, serving
 from typer.testing import CliRunner
 
 from lares_agent.cli.app import app
@@ -35,11 +35,7 @@ class Server(FakeOpenAI):
         with self.lock:
             self.requests += 1
             n = self.requests
-        user = str(body["messages"][-1]["content"])
-        text = "The arm overshoots." if not user.startswith("# Step: propose") else json.dumps({"candidates": [{
-            "components": {"reach": f"-{1 + 0.25 * n}*fingertip_to_target", "calm": "-0.01*joint_speed"},
-            "rationale": f"variant {n}"}]})
-        return 200, chat_completion(text, body.get("model", "fake"), 50, 10)
+        return 200, reacher_answer(body, n)
 
 
 @pytest.fixture(scope="module")
