@@ -125,7 +125,10 @@ def run_command(
     ray_address: Annotated[str | None, typer.Option(
         help="Ray cluster address (with --backend ray); default: local Ray.")] = None,
     selection: Annotated[str, typer.Option(
-        help="Reward-population selection: truncation (LaRes) or tournament (--learner es only).")] = "truncation",
+        help="Reward-population selection: truncation (LaRes), tournament (--learner es only) or pareto "
+             "(non-dominated over fitness, smooth actions, simple rewards).")] = "truncation",
+    complexity_lambda: Annotated[float | None, typer.Option(
+        help="Fitness = graded value - this x reward complexity (default 0.001).")] = None,
     setting: Annotated[str, typer.Option(
         help="scratch (all rewards proposed) or init (the task's human reward seeds the population).")] = "scratch",
     rewards: Annotated[Path | None, typer.Option(help="JSON file of starting reward candidates.")] = None,
@@ -169,6 +172,7 @@ def run_command(
         ray_address=ray_address,
         setting=setting,
         selection=selection,
+        complexity_lambda=complexity_lambda,
         rewards_file=str(rewards) if rewards else None,
         obs_norm=obs_norm,
         critic_layer_norm=critic_layer_norm,

@@ -197,6 +197,14 @@ class MemberEvaluation:
     component_stats: Mapping[str, ComponentStats] = field(default_factory=dict)
     rollouts: tuple[Mapping[str, np.ndarray], ...] = ()
     nonfinite: bool = False
+    start_progress: float = float("nan")
+    """Mean progress feature at the first step (features exist only after a step; one step barely moves)."""
+    progress_closed: float = float("nan")
+    """Mean over episodes of (start - final) / |start| of the progress feature, clipped to [-1, 1]: the share of
+    the start distance closed (graded fitness before any success, docs/DESIGN.md "Graded fitness")."""
+    action_jerk: float = float("nan")
+    """Mean over episodes of the mean squared change of the policy-space action per step, ||a_t - a_{t-1}||^2
+    (lower is smoother; an objective of Pareto selection)."""
 
     def summary(self) -> dict[str, Any]:
         """JSON-ready scalars (no rollouts), for metrics.jsonl."""
@@ -226,11 +234,25 @@ class SlotEvaluation:
     """Mean progress feature at the last step (lower is better)."""
     complexity: float
     fitness: float
-    """success_rate - complexity_lambda * complexity (-inf for a quarantined slot)."""
+    """Graded value - complexity_penalty (-inf for a quarantined slot): the graded value is the success rate
+    when any slot of this update succeeds, else the share of the start distance closed (``graded_by``)."""
     tie_break: float
     """Secondary key (higher is better): task return or -final_progress, depending on the setting."""
     component_stats: Mapping[str, ComponentStats] = field(default_factory=dict)
     quarantined: bool = False
+    graded_by: Literal["success", "progress"] = "success"
+    """What the fitness was graded on at this update (the same for every slot of one update)."""
+    progress_closed: float = float("nan")
+    """``MemberEvaluation.progress_closed`` of the slot's policy."""
+    complexity_penalty: float = 0.0
+    """complexity_lambda * complexity, subtracted from the graded value."""
+    action_jerk: float = float("nan")
+    """``MemberEvaluation.action_jerk`` of the slot's policy (Pareto selection's smoothness objective)."""
+
+    @property
+    def graded(self) -> float:
+        """The value the fitness was graded on, before the complexity penalty."""
+        return self.success_rate if self.graded_by == "success" else self.progress_closed
 
     def to_json(self) -> dict[str, object]:
         """JSON-ready view for events.jsonl and the graph state."""
@@ -245,6 +267,10 @@ class SlotEvaluation:
             "fitness": self.fitness,
             "quarantined": self.quarantined,
             "components": {k: v.to_json() for k, v in self.component_stats.items()},
+            "graded_by": self.graded_by,
+            "progress_closed": self.progress_closed,
+            "complexity_penalty": self.complexity_penalty,
+            "action_jerk": self.action_jerk,
         }
 
 

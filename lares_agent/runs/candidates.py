@@ -37,6 +37,11 @@ class CandidateRow:
     fitness: float | None = None  # evaluated lines
     success: float | None = None  # evaluated lines
     component_stats: Mapping[str, Mapping[str, float]] | None = None  # evaluated lines: mean/std/share
+    # evaluated lines, what the fitness was made of: fitness = (success or progress_closed) - complexity_penalty
+    graded_by: str | None = None  # "success" (some slot succeeded at that update) or "progress"
+    progress_closed: float | None = None  # mean share of the start distance closed, in [-1, 1]
+    complexity_penalty: float | None = None  # complexity_lambda * complexity
+    action_jerk: float | None = None  # mean squared action change per step (Pareto selection's smoothness)
 
     @property
     def key(self) -> tuple[str, int | None, str | None, int | None]:
@@ -60,6 +65,10 @@ class CandidateRow:
             "success": self.success,
             "component_stats": None if self.component_stats is None else {
                 k: dict(v) for k, v in self.component_stats.items()},
+            "graded_by": self.graded_by,
+            "progress_closed": self.progress_closed,
+            "complexity_penalty": self.complexity_penalty,
+            "action_jerk": self.action_jerk,
         }
         return {k: v for k, v in data.items() if v is not None}
 
@@ -87,4 +96,8 @@ class CandidateRow:
             success=as_opt_float(row.get("success")),
             component_stats=as_stats(row["component_stats"]) if isinstance(row.get("component_stats"), Mapping)
             else None,
+            graded_by=as_opt_str(row.get("graded_by")),
+            progress_closed=as_opt_float(row.get("progress_closed")),
+            complexity_penalty=as_opt_float(row.get("complexity_penalty")),
+            action_jerk=as_opt_float(row.get("action_jerk")),
         )

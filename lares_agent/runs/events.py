@@ -112,8 +112,16 @@ class SlotFitness:
     complexity: float = math.nan
     quarantined: bool = False
     components: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # component -> mean/std/share
+    # what the fitness was made of (absent in runs before graded fitness): graded value - complexity_penalty
+    graded_by: str | None = None  # "success" or "progress" (the same for every slot of one update)
+    progress_closed: float = math.nan
+    complexity_penalty: float = math.nan
+    action_jerk: float = math.nan
 
     def to_json(self) -> dict[str, Any]:
+        graded = {} if self.graded_by is None else {
+            "graded_by": self.graded_by, "progress_closed": self.progress_closed,
+            "complexity_penalty": self.complexity_penalty, "action_jerk": self.action_jerk}
         return {
             "slot": self.slot,
             "reward_id": self.reward_id,
@@ -125,6 +133,7 @@ class SlotFitness:
             "fitness": self.fitness,
             "quarantined": self.quarantined,
             "components": {k: dict(v) for k, v in self.components.items()},
+            **graded,
         }
 
     @classmethod
@@ -143,6 +152,10 @@ class SlotFitness:
             complexity=as_float(row.get("complexity")),
             quarantined=bool(row.get("quarantined", False)),
             components=as_stats(row.get("components")),
+            graded_by=as_opt_str(row.get("graded_by")),
+            progress_closed=as_float(row.get("progress_closed")),
+            complexity_penalty=as_float(row.get("complexity_penalty")),
+            action_jerk=as_float(row.get("action_jerk")),
         )
 
 

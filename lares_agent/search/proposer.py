@@ -178,7 +178,9 @@ class GraphProposer:
                 CandidateRow(id=reward.id, round=ctx.round, slot=ev.slot, verdict="evaluated",
                              fitness=_finite(ev.fitness), success=_finite(ev.success_rate),
                              complexity=ev.complexity,
-                             component_stats={k: v.to_json() for k, v in ev.component_stats.items()}),
+                             component_stats={k: v.to_json() for k, v in ev.component_stats.items()},
+                             graded_by=ev.graded_by, progress_closed=_opt(ev.progress_closed),
+                             complexity_penalty=_opt(ev.complexity_penalty), action_jerk=_opt(ev.action_jerk)),
             )
             if self.context.cases is not None:
                 self.context.cases.update_fitness(
@@ -215,6 +217,11 @@ class GraphProposer:
     def _recent_rejections(self, k: int = 6) -> list[str]:
         reasons = [r.reason or "" for r in self.log.candidates.read() if r.verdict == "rejected"]
         return [r for r in reasons if r][-k:]
+
+
+def _opt(x: float) -> float | None:
+    """A finite value, else None (the field is left out of the JSON line)."""
+    return float(x) if math.isfinite(float(x)) else None
 
 
 def _finite(x: float) -> float:

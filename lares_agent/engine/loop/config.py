@@ -12,6 +12,7 @@ from lares_agent.engine.errors import EngineError
 from lares_agent.engine.learners.crossq import CrossQConfig
 from lares_agent.engine.learners.factory import LearnerConfig
 from lares_agent.engine.learners.sac import SACConfig
+from lares_agent.engine.loop.selection import SelectionConfig
 from lares_agent.errors import ConfigError
 
 __all__ = ["EngineConfig"]
@@ -60,7 +61,9 @@ class EngineConfig:
     """Thompson sampling picks who acts (LaRes §8). False (ablation): each of the K draws of an iteration picks
     an open learner uniformly at random (distinct winners act), ignoring successes, with the same K draws."""
     complexity_lambda: float = 0.0
-    """Fitness = success rate - complexity_lambda * complexity."""
+    """Fitness = graded value (success rate, or start distance closed before any success) - complexity_lambda *
+    complexity (``loop/fitness.py``); 0 here as in the reference, the search's default is measured
+    (``SearchConfig.complexity_lambda``)."""
     buffer_capacity: int = 1_000_000
     horizon: int | None = None
     """Episode length override (None: the task's horizon); shorter horizons keep tests fast."""
@@ -78,6 +81,9 @@ class EngineConfig:
     """Episodes kept per such slot (feature arrays per step, for the trajectory encoder)."""
     feature_sample: int = 4096
     """Buffer rows sampled for the hook's numeric validation of new candidates."""
+    selection: SelectionConfig = field(default_factory=SelectionConfig)
+    """How elites are chosen: truncation (LaRes: the top ``elites``) or pareto (non-dominated over fitness,
+    smooth actions and simple rewards, ``loop/pareto.py``). Tournament selection is the ES engine's."""
 
     def __post_init__(self) -> None:
         if self.learner not in GRADIENT_LEARNERS:
@@ -102,6 +108,9 @@ class EngineConfig:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.horizon is not None and self.horizon < 1:
             raise ConfigError(f"horizon must be >= 1, got {self.horizon}")
+        if self.selection.method == "tournament":
+            raise ConfigError("tournament selection runs in the ES engine; the replay-buffer engine selects by "
+                              "truncation or pareto")
         if self.anchor_weight < 0 or self.complexity_lambda < 0:
             raise ConfigError("anchor_weight and complexity_lambda must be >= 0")
 
@@ -125,8 +134,9 @@ class EngineConfig:
         config written before CrossQ existed has neither ``learner`` nor ``crossq`` and loads as SAC."""
         d = dict(data)
         sac, crossq = dict(d.pop("sac", {})), dict(d.pop("crossq", {}))
+        selection = SelectionConfig(**dict(d.pop("selection", {})))  # absent before Pareto selection: truncation
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = set(d) - known
         if unknown:
             raise EngineError(f"unknown engine config keys: {sorted(unknown)}")
-        return cls(**d, sac=SACConfig(**sac), crossq=CrossQConfig(**crossq))
+        return cls(**d, sac=SACConfig(**sac), crossq=CrossQConfig(**crossq), selection=selection)

@@ -35,11 +35,12 @@ from lares_agent.engine.contracts import (
     MemberEvaluation,
     ProposeFn,
     RewardFunction,
+    SlotEvaluation,
     UpdateContext,
 )
 from lares_agent.engine.es.learner import ESBackend, LearnerSettings, LocalBackend
 from lares_agent.engine.loop.es_config import ESSearchConfig
-from lares_agent.engine.loop.selection import measure_diversity, select_elites
+from lares_agent.engine.loop.selection import choose_elites, measure_diversity
 from lares_agent.engine.loop.slots import LearnerHooks, RewardSlots, SlotRules, initial_slot_rewards
 from lares_agent.engine.loop.state import (
     STATE_VERSION,
@@ -250,11 +251,8 @@ class ESEngine:
         """Evaluate, rank, select elites, measure diversity, refill the other slots via ``propose``."""
         return self.slots.update(self._hooks, self.propose)
 
-    def _choose_elites(self, ranking: Sequence[int]) -> Sequence[int]:
-        # selection works on rank positions so that tournaments respect rank_slots' tie-breaks
-        score = np.empty(self.num_slots)
-        score[np.asarray(ranking)] = -np.arange(self.num_slots, dtype=np.float64)
-        return [int(i) for i in select_elites(score, self.config.elites, self.config.selection, self.rng)]
+    def _choose_elites(self, ranking: Sequence[int], slots: Sequence[SlotEvaluation]) -> Sequence[int]:
+        return choose_elites(ranking, slots, self.config.elites, self.config.selection, self.rng)
 
     def _diversity(self, evals: Sequence[MemberEvaluation]) -> Diversity:
         step_feats = [{k: np.concatenate([r[k] for r in ev.rollouts]) for k in self.feature_names} for ev in evals]

@@ -1,20 +1,36 @@
 """Fitness of reward candidates and the ranking of slots that elite selection works on.
 
-A candidate is judged by how well the policy trained on it solves the task (LaRes, docs/lares-reference.md §3):
-fitness = success rate - lambda * complexity. Ties are broken by the task return where the setting may use
-the human reward, otherwise by the negative final progress feature: the reference fell back to MetaWorld's
-dense reward even in the from-scratch setting (§12 item 14) and had no tie-break on equal success (§12
-item 15). A final tie prefers the simpler reward, then the lower slot index (stable, reproducible).
+A candidate is judged by how well the policy trained on it solves the task (LaRes, docs/lares-reference.md §3),
+graded so that a search has a signal before the first success (docs/DESIGN.md, "Graded fitness"):
+
+    fitness = graded value - complexity_lambda * complexity
+    graded value = success rate                 if any slot of this update succeeds
+                 = share of start distance closed  otherwise (progress feature, lower is better)
+
+Every slot of one update is graded the same way, so fitness values of one update always compare. Ties are broken
+by the task return where the setting may use the human reward, otherwise by the negative final progress feature:
+the reference fell back to MetaWorld's dense reward even in the from-scratch setting (§12 item 14) and had no
+tie-break on equal success (§12 item 15). A final tie prefers the simpler reward, then the lower slot index
+(stable, reproducible).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Literal
 
 from lares_agent.engine.contracts import MemberEvaluation, RewardFunction, SlotEvaluation
 
-__all__ = ["rank_slots", "slot_evaluation"]
+__all__ = ["Grade", "grade_of", "rank_slots", "slot_evaluation", "slot_evaluations"]
+
+Grade = Literal["success", "progress"]
+
+
+def grade_of(evals: Sequence[MemberEvaluation], quarantined: Sequence[bool]) -> Grade:
+    """"success" when any slot that is not quarantined succeeded in an evaluation episode, else "progress"."""
+    ok = [e.success_rate > 0 for e, q in zip(evals, quarantined, strict=True) if not (q or e.nonfinite)]
+    return "success" if any(ok) else "progress"
 
 
 def slot_evaluation(
@@ -23,11 +39,19 @@ def slot_evaluation(
     complexity_lambda: float,
     use_task_return: bool,
     quarantined: bool,
+    graded_by: Grade = "success",
 ) -> SlotEvaluation:
-    """Score one slot from its evaluation; a quarantined or non-finite member ranks below every other."""
+    """Score one slot from its evaluation; a quarantined or non-finite member ranks below every other.
+
+    ``graded_by`` must be the same for every slot of one update (``slot_evaluations`` sees to it). A slot without
+    a finite share closed (no progress data) grades as 0: it closed nothing that could be measured."""
     bad = quarantined or ev.nonfinite
     complexity = float(reward.complexity)
-    fitness = -math.inf if bad else ev.success_rate - complexity_lambda * complexity
+    penalty = complexity_lambda * complexity
+    closed = ev.progress_closed
+    progress = closed if math.isfinite(closed) else 0.0
+    graded = ev.success_rate if graded_by == "success" else progress
+    fitness = -math.inf if bad else graded - penalty
     if use_task_return and math.isfinite(ev.task_return):
         tie = ev.task_return
     else:
@@ -44,7 +68,24 @@ def slot_evaluation(
         tie_break=-math.inf if bad else tie,
         component_stats=ev.component_stats,
         quarantined=bad,
+        graded_by=graded_by,
+        progress_closed=closed,
+        complexity_penalty=penalty,
+        action_jerk=ev.action_jerk,
     )
+
+
+def slot_evaluations(
+    evals: Sequence[MemberEvaluation],
+    rewards: Sequence[RewardFunction],
+    complexity_lambda: float,
+    use_task_return: bool,
+    quarantined: Sequence[bool],
+) -> list[SlotEvaluation]:
+    """Every slot of one update, all graded the same way (``grade_of``)."""
+    grade = grade_of(evals, quarantined)
+    return [slot_evaluation(e, r, complexity_lambda, use_task_return, q, grade)
+            for e, r, q in zip(evals, rewards, quarantined, strict=True)]
 
 
 def rank_slots(evals: Sequence[SlotEvaluation]) -> list[int]:

@@ -41,6 +41,7 @@ from lares_agent.engine.errors import EngineError
 from lares_agent.engine.learners.factory import make_population
 from lares_agent.engine.loop.config import EngineConfig
 from lares_agent.engine.loop.interaction import Interaction, IterationInfo
+from lares_agent.engine.loop.selection import choose_elites
 from lares_agent.engine.loop.slots import LearnerHooks, RewardSlots, SlotRules, initial_slot_rewards, learner_count
 from lares_agent.engine.loop.state import (
     STATE_VERSION,
@@ -126,13 +127,16 @@ class LaResEngine:
             evaluate=lambda: self.evaluate(range(self.num_learners), config.update_eval_episodes,
                                            keep_rollouts=config.rollouts_kept),
             quarantined=lambda slot: slot in self.quarantined,
-            choose_elites=lambda ranking: ranking[: config.elites],
+            choose_elites=lambda ranking, slots: choose_elites(ranking, slots, config.elites, config.selection,
+                                                               self.rng),
             feature_sample=lambda: self.interaction.feature_sample(config.feature_sample),
             install=self._install,
             reward_nonfinite=lambda slot, _ev: bool(self.buffer.nonfinite_count[slot] > 0),
             inherit=self._inherit,
             log_evaluation=lambda evals: self._log_evaluation("update", evals),
             checkpoint=self._round_checkpoint,
+            event_fields=lambda: {} if config.selection.method == "truncation"
+            else {"selection": config.selection.method},
         )
 
     # ------------------------------------------------------------------ views

@@ -4,7 +4,9 @@ Truncation (LaRes: the top E of K by fitness) is the default. Tournament selecti
 for stalled progress ("策略收敛停滞 / 进化种群多样性不足 / 引入锦标赛选择机制"): weaker candidates keep a chance
 to survive, so the population does not collapse onto one reward family. Diversity is logged every reward
 update; when it falls below a threshold the proposer is asked to explore (new structure) instead of refining
-the elites (docs/DESIGN.md §4: exploring proposals may also use a higher temperature).
+the elites (docs/DESIGN.md §4: exploring proposals may also use a higher temperature). Pareto selection
+(``loop/pareto.py``) keeps the non-dominated candidates over (fitness, smoothness of the policy's actions,
+simplicity of the reward): the seed's "fast and smooth" multi-objective case.
 
 All randomness comes from an explicit ``np.random.Generator``.
 """
@@ -17,15 +19,19 @@ from typing import Any, Literal
 
 import numpy as np
 
-from lares_agent.engine.contracts import Diversity
+from lares_agent.engine.contracts import Diversity, SlotEvaluation
+from lares_agent.engine.loop.pareto import pareto_select
 from lares_agent.errors import ConfigError
 
 __all__ = [
+    "SELECTION_METHODS",
     "DiversityConfig",
     "SelectionConfig",
     "behaviour_distance",
+    "choose_elites",
     "distinct_fraction",
     "measure_diversity",
+    "pareto_objectives",
     "select_elites",
     "should_explore",
     "tournament_select",
@@ -33,18 +39,23 @@ __all__ = [
 ]
 
 
+SelectionMethod = Literal["truncation", "tournament", "pareto"]
+SELECTION_METHODS: tuple[SelectionMethod, ...] = ("truncation", "tournament", "pareto")
+
+
 @dataclass(frozen=True)
 class SelectionConfig:
     """How elites are chosen among the K reward slots."""
 
-    method: Literal["truncation", "tournament"] = "truncation"
+    method: SelectionMethod = "truncation"
     tournament_size: int = 2
     keep_best: bool = True
-    """Tournament only: the single best candidate always survives (elitism), so selection never loses it."""
+    """Tournament and Pareto: the single best candidate always survives (elitism), so selection never loses it
+    (refilled slots inherit the best slot's learner)."""
 
     def __post_init__(self) -> None:
-        if self.method not in ("truncation", "tournament"):
-            raise ConfigError(f"selection method must be 'truncation' or 'tournament', got {self.method!r}")
+        if self.method not in SELECTION_METHODS:
+            raise ConfigError(f"selection method must be one of {', '.join(SELECTION_METHODS)}, got {self.method!r}")
         if self.tournament_size < 1:
             raise ConfigError(f"tournament_size must be >= 1, got {self.tournament_size}")
 
@@ -95,10 +106,57 @@ def tournament_select(
 def select_elites(
     fitness: Sequence[float] | np.ndarray, n_elites: int, config: SelectionConfig, rng: np.random.Generator
 ) -> np.ndarray:
-    """Dispatch on ``config.method``; indices best first."""
+    """Dispatch on ``config.method``; indices best first. Pareto needs more than one fitness: ``choose_elites``."""
+    if config.method == "pareto":
+        raise ValueError("pareto selection needs every slot's objectives; call choose_elites")
     if config.method == "tournament":
         return tournament_select(fitness, n_elites, config.tournament_size, rng, keep_best=config.keep_best)
     return truncation_select(fitness, n_elites)
+
+
+def pareto_objectives(slots: Sequence[SlotEvaluation]) -> np.ndarray:
+    """[K, 3] maximised objectives: fitness, -action_jerk (smooth actions), -complexity (simple rewards).
+
+    A missing (non-finite) value takes its column's worst finite value, so it never helps a slot onto a front."""
+    obj = np.array([[s.fitness, -s.action_jerk, -s.complexity] for s in slots], dtype=np.float64).reshape(-1, 3)
+    for j in range(obj.shape[1]):
+        col = obj[:, j]
+        fin = np.isfinite(col)
+        col[~fin] = col[fin].min() if fin.any() else 0.0
+    return obj
+
+
+def choose_elites(
+    ranking: Sequence[int], slots: Sequence[SlotEvaluation], n_elites: int, config: SelectionConfig,
+    rng: np.random.Generator,
+) -> list[int]:
+    """The elites of one reward update, best first by ``ranking`` (``rank_slots``: fitness, then tie-breaks).
+
+    truncation: the top ``n_elites``; tournament: tournaments over rank positions, so they respect the ranking's
+    tie-breaks; pareto: NSGA-II over ``pareto_objectives`` with the ranking as the final tie order. Quarantined
+    slots join a Pareto front only when too few others are left (they go last, in ranking order)."""
+    k = len(ranking)
+    if config.method == "truncation":
+        return [int(i) for i in ranking[:n_elites]]
+    if config.method == "tournament":
+        score = np.empty(k)
+        score[np.asarray(ranking)] = -np.arange(k, dtype=np.float64)
+        return [int(i) for i in select_elites(score, n_elites, config, rng)]
+    _check_n(np.zeros(k), n_elites)
+    position = {int(s): p for p, s in enumerate(ranking)}
+    by_slot = {s.slot: s for s in slots}
+    pool = [int(s) for s in ranking if not by_slot[int(s)].quarantined]
+    need = min(n_elites, len(pool))
+    chosen: list[int] = []
+    if need > 0:
+        obj = pareto_objectives([by_slot[s] for s in pool])
+        chosen = [pool[int(i)] for i in pareto_select(obj, need, priority=[position[s] for s in pool])]
+    best = int(ranking[0])
+    if config.keep_best and n_elites > 0 and best not in chosen:
+        # the best slot can be dominated only by one of equal fitness; it still survives (its learner is inherited)
+        chosen = [best, *chosen[: n_elites - 1]]
+    chosen += [int(s) for s in ranking if int(s) not in chosen][: n_elites - len(chosen)]
+    return sorted(chosen, key=position.__getitem__)
 
 
 def _check_n(f: np.ndarray, n: int) -> None:

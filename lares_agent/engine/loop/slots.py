@@ -1,11 +1,12 @@
 """The reward population and THE reward update, shared by the SAC and ES engines (docs/lares-reference.md §3, §5-7).
 
-Every reward period: evaluate every learner, rank the slots by fitness (success rate minus lambda x complexity,
-then the setting's tie-break, then lower complexity), choose the elites, ask the ``propose`` hook for the other
-slots, install each accepted candidate (the SAC/CrossQ engine relabels its buffer column and scales it to the best
-elite; the ES engine swaps the learner's reward), share the best slot's reward with a slot whose reward went
-NaN/inf and got no candidate, let every new or broken slot's learner inherit the best learner, log the update
-and checkpoint. The engines differ only in the ``LearnerHooks`` they pass.
+Every reward period: evaluate every learner, rank the slots by fitness (graded value minus lambda x complexity,
+``loop/fitness.py``; then the setting's tie-break, then lower complexity), choose the elites
+(``loop/selection.py``), ask the ``propose`` hook for the other slots, install each accepted candidate (the
+SAC/CrossQ engine relabels its buffer column and scales it to the best elite; the ES engine swaps the learner's
+reward), share the best slot's reward with a slot whose reward went NaN/inf and got no candidate, let every new or
+broken slot's learner inherit the best learner, log the update and checkpoint. The engines differ only in the
+``LearnerHooks`` they pass.
 
 Settings (one meaning for both learners, the reference's ``with_init``): ``scratch``, every slot's reward is
 proposed; ``init``, the human reward seeds slot 0 (replaceable like any slot) and an extra learner trains on
@@ -27,10 +28,11 @@ from lares_agent.engine.contracts import (
     MemberEvaluation,
     ProposeFn,
     RewardFunction,
+    SlotEvaluation,
     UpdateContext,
 )
 from lares_agent.engine.errors import EngineError, RewardColumnError
-from lares_agent.engine.loop.fitness import rank_slots, slot_evaluation
+from lares_agent.engine.loop.fitness import rank_slots, slot_evaluations
 from lares_agent.engine.loop.state import Counters
 
 __all__ = ["LearnerHooks", "RewardSlots", "SlotRules", "SlotSettings", "initial_slot_rewards", "learner_count"]
@@ -123,8 +125,8 @@ class LearnerHooks:
     """Deterministic evaluation of every learner, slots first (their rollouts kept for the proposer)."""
     quarantined: Callable[[int], bool]
     """Whether a slot's learner is out (its policy or reward went non-finite)."""
-    choose_elites: Callable[[Sequence[int]], Sequence[int]]
-    """The elites, given the ranking (best first)."""
+    choose_elites: Callable[[Sequence[int], Sequence[SlotEvaluation]], Sequence[int]]
+    """The elites, given the ranking (best first) and every slot's evaluation (in slot order)."""
     feature_sample: Callable[[], Mapping[str, np.ndarray]]
     """Stored or recent steps on which the proposer checks new candidates numerically."""
     install: Callable[[int, RewardFunction, int], Mapping[str, float]]
@@ -195,17 +197,14 @@ class RewardSlots:
         """evaluate -> rank -> propose -> accept/reject -> install -> inherit -> events -> checkpoint."""
         rules, k = self.rules, self.num_slots
         evals = list(hooks.evaluate())
-        slots = [
-            slot_evaluation(evals[i], self.rewards[i], rules.complexity_lambda, rules.use_task_return,
-                            hooks.quarantined(i))
-            for i in range(k)
-        ]
+        slots = slot_evaluations(evals[:k], self.rewards[:k], rules.complexity_lambda, rules.use_task_return,
+                                 [hooks.quarantined(i) for i in range(k)])
         ranking = rank_slots(slots)
         best = ranking[0]
         if slots[best].quarantined:
             raise EngineError("every slot is quarantined (its policy or reward is non-finite); "
                               "no learner can be inherited from")
-        elites = tuple(int(i) for i in hooks.choose_elites(ranking))
+        elites = tuple(int(i) for i in hooks.choose_elites(ranking, slots))
         refill = tuple(sorted(set(range(k)) - set(elites)))
         diversity = hooks.diversity(evals[:k])
         ctx = UpdateContext(

@@ -7,7 +7,9 @@ are compared on identical initial conditions). Per member it reports:
   elite rule; TS uses the same rule so the two agree, docs/lares-reference.md §12 item 15);
 * task return = sum of ``human_reward`` (NaN for tasks without one);
 * own return = sum of the member's *raw* reward (its function's output before the buffer's affine map);
-* mean and final value of the task's progress feature (the from-scratch tie-break, §12 item 14);
+* mean, first-step and final value of the task's progress feature (the from-scratch tie-break, §12 item 14),
+  and the share of the start distance closed (the graded fitness before any success, docs/DESIGN.md);
+* how jerky the actions are: mean squared change of the policy-space action per step (Pareto selection);
 * per-component statistics {mean, std, share of total |r|} of its reward over all evaluation steps;
 * the per-step feature arrays of the first few episodes, for the LLM's trajectory encoder.
 """
@@ -21,9 +23,32 @@ import numpy as np
 from lares_agent.engine.contracts import HUMAN_REWARD_FEATURE, ComponentStats, MemberEvaluation, RewardFunction
 from lares_agent.engine.rollouts.episodes import EnvPool, batch_features, run_episodes
 
-__all__ = ["component_stats", "evaluate_members"]
+__all__ = ["action_jerk", "component_stats", "evaluate_members", "progress_closed"]
 
 SUCCESS_FEATURE = "success"
+_NO_DISTANCE = 1e-9  # a start this close to the goal has nothing to close: the episode scores 0
+
+
+def progress_closed(prog: np.ndarray) -> float:
+    """(first - last) / |first| of a lower-is-better progress series, clipped to [-1, 1] (NaN: non-finite).
+
+    Normalised so that tasks and start states with different distances compare on one scale; clipped so one
+    episode that runs far away cannot outweigh the others."""
+    p = np.asarray(prog, np.float64).reshape(-1)
+    if p.size == 0 or not np.isfinite(p[[0, -1]]).all():
+        return float("nan")
+    start, end = float(p[0]), float(p[-1])
+    if abs(start) < _NO_DISTANCE:
+        return 0.0
+    return float(np.clip((start - end) / abs(start), -1.0, 1.0))
+
+
+def action_jerk(actions: np.ndarray) -> float:
+    """Mean over steps of ||a_t - a_{t-1}||^2 of one episode's policy-space actions [T, act_dim] (0 for T < 2)."""
+    a = np.asarray(actions, np.float64)
+    if a.shape[0] < 2:
+        return 0.0
+    return float(np.mean(np.sum(np.diff(a, axis=0) ** 2, axis=-1)))
 
 
 def component_stats(components: Mapping[str, np.ndarray]) -> dict[str, ComponentStats]:
@@ -75,6 +100,9 @@ def evaluate_members(
     own_ret = np.zeros((m, episodes))
     mean_prog = np.zeros((m, episodes))
     final_prog = np.zeros((m, episodes))
+    start_prog = np.zeros((m, episodes))
+    closed = np.zeros((m, episodes))
+    jerk = np.zeros((m, episodes))
     length = np.zeros((m, episodes))
     nonfinite = np.zeros(m, bool)
     comps: list[dict[str, list[np.ndarray]]] = [{} for _ in range(m)]
@@ -93,6 +121,8 @@ def evaluate_members(
             task_ret[i, e] = float(np.sum(human)) if human is not None else float("nan")
             prog = np.asarray(f[progress_feature], np.float64)
             mean_prog[i, e], final_prog[i, e] = float(prog.mean()), float(prog[-1])
+            start_prog[i, e], closed[i, e] = float(prog[0]), progress_closed(prog)
+            jerk[i, e] = action_jerk(batch.action[i, batch.valid(i)])
             length[i, e] = float(batch.lengths[i])
             fn = rewards[i]
             if fn is None:
@@ -120,6 +150,9 @@ def evaluate_members(
                 component_stats=component_stats({k: np.concatenate(v) for k, v in comps[i].items()}),
                 rollouts=tuple(kept[i]),
                 nonfinite=bad,
+                start_progress=float(start_prog[i].mean()),
+                progress_closed=float(closed[i].mean()),
+                action_jerk=float(jerk[i].mean()),
             )
         )
     return out
