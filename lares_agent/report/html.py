@@ -35,8 +35,10 @@ FIGURES: tuple[tuple[str, str], ...] = (
     (
         "lineage.png",
         "Reward population per round: one box per slot and reward update, colour is fitness, text gives the reward "
-        "id, fitness and complexity; thick frames survived as elites, red dashed ones were replaced by the id after "
-        "the arrow; the star marks the best.",
+        "id, fitness and complexity, and what the fitness was made of: the success rate once any policy succeeds at "
+        "that update, before that the share of the start distance closed (progress), minus the complexity penalty; "
+        "thick frames survived as elites, red dashed ones were replaced by the id after the arrow; the star marks "
+        "the best.",
     ),
     (
         "influence.png",
@@ -119,10 +121,15 @@ def _population_table(s: RunSummary) -> str:
         cls = ' class="best"' if m.reward_id == s.best_reward_id else ""
         rows.append(
             f"<tr{cls}><td class=num>{m.slot}</td><td>{e(m.reward_id)}</td><td>{comps}</td>"
-            f"<td class=num>{_num(m.complexity, '{:.1f}')}</td><td class=num>{_num(m.fitness, '{:.3f}')}</td>"
+            f"<td class=num>{_num(m.complexity, '{:.1f}')}</td>"
+            f"<td class=num>{_num(m.fitness, '{:.3f}')}{_breakdown(m.breakdown)}</td>"
             f"<td class=num>{_num(m.last_success)}</td></tr>"
         )
     return "<table>" + "".join(rows) + "</table>"
+
+
+def _breakdown(text: str) -> str:
+    return f"<br><small>({html.escape(text)})</small>" if text else ""
 
 
 def render_html(run: RunData, figures: list[str], baseline: RunData | None = None) -> str:

@@ -123,7 +123,8 @@ def _short(text: str, n: int) -> str:
 
 
 def plot_lineage(run: RunData, out_dir: Path) -> Path | None:
-    """Slots x rounds grid: colour = fitness, thick frame = elite (survived), red dashed = replaced."""
+    """Slots x rounds grid: colour = fitness, thick frame = elite (survived), red dashed = replaced; the text gives
+    what the fitness was made of (graded by success or by progress, minus the complexity penalty)."""
     from matplotlib.colors import Normalize
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch, Rectangle
@@ -143,7 +144,8 @@ def plot_lineage(run: RunData, out_dir: Path) -> Path | None:
 
     cmap = colormaps["viridis"]
     detailed = len(rounds) <= 12  # text in cells stays readable up to about a dozen rounds
-    fig = _figure(min(24.0, 2.2 + 1.7 * len(rounds)), 1.4 + 0.75 * len(slots))
+    graded = any(c.breakdown for c in cells)
+    fig = _figure(min(24.0, 2.2 + 1.7 * len(rounds)), 1.4 + (0.95 if detailed and graded else 0.75) * len(slots))
     ax = fig.add_subplot()
     for c in cells:
         x, y = col[c.round], row[c.slot]
@@ -160,6 +162,8 @@ def plot_lineage(run: RunData, out_dir: Path) -> Path | None:
         fit = f"fit {c.fitness:.2f}" if math.isfinite(c.fitness) else "fit –"
         cx = f"cx {c.complexity:.0f}" if math.isfinite(c.complexity) else "cx –"
         text = f"{_short(c.reward_id, 12)}\n{fit}  {cx}" if detailed else f"{c.fitness:.2f}"
+        if detailed and c.breakdown:
+            text += f"\n({c.breakdown})"
         if detailed and c.replaced_by is not None:
             text += f"\n→ {_short(c.replaced_by, 10)}"
         if len(rounds) <= 40:  # beyond that the figure is a colour map only; the HTML table has the numbers
@@ -171,7 +175,9 @@ def plot_lineage(run: RunData, out_dir: Path) -> Path | None:
     ax.set_xticks(range(len(rounds)), [str(r) for r in rounds])
     ax.set_yticks(range(len(slots)), [f"slot {s}" for s in slots])
     ax.set_xlabel("reward-update round")
-    ax.set_title(f"{run.task}: reward population per round\n(fitness, complexity, survival)")
+    grades = list(dict.fromkeys(c.graded_by for c in cells if c.graded_by))  # in round order
+    how = f"fitness graded by {', then '.join(grades)}, minus complexity penalty" if grades else "fitness, complexity"
+    ax.set_title(f"{run.task}: reward population per round\n({how}; survival)")
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     from matplotlib.cm import ScalarMappable

@@ -83,6 +83,10 @@ class RewardUpdate:
     judged: Mapping[int, str] = field(default_factory=dict)
     complexity: Mapping[int, float] = field(default_factory=dict)
     component_stats: Mapping[int, Mapping[str, Mapping[str, float]]] = field(default_factory=dict)
+    # what each slot's fitness was made of (runs before graded fitness have none): graded value - penalty
+    graded_by: Mapping[int, str] = field(default_factory=dict)  # "success" or "progress"
+    graded: Mapping[int, float] = field(default_factory=dict)  # the success rate or the start distance closed
+    complexity_penalty: Mapping[int, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -216,6 +220,10 @@ def _update(rec: RewardUpdateRecord) -> RewardUpdate:
         judged={j.slot: j.reward_id for j in rec.slots},
         complexity={j.slot: j.complexity for j in rec.slots},
         component_stats={j.slot: j.components for j in rec.slots},
+        graded_by={j.slot: j.graded_by for j in rec.slots if j.graded_by is not None},
+        graded={j.slot: j.success if j.graded_by == "success" else j.progress_closed
+                for j in rec.slots if j.graded_by is not None},
+        complexity_penalty={j.slot: j.complexity_penalty for j in rec.slots if j.graded_by is not None},
     )
 
 

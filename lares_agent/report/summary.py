@@ -15,7 +15,10 @@ import numpy as np
 from lares_agent.report.run_reader import Evaluation, RunData
 from lares_agent.runs.coerce import as_float
 
-__all__ = ["LineageCell", "Member", "RunSummary", "best_reward_id", "final_population", "lineage", "summarize"]
+__all__ = [
+    "LineageCell", "Member", "RunSummary", "best_reward_id", "final_population", "fitness_breakdown", "lineage",
+    "summarize",
+]
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,23 @@ class LineageCell:
     elite: bool
     replaced_by: str | None
     best: bool
+    graded_by: str | None = None
+    """What the fitness was graded on at this update: "success" or "progress" (None: a run before graded fitness)."""
+    graded: float = math.nan
+    complexity_penalty: float = math.nan
+
+    @property
+    def breakdown(self) -> str:
+        """What the fitness was made of, e.g. "progress 0.37 - 0.03 cx" ("" when the run did not record it)."""
+        return fitness_breakdown(self.graded_by, self.graded, self.complexity_penalty)
+
+
+def fitness_breakdown(graded_by: str | None, graded: float, penalty: float) -> str:
+    """"<graded_by> <value> - <penalty> cx" (docs/DESIGN.md, "Graded fitness"); "" without a grade."""
+    if graded_by is None or not math.isfinite(graded):
+        return ""
+    cx = f" - {penalty:.2f} cx" if math.isfinite(penalty) else ""
+    return f"{graded_by} {graded:.2f}{cx}"
 
 
 @dataclass(frozen=True)
@@ -42,6 +62,8 @@ class Member:
     complexity: float
     fitness: float | None
     last_success: float
+    breakdown: str = ""
+    """What the last recorded fitness was made of (``LineageCell.breakdown``)."""
 
 
 @dataclass(frozen=True)
@@ -116,6 +138,9 @@ def _walk(run: RunData) -> tuple[list[LineageCell], dict[int, str]]:
                     elite=slot in u.elites,
                     replaced_by=u.replaced.get(slot),
                     best=slot == u.best_slot,
+                    graded_by=u.graded_by.get(slot),
+                    graded=u.graded.get(slot, math.nan),
+                    complexity_penalty=u.complexity_penalty.get(slot, math.nan),
                 )
             )
         holders.update(u.replaced)
@@ -142,6 +167,14 @@ def _last_fitness(run: RunData, reward_id: str) -> float | None:
     return found
 
 
+def _last_breakdown(run: RunData, reward_id: str) -> str:
+    found = ""
+    for cell in lineage(run):
+        if cell.reward_id == reward_id and cell.breakdown:
+            found = cell.breakdown
+    return found
+
+
 def final_population(run: RunData) -> tuple[Member, ...]:
     """The rewards held by the slots at the end of the run, with expressions and complexity."""
     _, holders = _walk(run)
@@ -158,6 +191,7 @@ def final_population(run: RunData) -> tuple[Member, ...]:
                 complexity=cand.complexity if cand is not None else math.nan,
                 fitness=_last_fitness(run, rid),
                 last_success=last.get(slot, math.nan),
+                breakdown=_last_breakdown(run, rid),
             )
         )
     return tuple(out)
