@@ -348,3 +348,53 @@ def test_engine_style_records(tmp_path: Path) -> None:
     assert got is not None
     assert dict(zip(got.names, got.shares, strict=True)) == pytest.approx({"near": 0.75, "slow": 0.25})
     assert summarize(data).wall_s == 10.0
+
+
+def test_lineage_and_page_show_what_the_graded_fitness_was_made_of(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 13: with no success yet every cell read "fit 0.00"; now a cell says how its fitness was graded."""
+    run = tmp_path / "graded"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"task": "reach-v3"}))
+    _write_jsonl(run / "metrics.jsonl", [
+        {"kind": "update", "env_steps": 100, "round": 0, "slots": [
+            {"slot": 0, "reward_id": "a", "success": 0.0}, {"slot": 1, "reward_id": "b", "success": 0.0}]},
+        {"kind": "update", "env_steps": 200, "round": 1, "slots": [
+            {"slot": 0, "reward_id": "a", "success": 0.5}, {"slot": 1, "reward_id": "c", "success": 0.0}]},
+    ])
+
+    def slot(i: int, rid: str, fit: float, how: str, success: float, closed: float, pen: float) -> dict[str, Any]:
+        return {"slot": i, "reward_id": rid, "fitness": fit, "complexity": pen * 1000, "success": success,
+                "graded_by": how, "progress_closed": closed, "complexity_penalty": pen, "action_jerk": 0.1}
+
+    _write_jsonl(run / "events.jsonl", [
+        {"event": "reward_update", "round": 1, "env_steps": 100, "fitness": {"0": 0.34, "1": 0.1}, "elites": [0],
+         "best": 0, "replaced": {"1": "c"},
+         "slots": [slot(0, "a", 0.34, "progress", 0.0, 0.37, 0.03), slot(1, "b", 0.1, "progress", 0.0, 0.11, 0.01)]},
+        {"event": "reward_update", "round": 2, "env_steps": 200, "fitness": {"0": 0.47, "1": -0.02}, "elites": [0],
+         "best": 0, "replaced": {},
+         "slots": [slot(0, "a", 0.47, "success", 0.5, 0.9, 0.03), slot(1, "c", -0.02, "success", 0.0, 0.4, 0.02)]},
+    ])
+    _write_jsonl(run / "candidates.jsonl", [
+        {"id": "a", "round": 2, "slot": 0, "verdict": "evaluated", "fitness": 0.47, "graded_by": "success",
+         "progress_closed": 0.9, "complexity_penalty": 0.03}])
+    data = read_run(run)
+    cells = {(c.round, c.slot): c for c in lineage(data)}
+    assert cells[(1, 0)].breakdown == "progress 0.37 - 0.03 cx"
+    assert cells[(1, 1)].fitness != cells[(1, 0)].fitness  # graded values separate the slots before any success
+    assert cells[(2, 1)].breakdown == "success 0.00 - 0.02 cx"
+    assert {m.slot: m.breakdown for m in final_population(data)}[0] == "success 0.50 - 0.03 cx"
+    texts: list[str] = []
+    real_save = plots._save
+
+    def spy(fig: Any, out_dir: Path, name: str) -> Path:
+        if name == "lineage.png":
+            texts.extend(t.get_text() for ax in fig.axes for t in ax.texts)
+            texts.extend(ax.get_title() for ax in fig.axes)
+        return real_save(fig, out_dir, name)
+
+    monkeypatch.setattr(plots, "_save", spy)
+    page = write_report(run).read_text()
+    assert any("fit 0.34" in t and "(progress 0.37 - 0.03 cx)" in t for t in texts)
+    assert any("progress, then success" in t for t in texts)
+    assert "(success 0.50 - 0.03 cx)" in page

@@ -176,8 +176,8 @@ def plot_lineage(run: RunData, out_dir: Path) -> Path | None:
     ax.set_yticks(range(len(slots)), [f"slot {s}" for s in slots])
     ax.set_xlabel("reward-update round")
     grades = list(dict.fromkeys(c.graded_by for c in cells if c.graded_by))  # in round order
-    how = f"fitness graded by {', then '.join(grades)}, minus complexity penalty" if grades else "fitness, complexity"
-    ax.set_title(f"{run.task}: reward population per round\n({how}; survival)")
+    how = f"fitness: {', then '.join(grades)} - cx penalty" if grades else "fitness, complexity, survival"
+    ax.set_title(f"{run.task}: reward population per round\n({how})")
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     from matplotlib.cm import ScalarMappable

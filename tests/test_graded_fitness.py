@@ -1,0 +1,105 @@
+"""Graded fitness (issue 13 item 6): success once any slot succeeds, before that the start distance closed; minus
+lambda x complexity; every slot of one update graded the same way; what it was made of reaches the records."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+
+from lares_agent.engine import EngineConfig, HumanReward, MemberEvaluation
+from lares_agent.engine.loop.fitness import grade_of, rank_slots, slot_evaluations
+from lares_agent.engine.rollouts.evaluation import action_jerk, progress_closed
+from lares_agent.runs import CandidateRow, RewardUpdateRecord
+from lares_agent.search.config import COMPLEXITY_LAMBDA, SearchConfig, engine_config
+
+
+class Cx(HumanReward):
+    """A reward of a given complexity (only `complexity` and `id` are read by the fitness)."""
+
+    def __init__(self, complexity: float, rid: str) -> None:
+        self.complexity, self.id, self.key = complexity, rid, rid
+
+
+def ev(member: int, success: float, closed: float, final: float = 0.5, **kw: Any) -> MemberEvaluation:
+    return MemberEvaluation(member, 4, success, math.nan, 0.0, final, final, 10.0, progress_closed=closed, **kw)
+
+
+def test_progress_closed_and_action_jerk_of_one_episode() -> None:
+    assert progress_closed(np.array([0.4, 0.3, 0.1])) == pytest.approx(0.75)
+    assert progress_closed(np.array([0.2, 0.5, 0.9])) == -1.0  # moved away: clipped
+    assert progress_closed(np.array([0.0, 0.0])) == 0.0  # started at the goal: nothing to close
+    assert math.isnan(progress_closed(np.array([np.nan, 0.1])))
+    a = np.array([[0.0, 0.0], [1.0, 0.0], [1.0, 1.0]])
+    assert action_jerk(a) == pytest.approx(1.0)  # two changes of squared norm 1
+    assert action_jerk(a[:1]) == 0.0
+
+
+def test_progress_grades_every_slot_when_none_succeeds() -> None:
+    rewards = [Cx(5.0, "a"), Cx(5.0, "b"), Cx(20.0, "c")]
+    evals = [ev(0, 0.0, 0.37), ev(1, 0.0, 0.10), ev(2, 0.0, 0.37)]
+    slots = slot_evaluations(evals, rewards, 0.001, False, [False] * 3)
+    assert {s.graded_by for s in slots} == {"progress"}
+    assert slots[0].fitness == pytest.approx(0.37 - 0.005) and slots[0].complexity_penalty == pytest.approx(0.005)
+    assert slots[0].fitness != slots[1].fitness  # different progress, different fitness (no hidden tie-break)
+    assert slots[2].fitness == pytest.approx(0.37 - 0.02)  # the penalty separates the near-tie
+    assert rank_slots(slots) == [0, 2, 1]
+    assert slots[0].graded == pytest.approx(0.37)
+
+
+def test_success_grades_every_slot_once_any_succeeds() -> None:
+    rewards = [Cx(1.0, "a"), Cx(1.0, "b")]
+    evals = [ev(0, 0.0, 0.9), ev(1, 0.25, 0.1)]
+    slots = slot_evaluations(evals, rewards, 0.0, False, [False, False])
+    assert [s.graded_by for s in slots] == ["success", "success"]
+    assert [s.fitness for s in slots] == [0.0, 0.25]  # progress no longer counts: fitness compares within the update
+    assert rank_slots(slots) == [1, 0]
+
+
+def test_quarantined_ranks_last_and_its_success_does_not_switch_the_grade() -> None:
+    rewards = [Cx(1.0, "a"), Cx(1.0, "b"), Cx(1.0, "c")]
+    evals = [ev(0, 0.5, 0.9), ev(1, 0.0, 0.2), ev(2, 0.0, -0.3)]
+    assert grade_of(evals, [True, False, False]) == "progress"
+    slots = slot_evaluations(evals, rewards, 0.01, False, [True, False, False])
+    assert slots[0].fitness == -math.inf and slots[0].quarantined
+    assert rank_slots(slots) == [1, 2, 0]
+    assert slots[2].fitness == pytest.approx(-0.31)
+    # a non-finite member is quarantined the same way
+    bad = [ev(0, 0.0, 0.9, nonfinite=True), ev(1, 0.0, 0.2)]
+    assert rank_slots(slot_evaluations(bad, rewards[:2], 0.0, False, [False, False])) == [1, 0]
+
+
+def test_missing_progress_grades_as_nothing_closed() -> None:
+    slots = slot_evaluations([ev(0, 0.0, math.nan), ev(1, 0.0, 0.1)], [Cx(0, "a"), Cx(0, "b")], 0.0, False,
+                             [False, False])
+    assert slots[0].fitness == 0.0 and rank_slots(slots) == [1, 0]
+
+
+def test_records_carry_what_the_fitness_was_made_of() -> None:
+    (s,) = slot_evaluations([ev(0, 0.0, 0.4, action_jerk=0.2)], [Cx(10.0, "a")], 0.002, False, [False])
+    js = s.to_json()
+    assert (js["graded_by"], js["progress_closed"], js["complexity_penalty"], js["action_jerk"]) == (
+        "progress", 0.4, pytest.approx(0.02), 0.2)
+    rec = RewardUpdateRecord.from_json({"event": "reward_update", "round": 1, "env_steps": 10,
+                                        "fitness": {"0": s.fitness}, "slots": [js]})
+    assert rec is not None and rec.slots[0].graded_by == "progress"
+    assert rec.slots[0].complexity_penalty == pytest.approx(0.02)
+    assert rec.slots[0].to_json()["progress_closed"] == 0.4
+    row = CandidateRow(id="a", verdict="evaluated", fitness=0.38, graded_by="progress", progress_closed=0.4,
+                       complexity_penalty=0.02)
+    back = CandidateRow.from_json(row.to_json())
+    assert back is not None and (back.graded_by, back.progress_closed, back.complexity_penalty) == (
+        "progress", 0.4, 0.02)
+    assert "graded_by" not in CandidateRow(id="old").to_json()  # optional: older rows stay as they were
+
+
+def test_complexity_lambda_flag_default_and_mapping() -> None:
+    assert COMPLEXITY_LAMBDA > 0 and SearchConfig().complexity_lambda == COMPLEXITY_LAMBDA
+    assert engine_config(SearchConfig(complexity_lambda=0.01)).complexity_lambda == 0.01
+    assert EngineConfig().complexity_lambda == 0.0  # the engine keeps the reference's value
+    from lares_agent.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="complexity-lambda"):
+        SearchConfig(complexity_lambda=-1.0)
