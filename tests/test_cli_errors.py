@@ -90,6 +90,7 @@ def test_run_rejects_bad_input_before_creating_anything(
         (["--learner", "es", "--obs-norm"], ("--obs-norm applies to --learner sac or crossq",)),
         (["--selection", "roulette"], ("--selection must be one of truncation, tournament",)),
         (["--selection", "tournament"], ("--selection tournament applies to the ES learner (--learner es)",)),
+        (["--complexity-lambda", "-0.5"], ("--complexity-lambda must be a number >= 0",)),
         (["--backend", "ray"], ("--backend ray runs the ES learner (--learner es)", "--backend local")),
         (["--budget", "0"], ("--budget and --reward-period must be positive",)),
         (["--max-minutes", "-1"], ("--max-minutes must be positive",)),
