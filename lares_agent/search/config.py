@@ -49,8 +49,9 @@ _GRADIENT_NAMES = {"sac": "SAC", "crossq": "CrossQ"}
 COMPLEXITY_LAMBDA = 0.001
 """Fitness = graded value - lambda x complexity. Measured on 21 accepted candidates of five real runs (reach-v3,
 Reacher-v5): complexity 4 to 31.5 (median 9, cap 60), differences between slots of one update 0 to 15 (median 5).
-At 0.001 the median difference costs 0.005, a tenth of one episode in 20 (0.05), and the largest seen (27.5)
-0.03: complexity separates near-ties, never a one-episode success difference. The reference has no penalty
+At 0.001 the median difference costs 0.005, a tenth of one episode in 20 (0.05), the largest within an update
+0.015 and the largest between any two accepted (27.5) 0.03: complexity separates near-ties, never a one-episode
+success difference (benchmarks/complexity_lambda.py). The reference has no penalty
 (lambda 0); `EngineConfig` keeps that default."""
 __all__ = [
     "ABLATIONS",
