@@ -21,6 +21,8 @@ Learner = Literal["sac", "crossq", "es"]
 Backend = Literal["local", "ray"]
 Selection = Literal["truncation", "tournament"]
 Preset = Literal["demo", "paper"]
+BaselineReward = Literal["human", "success"]
+BASELINE_REWARDS: tuple[BaselineReward, ...] = get_args(BaselineReward)
 # Ablations of LaRes' parts (issue 7); each switches one part off, default none (full LaRes).
 Ablation = Literal["no-relabel", "no-thompson", "no-scaling", "no-constraint", "no-reflection", "no-retrieval"]
 SETTINGS: tuple[Setting, ...] = get_args(Setting)
@@ -49,6 +51,7 @@ _GRADIENT_NAMES = {"sac": "SAC", "crossq": "CrossQ"}
 __all__ = [
     "ABLATIONS",
     "BACKENDS",
+    "BASELINE_REWARDS",
     "DEMO_LEARNER",
     "DEMO_LEARNER_VALUES",
     "ENGINE_ABLATIONS",
@@ -62,6 +65,7 @@ __all__ = [
     "SETTINGS",
     "Ablation",
     "Backend",
+    "BaselineReward",
     "LLMBackend",
     "Learner",
     "Preset",
@@ -134,6 +138,9 @@ class SearchConfig:
     replay_from: str | None = None
     preset: Preset = "demo"
     ablations: tuple[Ablation, ...] = ()  # names from ABLATIONS; () is full LaRes
+    # What the baseline learner trains on: the task's own reward, or its success indicator alone (the sparse
+    # baseline of `lares sweep --methods sparse`, issue 14).
+    baseline_reward: BaselineReward = "human"
 
     def __post_init__(self) -> None:
         problems = [
@@ -143,7 +150,10 @@ class SearchConfig:
             *_choice("--llm", self.llm_backend, LLM_BACKENDS),
             *_choice("--selection", self.selection, SELECTIONS),
             *_choice("--preset", self.preset, PRESET_NAMES),
+            *_choice("--reward", self.baseline_reward, BASELINE_REWARDS),
         ]
+        if self.baseline_reward != "human" and self.setting != "baseline":
+            problems.append(f"--reward {self.baseline_reward} is the baseline's reward (`lares baseline`)")
         # The flags a user types, checked here to name them as typed; the engine config checks the same ranges.
         if self.population < 1:
             problems.append("--population must be at least 1")
