@@ -64,6 +64,9 @@ def main() -> int:
     print(f"by hand (one after the other): {each}; total {sum(by_hand):.1f} s")
     print(f"ideal parallel: {ideal:.1f} s    sweep: {swept:.1f} s    ratio sweep / ideal: {swept / ideal:.3f}")
     print(f"trial overlap: {overlap:.1f} s of the shortest trial's {shortest:.1f} s ({overlap / shortest:.0%})")
+    longest = max(e - s for s, e in spans)
+    print(f"fixed cost (sweep wall minus its longest trial: Ray start, workers, imports): {swept - longest:.1f} s; "
+          f"longest trial / longest by-hand run: {longest / max(by_hand):.3f}")
     return 0
 
 
