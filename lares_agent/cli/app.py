@@ -108,6 +108,9 @@ app.command("export")(export_command)
 from lares_agent.cli.eval_cmd import eval_command  # noqa: E402
 
 app.command("eval")(eval_command)
+from lares_agent.cli.sweep_cmd import sweep_command  # noqa: E402
+
+app.command("sweep")(sweep_command)
 
 
 def main() -> None:

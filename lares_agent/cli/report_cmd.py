@@ -1,4 +1,5 @@
-"""`lares report RUN [--compare BASELINE_RUN]`: write RUN/report/index.html and its PNG figures."""
+"""`lares report RUN [--compare BASELINE_RUN]`: write RUN/report/index.html and its PNG figures; `lares report
+--sweep DIR`: the comparison table of a sweep's methods (report/sweep_table.py)."""
 
 from __future__ import annotations
 
@@ -9,16 +10,36 @@ import typer
 
 
 def report_command(
-    run: Annotated[Path, typer.Argument(help="run directory (runs/<run-id>)")],
+    run: Annotated[Path | None, typer.Argument(help="run directory (runs/<run-id>)")] = None,
     compare: Annotated[
         Path | None,
         typer.Option("--compare", help="a baseline run directory (lares baseline) to overlay on the curves"),
     ] = None,
+    sweep: Annotated[
+        Path | None,
+        typer.Option("--sweep", help="a sweep folder (lares sweep --out DIR): write DIR/report/table.md, "
+                                     "table.csv and success.png"),
+    ] = None,
 ) -> None:
     """Write RUN/report/index.html: summary, final reward population and figures (success, return, lineage,
-    reward influence, LLM cost); with --compare, the baseline's curves are overlaid."""
+    reward influence, LLM cost); with --compare, the baseline's curves are overlaid. With --sweep DIR, the
+    comparison table of the sweep's tasks and methods instead."""
+    from lares_agent.errors import ConfigError
+
+    if (run is None) == (sweep is None):
+        raise ConfigError("pass a run directory, or --sweep DIR (not both)")
+    if sweep is not None:
+        from lares_agent.report.sweep_table import TABLE_MD, write_sweep_report
+
+        paths = write_sweep_report(sweep)
+        table = next(p for p in paths if p.name == TABLE_MD)
+        typer.echo(table.read_text(encoding="utf-8"), nl=False)
+        for path in paths:
+            typer.echo(str(path))
+        return
     # lazy: matplotlib is imported only when a report is written, not whenever `lares` starts.
     # A path that is not a run raises NotARunError (a LaresError): the app prints it as one line, exit code 1.
     from lares_agent.report.html import write_report
 
+    assert run is not None
     typer.echo(str(write_report(run, compare=compare)))

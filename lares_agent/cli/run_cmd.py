@@ -225,13 +225,15 @@ def baseline_command(
     run_dir: Annotated[Path, typer.Option(help="Folder that receives the run folder.")] = RUNS_DIR,
     preset: Annotated[str, typer.Option(help="demo or paper (network sizes, warm-up, evaluation).")] = "demo",
     report: Annotated[bool, typer.Option(help="Write the HTML report at the end.")] = True,
+    reward: Annotated[str, typer.Option(
+        help="human (the task's own reward) or success (its success indicator alone: the sparse baseline).")] = "human",
 ) -> None:
     """The learner alone on the task's own (human) reward with the same engine: the comparison for
     `report --compare`."""
     from lares_agent.search.runner import check_start, start_run
 
     cfg = preset_config(preset, task=task, budget=budget, learner=learner, seed=seed, setting="baseline",
-                        population=1, elites=1)
+                        population=1, elites=1, baseline_reward=reward)
     check_start(cfg)
     from lares_agent.runs import RunLayout
 

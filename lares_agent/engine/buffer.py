@@ -132,7 +132,8 @@ class ReplayBuffer:
             self.raw_reward[rows, j] = (raw - self._center[j]).astype(np.float32)
 
     # ------------------------------------------------------------------ reward columns
-    def set_column(self, j: int, fn: RewardFunction, reference: int | None, relabel: bool = True) -> Affine:
+    def set_column(self, j: int, fn: RewardFunction, reference: int | None, relabel: bool = True,
+                   allow_constant: bool = False) -> Affine:
         """Relabel column j over every stored row with `fn`, and fix its affine map for life.
 
         With a `reference` column, the new column's mean/std over the buffer are matched to the reference
@@ -140,7 +141,8 @@ class ReplayBuffer:
         `relabel=False` (ablation of LaRes' relabelling) fixes the map from `fn`'s statistics as usual but
         leaves the stored rows with the values they already had (as learners sampled them); only rows added
         later get `fn`'s reward. An unset column is always labelled (its rows have no value yet).
-        Raises `NonFiniteRewardError` or `ConstantRewardError` (nothing is changed then).
+        Raises `NonFiniteRewardError` or `ConstantRewardError` (nothing is changed then); `allow_constant` takes a
+        constant reward without a reference (the sparse baseline's success indicator, 0 on all warm-up steps).
         """
         self._check_column(j)
         ref_mean = ref_std = 0.0
@@ -162,7 +164,8 @@ class ReplayBuffer:
             )
         mean = float(raw.mean()) if self.size else 0.0
         std = float(raw.std()) if self.size else 0.0
-        if self.size >= 2 and std <= _CONSTANT_RTOL * max(1.0, abs(mean)):
+        constant = self.size >= 2 and std <= _CONSTANT_RTOL * max(1.0, abs(mean))
+        if constant and not (allow_constant and reference is None):
             raise ConstantRewardError(
                 f"reward {fn.id!r} is constant ({mean:.6g}) on all {self.size} stored steps"
             )

@@ -21,6 +21,8 @@ Learner = Literal["sac", "crossq", "es"]
 Backend = Literal["local", "ray"]
 Selection = Literal["truncation", "tournament", "pareto"]
 Preset = Literal["demo", "paper"]
+BaselineReward = Literal["human", "success"]
+BASELINE_REWARDS: tuple[BaselineReward, ...] = get_args(BaselineReward)
 # Ablations of LaRes' parts (issue 7); each switches one part off, default none (full LaRes).
 Ablation = Literal["no-relabel", "no-thompson", "no-scaling", "no-constraint", "no-reflection", "no-retrieval"]
 SETTINGS: tuple[Setting, ...] = get_args(Setting)
@@ -56,6 +58,7 @@ success difference (benchmarks/complexity_lambda.py). The reference has no penal
 __all__ = [
     "ABLATIONS",
     "BACKENDS",
+    "BASELINE_REWARDS",
     "COMPLEXITY_LAMBDA",
     "DEMO_LEARNER",
     "DEMO_LEARNER_VALUES",
@@ -70,6 +73,7 @@ __all__ = [
     "SETTINGS",
     "Ablation",
     "Backend",
+    "BaselineReward",
     "LLMBackend",
     "Learner",
     "Preset",
@@ -142,6 +146,9 @@ class SearchConfig:
     replay_from: str | None = None
     preset: Preset = "demo"
     ablations: tuple[Ablation, ...] = ()  # names from ABLATIONS; () is full LaRes
+    # What the baseline learner trains on: the task's own reward, or its success indicator alone (the sparse
+    # baseline of `lares sweep --methods sparse`, issue 14).
+    baseline_reward: BaselineReward = "human"
 
     def __post_init__(self) -> None:
         problems = [
@@ -151,7 +158,10 @@ class SearchConfig:
             *_choice("--llm", self.llm_backend, LLM_BACKENDS),
             *_choice("--selection", self.selection, SELECTIONS),
             *_choice("--preset", self.preset, PRESET_NAMES),
+            *_choice("--reward", self.baseline_reward, BASELINE_REWARDS),
         ]
+        if self.baseline_reward != "human" and self.setting != "baseline":
+            problems.append(f"--reward {self.baseline_reward} is the baseline's reward (`lares baseline`)")
         # The flags a user types, checked here to name them as typed; the engine config checks the same ranges.
         if self.population < 1:
             problems.append("--population must be at least 1")

@@ -156,6 +156,8 @@ class Search:
             given = load_rewards_file(Path(self.cfg.rewards_file), self.task) if self.cfg.rewards_file else []
             sample = random_feature_sample(self.task, max(self.cfg.warmup_steps, 500), self.cfg.seed, self.cfg.horizon)
             initial = self.proposer.initial(n, sample, given)
+        elif self.cfg.baseline_reward == "success":
+            initial = [success_reward(self.task)]
         return engine_cls(self.task, ecfg, initial, self.proposer, self.run.root)
 
     def restored_engine(self, checkpoint: Path) -> Any:
@@ -228,6 +230,15 @@ def _ranked_success(engine: Any) -> float | None:
     last = getattr(engine, "last_metrics", None) or {}
     value = last.get("success_best_slot")
     return float(value) if value is not None else None
+
+
+def success_reward(task: TaskSpec) -> RewardFunction:
+    """The task's success indicator as the one reward of the sparse baseline. Compiled without the validator on
+    purpose: the validator refuses a reward that ignores the progress feature, which is what sparse means."""
+    from lares_agent.rewards import compile_record
+
+    return compile_record({"id": "success", "components": {"success": "success"},
+                           "rationale": "the task's success indicator alone (sparse baseline)"}, task)
 
 
 def load_rewards_file(path: Path, task: TaskSpec) -> list[RewardFunction]:

@@ -99,7 +99,8 @@ class Interaction:
         rejected: list[int] = []
         for j, fn in enumerate(rewards):
             try:
-                self.buffer.set_column(j, fn, reference=None)
+                # the baseline's one reward is taken as it is: a sparse success reward is 0 on random warm-up data
+                self.buffer.set_column(j, fn, reference=None, allow_constant=self.config.setting == "baseline")
             except RewardColumnError as exc:
                 self.log.event({"event": "candidate_rejected", "slot": j, "reward_id": fn.id, "reason": exc.reason})
                 rejected.append(j)

@@ -44,8 +44,9 @@ def initial_slot_rewards(
     """The reward of every learner at the start of a run: K slots, then the ``init`` setting's extra learner.
 
     scratch: the K given candidates; init: the human reward in slot 0, then K - 1 given ones, then the human
-    reward again for the extra learner; baseline: the human reward alone. Raises EngineError with a one-line
-    reason when the count or the task does not fit the setting.
+    reward again for the extra learner; baseline: the human reward alone, or the one reward given (the sparse
+    baseline's success indicator, search/config.py `baseline_reward`). Raises EngineError with a one-line reason
+    when the count or the task does not fit the setting.
     """
     rewards = list(given)
     if setting in ("init", "baseline") and not has_human_reward:
@@ -60,9 +61,9 @@ def initial_slot_rewards(
                 f"setting 'init' needs {num_slots - 1} initial rewards (slot 0 is human), got {len(rewards)}"
             )
         return [HumanReward(), *rewards, HumanReward()]
-    if rewards:
-        raise EngineError("setting 'baseline' trains on the human reward only; pass no initial rewards")
-    return [HumanReward()]
+    if len(rewards) > 1:
+        raise EngineError(f"setting 'baseline' trains one learner on one reward, got {len(rewards)} initial rewards")
+    return rewards or [HumanReward()]  # one given reward replaces the human one (the sparse success baseline)
 
 
 def learner_count(setting: str, num_slots: int) -> int:

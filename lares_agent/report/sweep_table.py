@@ -1,0 +1,197 @@
+"""`lares report --sweep DIR`: the comparison of a sweep's methods per task, as Markdown, CSV and a figure.
+
+Read from the trials' run folders (the record), never from Ray Tune's tables. Per task and method, over the
+finished seeds: final success (mean, std, 95% bootstrap interval), env steps to 50% and 90% success, area under
+the success curve per env step, the task's own return, wall time split into learning, simulation and waiting
+for the LLM where the run's `run_end` event has the split (`learn_s`, `sim_s`, `llm_wait_s`; "n/a" otherwise),
+and LLM tokens. "Success" is that of the policy the run ranks first at each evaluation (what it hands over;
+docs/lares-reference.md §12 item 16), the human and sparse baselines' only learner.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lares_agent.report.sweep_stats import bootstrap_interval, mean_std, steps_to_threshold, success_auc
+from lares_agent.runs import MetricRow, RunLayout, RunLog, atomic_write_text, recorded_outcome, spent_wall_s
+from lares_agent.runs.sweep_layout import SweepLayout
+
+__all__ = ["SPLIT_KEYS", "TrialCurve", "read_sweep", "summarise", "write_sweep_report"]
+
+SPLIT_KEYS = ("learn_s", "sim_s", "llm_wait_s")  # run_end fields of the wall-time split, where a run has them
+TABLE_MD, TABLE_CSV, FIGURE = "table.md", "table.csv", "success.png"
+
+
+@dataclass(frozen=True)
+class TrialCurve:
+    """One trial's run, reduced to what the table needs."""
+
+    task: str
+    method: str
+    seed: int
+    finished: bool
+    steps: tuple[int, ...]
+    success: tuple[float, ...]
+    task_return: float  # the ranked slot's at the last evaluation (NaN: none)
+    wall_s: float
+    split: dict[str, float]  # SPLIT_KEYS present in the last run_end
+    llm_tokens: int
+
+
+def _ranked(row: MetricRow) -> tuple[float, float]:
+    """(success, task return) of the slot the row ranks first (its only slot in a baseline)."""
+    slot = next((s for s in row.slots if s.slot == row.best_slot), row.slots[0] if row.slots else None)
+    success = row.success_best_slot if row.success_best_slot is not None else (slot.success if slot else math.nan)
+    return float(success), float(slot.task_return) if slot else math.nan
+
+
+def read_trial(path: Path, task: str, method: str, seed: int) -> TrialCurve | None:
+    """None when the trial never started (no run folder)."""
+    run = RunLayout(path)
+    if not run.config.is_file():
+        return None
+    log = RunLog(run)
+    by_step: dict[int, MetricRow] = {}
+    for row in log.metrics.read():
+        by_step[row.env_steps] = row  # a row repeated after a resume: the later one
+    rows = [by_step[s] for s in sorted(by_step)]
+    ranked = [_ranked(r) for r in rows]
+    done = recorded_outcome(log)
+    ends = [e for e in log.events.read() if e.event == "run_end"]
+    split = {k: float(ends[-1].get(k)) for k in SPLIT_KEYS if ends and ends[-1].get(k) is not None}
+    tokens = sum(c.prompt_tokens + c.completion_tokens for c in log.llm_calls.read())
+    return TrialCurve(task, method, seed, done.finished, tuple(r.env_steps for r in rows),
+                      tuple(s for s, _ in ranked), ranked[-1][1] if ranked else math.nan,
+                      done.wall_s if done.finished else spent_wall_s(log), split, tokens)
+
+
+def read_sweep(root: Path) -> tuple[SweepLayout, list[TrialCurve]]:
+    from lares_agent.search.sweep_spec import SweepSpec
+
+    layout = SweepLayout.open(root)
+    spec = SweepSpec.load(layout.spec)
+    curves = [read_trial(layout.run(t.id), t.task, t.method, t.seed) for t in spec.trials()]
+    return layout, [c for c in curves if c is not None]
+
+
+def _fmt(value: Any, kind: str = "") -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "n/a"
+    if kind == "%":
+        return f"{value:.0%}"
+    if kind == "int":
+        return f"{round(value):,}"
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+
+def summarise(curves: Sequence[TrialCurve], rng: np.random.Generator) -> list[dict[str, Any]]:
+    """One row per (task, method) over its finished trials (in the grid's order)."""
+    out: list[dict[str, Any]] = []
+    groups = list(dict.fromkeys((c.task, c.method) for c in curves))
+    for task, method in groups:
+        every = [c for c in curves if c.task == task and c.method == method]
+        done = [c for c in every if c.finished and c.steps]
+        final = [c.success[-1] for c in done]
+        low, high = bootstrap_interval(final, rng)
+        mean, std = mean_std(final)
+        row: dict[str, Any] = {"task": task, "method": method, "runs": f"{len(done)}/{len(every)}",
+                               "final_success_mean": mean, "final_success_std": std,
+                               "final_success_ci_low": low, "final_success_ci_high": high}
+        for level in (0.5, 0.9):
+            reached = [s for s in (steps_to_threshold(c.steps, c.success, level) for c in done) if s is not None]
+            name = f"steps_to_{round(level * 100)}"
+            row[f"{name}_mean"] = float(np.mean(reached)) if reached else None
+            row[f"{name}_reached"] = f"{len(reached)}/{len(done)}"
+        row["auc_mean"] = mean_std([success_auc(c.steps, c.success) for c in done])[0]
+        row["task_return_mean"] = mean_std([c.task_return for c in done])[0]
+        row["wall_s_mean"] = mean_std([c.wall_s for c in done])[0]
+        for key in SPLIT_KEYS:
+            have = [c.split[key] for c in done if key in c.split]
+            row[f"{key}_mean"] = mean_std(have)[0] if have and len(have) == len(done) else None
+        row["llm_tokens_mean"] = mean_std([float(c.llm_tokens) for c in done])[0]
+        out.append(row)
+    return out
+
+
+def to_markdown(rows: Sequence[dict[str, Any]]) -> str:
+    head = ["task", "method", "runs", "final success", "95% CI", "steps to 50%", "steps to 90%", "AUC",
+            "task return", "wall s", "learn s", "sim s", "LLM wait s", "LLM tokens"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [
+            r["task"], r["method"], r["runs"],
+            f"{_fmt(r['final_success_mean'], '%')} ± {_fmt(r['final_success_std'], '%')}",
+            f"[{_fmt(r['final_success_ci_low'], '%')}, {_fmt(r['final_success_ci_high'], '%')}]",
+            f"{_fmt(r['steps_to_50_mean'], 'int')} ({r['steps_to_50_reached']})",
+            f"{_fmt(r['steps_to_90_mean'], 'int')} ({r['steps_to_90_reached']})",
+            _fmt(r["auc_mean"]), _fmt(r["task_return_mean"]), _fmt(r["wall_s_mean"], "int"),
+            *(_fmt(r[f"{k}_mean"], "int") for k in SPLIT_KEYS), _fmt(r["llm_tokens_mean"], "int"),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def to_csv(rows: Sequence[dict[str, Any]]) -> str:
+    if not rows:
+        return ""
+    sink = io.StringIO()
+    writer = csv.DictWriter(sink, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows({k: ("" if v is None else v) for k, v in r.items()} for r in rows)
+    return sink.getvalue()
+
+
+def plot_sweep(curves: Sequence[TrialCurve], path: Path) -> Path | None:
+    """Success vs env steps per task: each method's mean over its finished seeds, with a band of ± one std
+    (on the evaluation steps every seed has)."""
+    from matplotlib.figure import Figure
+
+    done = [c for c in curves if c.finished and c.steps]
+    tasks = list(dict.fromkeys(c.task for c in done))
+    if not tasks:
+        return None
+    fig = Figure(figsize=(4.0 * len(tasks) + 1.6, 3.4), dpi=110, layout="constrained")
+    axes = fig.subplots(1, len(tasks), squeeze=False)[0]
+    for ax, task in zip(axes, tasks, strict=True):
+        for k, method in enumerate(dict.fromkeys(c.method for c in done if c.task == task)):
+            runs = [dict(zip(c.steps, c.success, strict=True)) for c in done if c.task == task and c.method == method]
+            grid = sorted(set.intersection(*(set(r) for r in runs)))
+            if not grid:
+                continue
+            values = np.array([[r[g] for g in grid] for r in runs], dtype=np.float64)
+            mean, std = values.mean(axis=0), values.std(axis=0)
+            ax.plot(grid, mean, color=f"C{k}", label=f"{method} (n={len(runs)})")
+            ax.fill_between(grid, np.clip(mean - std, 0, 1), np.clip(mean + std, 0, 1), color=f"C{k}", alpha=0.2)
+        ax.set_title(task)
+        ax.set_xlabel("env steps")
+        ax.set_ylim(-0.03, 1.03)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("success (ranked policy)")
+    axes[-1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, frameon=False)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    fig.savefig(tmp, format="png")
+    os.replace(tmp, path)
+    return path
+
+
+def write_sweep_report(root: Path, seed: int = 0) -> list[Path]:
+    """DIR/report/table.md, table.csv and success.png; returns the paths written."""
+    layout, curves = read_sweep(root)
+    rows = summarise(curves, np.random.default_rng(seed))
+    layout.report.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in ((TABLE_MD, to_markdown(rows)), (TABLE_CSV, to_csv(rows))):
+        atomic_write_text(layout.report / name, text)
+        written.append(layout.report / name)
+    figure = plot_sweep(curves, layout.report / FIGURE)
+    return [*written, *([figure] if figure else [])]

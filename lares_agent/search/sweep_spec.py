@@ -1,0 +1,199 @@
+"""What a sweep is (`lares sweep`): tasks x methods x seeds, the `lares run` options every trial shares, and each
+trial's `SearchConfig`. Pure and checked up front: every trial's config is built and checked (`check_start`)
+before a sweep folder or a Ray cluster exists (options are checked before a run folder is made).
+
+Methods (issue 14): ``lares`` is the reward search with the options given; ``human`` is the learner alone on the
+task's own reward (`setting="baseline"`, engine/loop/slots.py); ``sparse`` is the same learner on the task's
+success indicator alone (`baseline_reward="success"`). All three share every engine setting the options give.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+from lares_agent.errors import ConfigError
+from lares_agent.runs import atomic_write_text
+from lares_agent.runs.sweep_layout import trial_id
+from lares_agent.search.config import SearchConfig, preset_config
+
+__all__ = ["METHODS", "Method", "SweepSpec", "Trial", "parse_sets"]
+
+Method = Literal["lares", "human", "sparse"]
+METHODS: tuple[Method, ...] = get_args(Method)
+_BASELINE = {"setting": "baseline", "population": 1, "elites": 1}
+_METHOD_VALUES: dict[str, dict[str, Any]] = {
+    "lares": {},
+    "human": {**_BASELINE, "baseline_reward": "human"},
+    "sparse": {**_BASELINE, "baseline_reward": "success"},
+}
+_GRID_KEYS = {"task": "--tasks", "seed": "--seeds", "preset": "--preset"}
+_PATH_KEYS = ("rewards_file", "replay_from")  # trials run in other processes and folders: made absolute
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One cell of the grid; `id` names its run folder under the sweep's `runs/`."""
+
+    task: str
+    method: Method
+    seed: int
+
+    @property
+    def id(self) -> str:
+        return trial_id(self.task, self.method, self.seed)
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """The grid and the shared options (SearchConfig field -> value, what `--set` gave); saved as `sweep.json`."""
+
+    tasks: tuple[str, ...]
+    seeds: tuple[int, ...]
+    methods: tuple[Method, ...] = ("lares", "human")
+    options: Mapping[str, Any] = field(default_factory=dict)
+    preset: str = "demo"
+    cpus_per_trial: float = 1.0
+    shared_cases: bool = False
+
+    def __post_init__(self) -> None:
+        problems = []
+        if not self.tasks or not self.seeds or not self.methods:
+            problems.append("--tasks, --seeds and --methods each need at least one value")
+        unknown = [m for m in self.methods if m not in METHODS]
+        if unknown:
+            problems.append(f"unknown method(s) {', '.join(unknown)}; choose from {', '.join(METHODS)}")
+        for label, values in (("--tasks", self.tasks), ("--seeds", self.seeds), ("--methods", self.methods)):
+            if len(set(values)) != len(values):
+                problems.append(f"{label} lists a value twice")
+        if not self.cpus_per_trial > 0:
+            problems.append(f"--cpus-per-trial must be positive, not {self.cpus_per_trial}")
+        if problems:
+            raise ConfigError("; ".join(problems))
+
+    def trials(self) -> list[Trial]:
+        """Task by task, seed by seed, method by method: a partial sweep covers whole tasks first."""
+        return [Trial(t, m, s) for t in self.tasks for s in self.seeds for m in self.methods]
+
+    def config(self, trial: Trial) -> SearchConfig:
+        """The trial's run config: the preset, the shared options, then what the method fixes."""
+        return preset_config(self.preset, **{**self.options, **_METHOD_VALUES[trial.method]},
+                             task=trial.task, seed=trial.seed)
+
+    def check(self) -> dict[str, SearchConfig]:
+        """Every trial's config, each checked as `lares run` checks its own (task, persona, rewards file, LLM);
+        raises ConfigError / LaresError with one line naming the trial. The case store is the sweep's own
+        (made with the folder), so only its opening is left out here."""
+        from lares_agent.search.runner import check_start
+
+        configs: dict[str, SearchConfig] = {}
+        for trial in self.trials():
+            try:
+                cfg = self.config(trial)
+                check_start(dataclasses.replace(cfg, retrieval=False))
+            except ConfigError as exc:
+                raise ConfigError(f"trial {trial.id}: {exc}") from None
+            configs[trial.id] = cfg
+        return configs
+
+    def to_json(self) -> dict[str, Any]:
+        return {"tasks": list(self.tasks), "seeds": list(self.seeds), "methods": list(self.methods),
+                "options": {k: list(v) if isinstance(v, tuple) else v for k, v in self.options.items()},
+                "preset": self.preset, "cpus_per_trial": self.cpus_per_trial, "shared_cases": self.shared_cases}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SweepSpec:
+        hints = _hints()
+        options = {k: tuple(v) if isinstance(v, list) and _is_tuple(hints.get(k)) else v
+                   for k, v in dict(data.get("options") or {}).items()}
+        return cls(tasks=tuple(data["tasks"]), seeds=tuple(int(s) for s in data["seeds"]),
+                   methods=tuple(data["methods"]), options=options, preset=str(data.get("preset", "demo")),
+                   cpus_per_trial=float(data.get("cpus_per_trial", 1.0)),
+                   shared_cases=bool(data.get("shared_cases", False)))
+
+    def save(self, path: Path) -> None:
+        atomic_write_text(path, json.dumps(self.to_json(), indent=2))
+
+    @classmethod
+    def load(cls, path: Path) -> SweepSpec:
+        try:
+            return cls.from_json(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ConfigError(f"{path} is not a readable sweep spec ({exc})") from None
+
+
+def parse_sets(pairs: Sequence[str], base: Path | None = None) -> dict[str, Any]:
+    """`--set key=value` pairs as SearchConfig values: the key is a field name (dashes allowed), the value is
+    read by the field's type (`hidden=256x256`, `ablations=no-relabel,no-thompson`, `lr=none`). Paths are made
+    absolute against `base` (the folder `lares sweep` runs in): trials run in other processes."""
+    hints = _hints()
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or not key:
+            raise ConfigError(f"--set {pair!r}: write KEY=VALUE, e.g. --set budget=20000")
+        if key in _GRID_KEYS:
+            raise ConfigError(f"--set {key}: give it with {_GRID_KEYS[key]}")
+        if key not in hints:
+            close = difflib.get_close_matches(key, list(hints), n=3)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise ConfigError(f"--set {key}: not a run option{hint} (the fields of SearchConfig, search/config.py)")
+        value = _coerce(key, hints[key], text.strip())
+        if key in _PATH_KEYS and value is not None:
+            value = str((base or Path.cwd()).joinpath(value).resolve())
+        out[key] = value
+    return out
+
+
+def _hints() -> dict[str, Any]:
+    return typing.get_type_hints(SearchConfig)
+
+
+def _is_tuple(hint: Any) -> bool:
+    return any(typing.get_origin(h) is tuple for h in _members(hint))
+
+
+def _members(hint: Any) -> tuple[Any, ...]:
+    """The alternatives of `X | None` (or the hint itself)."""
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        return typing.get_args(hint)
+    return (hint,)
+
+
+def _coerce(key: str, hint: Any, text: str) -> Any:
+    """`text` as a value of the field's type; the config's own checks (ranges, choices) come after."""
+    kinds = _members(hint)
+    if type(None) in kinds and text.lower() in ("none", "null", ""):
+        return None
+    for kind in kinds:
+        origin = typing.get_origin(kind)
+        try:
+            if kind is bool:
+                lowered = text.lower()
+                if lowered in ("true", "yes", "1", "on"):
+                    return True
+                if lowered in ("false", "no", "0", "off"):
+                    return False
+                raise ValueError(text)
+            if kind is int:
+                return int(text.replace("_", ""))
+            if kind is float:
+                return float(text)
+            if origin is tuple:
+                item = typing.get_args(kind)[0]
+                parts = [p for p in text.replace("x", ",").split(",") if p] if item is int else [
+                    p.strip() for p in text.split(",") if p.strip()]
+                return tuple(int(p) for p in parts) if item is int else tuple(parts)
+            if kind is str or origin is Literal:
+                return text
+        except ValueError:
+            continue
+    raise ConfigError(f"--set {key}={text}: not a valid value of type {hint}")

@@ -1,0 +1,75 @@
+"""`lares sweep`'s grid and options, checked before any folder or Ray exists (search/sweep_spec.py, cli)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from lares_agent.cli.app import app
+from lares_agent.errors import ConfigError
+from lares_agent.search.sweep_spec import SweepSpec, parse_sets
+
+
+def test_set_values_follow_the_field_types(tmp_path: Path) -> None:
+    got = parse_sets(["budget=20_000", "hidden=64x64", "obs-norm=true", "lr=none", "ablations=no-relabel,no-thompson",
+                      "rewards_file=r.json", "utd=0.5"], base=tmp_path)
+    assert got == {"budget": 20000, "hidden": (64, 64), "obs_norm": True, "lr": None,
+                   "ablations": ("no-relabel", "no-thompson"), "rewards_file": str(tmp_path / "r.json"), "utd": 0.5}
+
+
+@pytest.mark.parametrize(("pair", "match"), [
+    ("budgt=100", "did you mean budget"), ("budget", "KEY=VALUE"), ("budget=ten", "not a valid value"),
+    ("task=reach-v3", "--tasks"), ("seed=3", "--seeds"),
+])
+def test_bad_set_pairs_are_one_line_errors(pair: str, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        parse_sets([pair])
+
+
+def test_methods_fix_their_settings_and_share_the_options() -> None:
+    spec = SweepSpec(tasks=("reach-v3",), seeds=(0, 1), methods=("lares", "human", "sparse"),
+                     options={"budget": 900, "population": 2})
+    configs = {t.id: spec.config(t) for t in spec.trials()}
+    assert list(configs) == ["reach-v3-lares-s0", "reach-v3-human-s0", "reach-v3-sparse-s0", "reach-v3-lares-s1",
+                             "reach-v3-human-s1", "reach-v3-sparse-s1"]
+    assert configs["reach-v3-lares-s1"].setting == "scratch" and configs["reach-v3-lares-s1"].population == 2
+    human, sparse = configs["reach-v3-human-s0"], configs["reach-v3-sparse-s0"]
+    assert (human.setting, human.population, human.baseline_reward) == ("baseline", 1, "human")
+    assert (sparse.setting, sparse.baseline_reward, sparse.budget) == ("baseline", "success", 900)
+    assert SweepSpec.from_json(spec.to_json()) == spec
+
+
+def test_bad_grids_are_refused() -> None:
+    with pytest.raises(ConfigError, match="unknown method"):
+        SweepSpec(tasks=("reach-v3",), seeds=(0,), methods=("lares", "random"))  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="twice"):
+        SweepSpec(tasks=("reach-v3", "reach-v3"), seeds=(0,))
+
+
+def test_a_bad_option_stops_the_sweep_before_its_folder_exists(tmp_path: Path) -> None:
+    out = tmp_path / "sweep"
+    result = CliRunner().invoke(app, ["sweep", "--tasks", "reach-v3", "--methods", "human", "--set", "budget=-5",
+                                      "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    assert "budget" in result.output and not out.exists()
+    result = CliRunner().invoke(app, ["sweep", "--tasks", "reach-v3,no-such-task", "--methods", "human",
+                                      "--out", str(out)])
+    assert result.exit_code != 0 and "no-such-task" in result.output and not out.exists()
+
+
+def test_without_ray_the_sweep_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import builtins
+
+    real = builtins.__import__
+
+    def no_ray(name: str, *args: object, **kwargs: object) -> object:
+        if name == "ray" or name.startswith("ray."):
+            raise ImportError("No module named 'ray'")
+        return real(name, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(builtins, "__import__", no_ray)
+    result = CliRunner().invoke(app, ["sweep", "--tasks", "reach-v3", "--out", str(tmp_path / "s")])
+    assert result.exit_code == 2
+    assert "pip install 'lares-agent[ray]'" in result.output and len(result.output.strip().splitlines()) == 1

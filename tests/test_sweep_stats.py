@@ -1,0 +1,53 @@
+"""The sweep table's maths on made-up curves (report/sweep_stats.py)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from lares_agent.report.sweep_stats import bootstrap_interval, mean_std, steps_to_threshold, success_auc
+
+
+def test_bootstrap_interval_contains_the_mean_and_narrows_with_n() -> None:
+    rng = np.random.default_rng(0)
+    widths = []
+    for n in (5, 50, 500):
+        values = rng.uniform(0, 1, n)
+        low, high = bootstrap_interval(values.tolist(), np.random.default_rng(1))
+        assert low <= values.mean() <= high
+        widths.append(high - low)
+    assert widths[0] > widths[1] > widths[2] > 0
+
+
+def test_bootstrap_interval_is_reproducible_and_degenerate_cases() -> None:
+    values = [0.1, 0.5, 0.9, 0.3]
+    assert bootstrap_interval(values, np.random.default_rng(7)) == bootstrap_interval(values, np.random.default_rng(7))
+    assert bootstrap_interval([0.4], np.random.default_rng(0)) == (0.4, 0.4)
+    assert all(math.isnan(v) for v in bootstrap_interval([], np.random.default_rng(0)))
+    with pytest.raises(ValueError):
+        bootstrap_interval(values, np.random.default_rng(0), level=1.5)
+
+
+def test_steps_to_threshold_is_the_first_evaluation_at_the_level() -> None:
+    steps = [1000, 2000, 3000, 4000, 5000]
+    success = [0.0, 0.4, 0.5, 0.3, 0.95]
+    assert steps_to_threshold(steps, success, 0.5) == 3000  # reached exactly at 0.5, not after the dip
+    assert steps_to_threshold(steps, success, 0.9) == 5000
+    assert steps_to_threshold(steps, success, 0.99) is None
+
+
+def test_area_under_the_curve_is_normalised_by_steps() -> None:
+    # a ramp 0 -> 1 over 0..1000, then 1 until 2000: area 500 + 1000 over 2000 steps
+    assert success_auc([0, 1000, 2000], [0.0, 1.0, 1.0]) == pytest.approx(0.75)
+    assert success_auc([0, 500, 2000], [1.0, 1.0, 1.0]) == pytest.approx(1.0)
+    # uneven spacing counts each stretch by its steps: 0 for 100 steps, then 1 for 900
+    assert success_auc([0, 100, 101, 1000], [0.0, 0.0, 1.0, 1.0]) == pytest.approx((0.5 + 899) / 1000)
+    assert success_auc([300], [0.6]) == pytest.approx(0.6)
+    assert math.isnan(success_auc([], []))
+
+
+def test_mean_std_skips_missing_values() -> None:
+    assert mean_std([1.0, 3.0, float("nan")]) == (2.0, 1.0)
+    assert all(math.isnan(v) for v in mean_std([]))
