@@ -78,6 +78,10 @@ class EngineConfig:
     """Episodes kept per such slot (feature arrays per step, for the trajectory encoder)."""
     feature_sample: int = 4096
     """Buffer rows sampled for the hook's numeric validation of new candidates."""
+    propose_in_background: bool = False
+    """Run the ``propose`` hook on a worker thread while the learners keep training on their current rewards;
+    its proposals are installed at the first iteration boundary after it returns (issue 13 item 8, ``loop/
+    background.py``). False: the learners wait for it, as in the reference (``lares run --sync-llm``)."""
 
     def __post_init__(self) -> None:
         if self.learner not in GRADIENT_LEARNERS:
