@@ -134,6 +134,7 @@ class SearchConfig:
     replay_from: str | None = None
     preset: Preset = "demo"
     ablations: tuple[Ablation, ...] = ()  # names from ABLATIONS; () is full LaRes
+    sync_llm: bool = False  # True: the learners wait for each reward round's LLM calls, as the reference (ES always)
 
     def __post_init__(self) -> None:
         problems = [
@@ -285,7 +286,7 @@ def engine_config(cfg: SearchConfig) -> EngineConfig | ESSearchConfig:
     `crossq.utd_ratio`, `crossq.init_log_alpha`, `crossq.obs_norm`; `lr` -> `sac.lr` or `crossq.lr`; both: the
     ablations -> `relabel`, `thompson`, `scale_to_best`, `anchor_weight` 0; ES: `reward_period` ->
     `reward_every_steps`, `es_population` -> `es.population_size`, `selection`, `tournament_size` ->
-    `selection.method`, `selection.tournament_size`.
+    `selection.method`, `selection.tournament_size`; SAC/CrossQ: `sync_llm` -> not `propose_in_background`.
     """
     from lares_agent.engine import EngineConfig, ESSearchConfig
 
@@ -305,6 +306,7 @@ def engine_config(cfg: SearchConfig) -> EngineConfig | ESSearchConfig:
         )
     from lares_agent.engine import CrossQConfig, SACConfig
 
+    shared["propose_in_background"] = not cfg.sync_llm  # ES always waits for the proposal (es_engine.py)
     common: dict[str, Any] = dict(batch_size=cfg.batch_size, utd_ratio=cfg.utd, obs_norm=cfg.obs_norm,
                                   init_log_alpha=math.log(cfg.init_alpha))
     if cfg.lr is not None:
