@@ -201,3 +201,14 @@ def test_search_config_maps_sync_llm_to_the_engine() -> None:
     assert SearchConfig.from_json(SearchConfig(sync_llm=True).to_json()).sync_llm is True
     assert SearchConfig.from_json({k: v for k, v in SearchConfig().to_json().items() if k != "sync_llm"}).sync_llm \
         is False
+
+
+def test_background_rounds_leave_torch_its_cores() -> None:
+    import os
+
+    from lares_agent.search.config import SearchConfig, llm_config
+
+    cores = len(os.sched_getaffinity(0))
+    assert llm_config(SearchConfig(torch_threads=1)).n_threads == max(1, cores - 1)
+    assert llm_config(SearchConfig(torch_threads=1, sync_llm=True)).n_threads is None  # blocking: every core
+    assert llm_config(SearchConfig(learner="es")).n_threads is None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
@@ -68,6 +69,7 @@ __all__ = [
     "SearchConfig",
     "Selection",
     "Setting",
+    "background_llm_threads",
     "engine_config",
     "llm_config",
     "paper_ts_window",
@@ -332,4 +334,18 @@ def llm_config(cfg: SearchConfig) -> LLMConfig:
     """The LLM client's view: `llm_backend` -> `backend`, `llm_model` -> `model`, `max_llm_tokens` ->
     `max_total_tokens`."""
     return LLMConfig(backend=cfg.llm_backend, model=cfg.llm_model, base_url=cfg.base_url,
-                     temperature=cfg.temperature, max_total_tokens=cfg.max_llm_tokens, seed=cfg.seed)
+                     temperature=cfg.temperature, max_total_tokens=cfg.max_llm_tokens, seed=cfg.seed,
+                     n_threads=background_llm_threads(cfg))
+
+
+def background_llm_threads(cfg: SearchConfig) -> int | None:
+    """llama.cpp's threads when its rounds run beside the learners (SAC/CrossQ without `--sync-llm`): the cores
+    torch does not use, at least one. Its threads meet at every layer, so one more busy thread than cores stalls
+    them all (the same effect as `torch_threads`' note in search/runner.py). None: every core (blocking rounds)."""
+    if cfg.sync_llm or cfg.learner == "es" or cfg.llm_backend != "local" or cfg.torch_threads <= 0:
+        return None
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return max(1, cores - cfg.torch_threads)
