@@ -76,6 +76,8 @@ def _finish(outcome: RunOutcome, report: bool, allow_fallback: bool = False) -> 
         f"run {state}: {outcome.env_steps:,} env steps in {outcome.wall_s / 60:.1f} min, "
         f"success {_percent(outcome.ranked_success)} (ranked first), best {outcome.best_success:.0%}"
     )
+    if outcome.llm is not None:
+        typer.echo(outcome.wait_sentence())
     only_fallbacks = outcome.llm is not None and outcome.llm.only_fallbacks
     if outcome.llm is not None and only_fallbacks:
         typer.echo(f"warning: {outcome.llm.sentence()}")
@@ -148,6 +150,9 @@ def run_command(
     report: Annotated[bool, typer.Option(help="Write the HTML report at the end.")] = True,
     allow_fallback: Annotated[bool, typer.Option(
         help="Exit 0 even when no LLM candidate was accepted (every reward the built-in fallback).")] = False,
+    sync_llm: Annotated[bool, typer.Option(
+        "--sync-llm", help="Learners wait for each reward round's LLM calls, as the LaRes reference (default: the "
+        "round runs in the background while they train; ES always waits).")] = False,
 ) -> None:
     """Search reward functions with an LLM while a population of policies learns from them (LaRes).
 
@@ -181,6 +186,7 @@ def run_command(
         retrieval=not no_retrieval,
         max_llm_tokens=max_llm_tokens,
         max_minutes=max_minutes,
+        sync_llm=sync_llm or None,
     )
     check_start(cfg)  # one error line before the progress bar appears
     from lares_agent.runs import RunLayout

@@ -34,6 +34,7 @@ EventKind = Literal[
     "reward_shared",  # engine: a slot whose reward went NaN/inf shares the best slot's reward
     "quarantine",  # engine: a learner stops training/acting until the next update
     "reward_update",  # engine: fitness, ranking, elites and replacements of one round
+    "reward_update_started",  # engine: a round was evaluated and ranked; its proposal runs (maybe in the background)
     "checkpoint",  # engine: a checkpoint was written
     "resumed",  # engine: restored from a checkpoint
     "run_start",  # search: the run (or its resumption) started

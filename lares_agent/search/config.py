@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
@@ -80,6 +81,7 @@ __all__ = [
     "SearchConfig",
     "Selection",
     "Setting",
+    "background_llm_threads",
     "engine_config",
     "llm_config",
     "paper_ts_window",
@@ -149,6 +151,7 @@ class SearchConfig:
     # What the baseline learner trains on: the task's own reward, or its success indicator alone (the sparse
     # baseline of `lares sweep --methods sparse`, issue 14).
     baseline_reward: BaselineReward = "human"
+    sync_llm: bool = False  # True: the learners wait for each reward round's LLM calls, as the reference (ES always)
 
     def __post_init__(self) -> None:
         problems = [
@@ -306,7 +309,7 @@ def engine_config(cfg: SearchConfig) -> EngineConfig | ESSearchConfig:
     ablations -> `relabel`, `thompson`, `scale_to_best`, `anchor_weight` 0; `selection` -> `selection.method`
     (truncation or pareto); ES: `reward_period` ->
     `reward_every_steps`, `es_population` -> `es.population_size`, `selection`, `tournament_size` ->
-    `selection.method`, `selection.tournament_size`.
+    `selection.method`, `selection.tournament_size`; SAC/CrossQ: `sync_llm` -> not `propose_in_background`.
     """
     from lares_agent.engine import EngineConfig, ESSearchConfig
 
@@ -326,6 +329,7 @@ def engine_config(cfg: SearchConfig) -> EngineConfig | ESSearchConfig:
         )
     from lares_agent.engine import CrossQConfig, SACConfig, SelectionConfig
 
+    shared["propose_in_background"] = not cfg.sync_llm  # ES always waits for the proposal (es_engine.py)
     common: dict[str, Any] = dict(batch_size=cfg.batch_size, utd_ratio=cfg.utd, obs_norm=cfg.obs_norm,
                                   init_log_alpha=math.log(cfg.init_alpha))
     if cfg.lr is not None:
@@ -351,4 +355,18 @@ def llm_config(cfg: SearchConfig) -> LLMConfig:
     """The LLM client's view: `llm_backend` -> `backend`, `llm_model` -> `model`, `max_llm_tokens` ->
     `max_total_tokens`."""
     return LLMConfig(backend=cfg.llm_backend, model=cfg.llm_model, base_url=cfg.base_url,
-                     temperature=cfg.temperature, max_total_tokens=cfg.max_llm_tokens, seed=cfg.seed)
+                     temperature=cfg.temperature, max_total_tokens=cfg.max_llm_tokens, seed=cfg.seed,
+                     n_threads=background_llm_threads(cfg))
+
+
+def background_llm_threads(cfg: SearchConfig) -> int | None:
+    """llama.cpp's threads when its rounds run beside the learners (SAC/CrossQ without `--sync-llm`): the cores
+    torch does not use, at least one. Its threads meet at every layer, so one more busy thread than cores stalls
+    them all (the same effect as `torch_threads`' note in search/runner.py). None: every core (blocking rounds)."""
+    if cfg.sync_llm or cfg.learner == "es" or cfg.llm_backend != "local" or cfg.torch_threads <= 0:
+        return None
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return max(1, cores - cfg.torch_threads)

@@ -4,6 +4,11 @@ One `GraphProposer` per run. `initial(n)` fills the first population (round 0: n
 the graph goes straight to `propose`); `__call__(ctx)` is what `LaResEngine` calls at each reward update.
 Each round is one LangGraph thread (`round-<n>`) in `trace.sqlite`, so a run killed mid-round resumes
 inside that round without asking the LLM again for what it already accepted.
+
+`__call__` may run on the engine's proposal worker thread while the learners train (`engine/loop/background.py`):
+it reads only its `UpdateContext` (copies taken at the round's start) and writes only its own files and stores
+(candidates, trace, cases: whole-line appends and SQLite connections opened for use from any thread); the
+engine's thread writes events meanwhile, each a single whole-line append.
 """
 
 from __future__ import annotations

@@ -76,6 +76,24 @@ class RunOutcome:
     exit_code: int = 0  # what the CLI exits with after a signal (128 + its number), else 0
     llm: LLMHealth | None = None  # None: the run asks no LLM (baseline)
     already_finished: bool = False  # `lares resume` of a finished run: nothing was run or written
+    llm_wait_s: float = 0.0
+    """Wall seconds the learners waited for the LLM's reward rounds in this session (issue 13 item 8)."""
+    llm_s: float = 0.0
+    """Wall seconds the reward rounds' proposals ran in this session (in the background they overlap training)."""
+    initial_llm_s: float = 0.0
+    """Wall seconds of the initial population's proposals (round 0, before any learner exists)."""
+    session_wall_s: float = 0.0
+    """Wall seconds of this session (``wall_s`` adds a resumed run's earlier sessions)."""
+
+    @property
+    def llm_wait_share(self) -> float:
+        """The learners' wait as a share of this session's wall time."""
+        return self.llm_wait_s / self.session_wall_s if self.session_wall_s > 0 else 0.0
+
+    def wait_sentence(self) -> str:
+        """The last screen's line on the time the LLM cost the learners."""
+        return (f"learners waited {self.llm_wait_s:.0f} s for the LLM ({self.llm_wait_share:.0%} of wall time); "
+                f"reward rounds ran {self.llm_s:.0f} s, the initial proposals {self.initial_llm_s:.0f} s")
 
 
 def uses_retrieval(cfg: SearchConfig) -> bool:
@@ -98,6 +116,8 @@ class Search:
         self.started = time.monotonic()  # wall time counts the initial proposals too
         self.stop = stop if stop is not None else StopRequest()
         self.resume: ResumePlan | None = None
+        self.notify: NotifyFn | None = None
+        self.initial_llm_s = 0.0
         self.task = get_task(cfg.task)
         if cfg.torch_threads > 0:
             # Measured here: a [3,128,128] bmm takes 0.14 ms on 1 thread but 7 ms on 2 threads as soon as another
@@ -155,7 +175,9 @@ class Search:
             n = ecfg.num_slots - (1 if self.cfg.setting == "init" else 0)
             given = load_rewards_file(Path(self.cfg.rewards_file), self.task) if self.cfg.rewards_file else []
             sample = random_feature_sample(self.task, max(self.cfg.warmup_steps, 500), self.cfg.seed, self.cfg.horizon)
+            began = time.monotonic()
             initial = self.proposer.initial(n, sample, given)
+            self.initial_llm_s = time.monotonic() - began
         elif self.cfg.baseline_reward == "success":
             initial = [success_reward(self.task)]
         return engine_cls(self.task, ecfg, initial, self.proposer, self.run.root)
@@ -188,8 +210,15 @@ class Search:
                               _ranked_success(engine))
                 )
 
+        said = [False]
+
         def stop() -> bool:
-            return self.stop() or (deadline is not None and time.monotonic() > deadline)
+            stopping = self.stop() or (deadline is not None and time.monotonic() > deadline)
+            if stopping and not said[0] and getattr(engine, "update_in_flight", False) and self.notify is not None:
+                said[0] = True
+                self.notify("waiting for the reward round in flight to finish and install its candidates; "
+                            "send the signal again to stop at once (a resume reruns that round from the trace)")
+            return stopping
 
         earlier = spent_wall_s(self.log)  # a resumed run reports its whole wall time
         resumed = self.resume.summary() if self.resume is not None else {}
@@ -206,10 +235,15 @@ class Search:
         extra = {"stopped_by": self.stop.name} if self.stop() else {}
         if health is not None and health.only_fallbacks:
             extra["only_fallbacks"] = health.sentence()
+        wait = dict(getattr(engine, "llm_wait", {}) or {})
+        waited, llm_s = float(wait.get("waited_s", 0.0)), float(wait.get("llm_s", 0.0))
         self.log.event("run_end", env_steps=steps, finished=finished, wall_s=wall, session_wall_s=session,
-                       best_success=best[0], llm=usage, **extra)
+                       best_success=best[0], llm=usage, llm_wait_s=waited, llm_s=llm_s,
+                       initial_llm_s=self.initial_llm_s, llm_wait_share=waited / session if session > 0 else 0.0,
+                       **extra)
         return RunOutcome(self.run, steps, finished, best[0], wall, _ranked_success(engine), self.stop.name or None,
-                          self.stop.exit_code if self.stop() else 0, health)
+                          self.stop.exit_code if self.stop() else 0, health, llm_wait_s=waited, llm_s=llm_s,
+                          initial_llm_s=self.initial_llm_s, session_wall_s=session)
 
     def close(self) -> None:
         if self._trace is not None:
@@ -375,6 +409,7 @@ def start_run(cfg: SearchConfig, runs_base: Path, run_id: str | None = None,
         raise run_file_error("write", run.config, exc) from None
     with graceful_signals(_stopping(notify)) as stop:
         search = Search(cfg, run, stop)
+        search.notify = notify
         try:
             engine = search.new_engine()
             try:
@@ -414,6 +449,7 @@ def resume_run(path: Path, progress: ProgressFn | None = None, extra_minutes: fl
     with graceful_signals(_stopping(notify)) as stop:
         search = Search(cfg, run, stop)
         search.resume = plan
+        search.notify = notify
         try:
             if plan.checkpoint is not None:
                 engine = search.restored_engine(plan.checkpoint)

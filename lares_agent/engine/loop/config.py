@@ -84,6 +84,10 @@ class EngineConfig:
     selection: SelectionConfig = field(default_factory=SelectionConfig)
     """How elites are chosen: truncation (LaRes: the top ``elites``) or pareto (non-dominated over fitness,
     smooth actions and simple rewards, ``loop/pareto.py``). Tournament selection is the ES engine's."""
+    propose_in_background: bool = False
+    """Run the ``propose`` hook on a worker thread while the learners keep training on their current rewards;
+    its proposals are installed at the first iteration boundary after it returns (issue 13 item 8, ``loop/
+    background.py``). False: the learners wait for it, as in the reference (``lares run --sync-llm``)."""
 
     def __post_init__(self) -> None:
         if self.learner not in GRADIENT_LEARNERS:

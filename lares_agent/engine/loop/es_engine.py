@@ -39,6 +39,7 @@ from lares_agent.engine.contracts import (
     UpdateContext,
 )
 from lares_agent.engine.es.learner import ESBackend, LearnerSettings, LocalBackend
+from lares_agent.engine.loop.background import ProposalRunner
 from lares_agent.engine.loop.es_config import ESSearchConfig
 from lares_agent.engine.loop.selection import choose_elites, measure_diversity
 from lares_agent.engine.loop.slots import LearnerHooks, RewardSlots, SlotRules, initial_slot_rewards
@@ -106,6 +107,8 @@ class ESEngine:
                 config.setting, config.num_slots, initial_rewards, task.has_human_reward, task.name
             )
         self.task, self.config, self.propose = task, config, propose
+        # ES waits for the proposal (its generations are short and, with Ray, run elsewhere): timed only.
+        self.proposals = ProposalRunner()
         self.num_slots = config.num_slots
         self.counters = ESCounters()
         self.log = EngineLog(run_dir)
@@ -248,8 +251,20 @@ class ESEngine:
 
     # ------------------------------------------------------------------ reward update (RewardSlots + ES hooks)
     def reward_update(self) -> UpdateContext:
-        """Evaluate, rank, select elites, measure diversity, refill the other slots via ``propose``."""
-        return self.slots.update(self._hooks, self.propose)
+        """Evaluate, rank, select elites, measure diversity, refill the other slots via ``propose`` (blocking)."""
+        pending = self.slots.start(self._hooks)
+        proposals, llm_s = self.proposals.blocking(self.propose, pending.ctx)
+        return self.slots.finish(self._hooks, pending, proposals, {"llm_s": llm_s, "waited_s": llm_s})
+
+    @property
+    def update_in_flight(self) -> bool:
+        """ES never proposes in the background."""
+        return False
+
+    @property
+    def llm_wait(self) -> dict[str, float]:
+        """Seconds the learners waited for ``propose`` (``waited_s``) and that it ran (``llm_s``), this session."""
+        return {"waited_s": self.proposals.waited_s, "llm_s": self.proposals.llm_s}
 
     def _choose_elites(self, ranking: Sequence[int], slots: Sequence[SlotEvaluation]) -> Sequence[int]:
         return choose_elites(ranking, slots, self.config.elites, self.config.selection, self.rng)

@@ -39,6 +39,7 @@ from lares_agent.engine.contracts import (
 )
 from lares_agent.engine.errors import EngineError
 from lares_agent.engine.learners.factory import make_population
+from lares_agent.engine.loop.background import ProposalRunner
 from lares_agent.engine.loop.config import EngineConfig
 from lares_agent.engine.loop.interaction import Interaction, IterationInfo
 from lares_agent.engine.loop.selection import choose_elites
@@ -87,6 +88,7 @@ class LaResEngine:
                 config.setting, config.num_slots, initial_rewards, task.has_human_reward, task.name
             )
         self.task, self.config, self.propose = task, config, propose
+        self.proposals = ProposalRunner()
         self.num_slots = config.num_slots
         self.num_learners = learner_count(config.setting, self.num_slots)
         self.horizon = config.horizon or task.horizon
@@ -190,6 +192,10 @@ class LaResEngine:
             info = self.step_iteration()
             if progress is not None:
                 progress(info)
+        # A proposal still running is waited for and installed: its candidates are already logged as accepted,
+        # and the checkpoints the caller writes next must hold them (a second signal still stops at once; the
+        # resume then reruns the round from the trace, from the checkpoint before it started).
+        self.finish_update()
         return self.counters.env_steps
 
     def step_iteration(self) -> IterationInfo:
@@ -197,8 +203,7 @@ class LaResEngine:
         c = self.counters
         if not c.warmed_up:
             self.warmup()
-        if self._update_due():
-            self.reward_update()
+        self._reward_step()
         select = self.ts.select if self.config.thompson else self.ts.select_uniform
         arms = select(self.num_slots, self.rng)
         extra = [self.extra] if self.extra is not None and self.extra not in self.quarantined else []
@@ -215,7 +220,9 @@ class LaResEngine:
             while c.next_eval <= c.env_steps:
                 c.next_eval += self.config.eval_every
             self._log_evaluation("eval", self.evaluate(range(self.num_learners), self.config.eval_episodes))
-        if c.next_checkpoint is not None and c.env_steps >= c.next_checkpoint:
+        # No periodic checkpoint while a proposal is in flight: it would hold a state from which the resume could
+        # not rerun the round that started before it (the next iteration after the install writes it).
+        if c.next_checkpoint is not None and c.env_steps >= c.next_checkpoint and self.proposals.pending is None:
             while c.next_checkpoint <= c.env_steps:
                 c.next_checkpoint += self.config.checkpoint_every
             self.save_checkpoint()
@@ -247,8 +254,47 @@ class LaResEngine:
         return self.counters.env_steps - self.counters.last_update_steps >= self.config.reward_period
 
     def reward_update(self) -> UpdateContext:
-        """Evaluate, rank, refill non-elite slots via ``propose``, relabel + rescale + inherit (§3, §5-7)."""
-        return self.slots.update(self._hooks, self.propose)
+        """Evaluate, rank, refill non-elite slots via ``propose``, relabel + rescale + inherit (§3, §5-7), with
+        the learners waiting for ``propose`` (a proposal in flight is installed first)."""
+        self.finish_update()
+        pending = self.slots.start(self._hooks)
+        proposals, llm_s = self.proposals.blocking(self.propose, pending.ctx)
+        return self.slots.finish(self._hooks, pending, proposals, {"llm_s": llm_s, "waited_s": llm_s})
+
+    @property
+    def update_in_flight(self) -> bool:
+        """Whether a reward proposal is running in the background."""
+        return self.proposals.pending is not None
+
+    @property
+    def llm_wait(self) -> dict[str, float]:
+        """Seconds the learners waited for ``propose`` (``waited_s``) and that it ran (``llm_s``), this session."""
+        return {"waited_s": self.proposals.waited_s, "llm_s": self.proposals.llm_s}
+
+    def _reward_step(self) -> None:
+        """Install a background proposal that returned; start a due update (in the background when configured).
+
+        A proposal still running when the next update is due is waited for (that wait is counted) so that
+        rounds keep their cadence and never overlap."""
+        pending = self.proposals.pending
+        if pending is not None:
+            overdue = self.counters.env_steps - pending.ctx.env_steps >= self.config.reward_period
+            if not (self.proposals.ready or overdue):
+                return
+            self.finish_update()
+        if not self._update_due():
+            return
+        if self.config.propose_in_background and self.propose is not None:
+            self.proposals.submit(self.propose, self.slots.start(self._hooks, background=True))
+        else:
+            self.reward_update()
+
+    def finish_update(self) -> UpdateContext | None:
+        """Install the proposal in flight (waiting for it if needed); None when there is none."""
+        if self.proposals.pending is None:
+            return None
+        pending, proposals, timing = self.proposals.collect()
+        return self.slots.finish(self._hooks, pending, proposals, timing)
 
     def _install(self, slot: int, fn: RewardFunction, best: int) -> Mapping[str, float]:
         """Relabel the slot's column with ``fn`` (over the whole buffer unless the no-relabel ablation), scaled
@@ -414,6 +460,7 @@ class LaResEngine:
         return engine
 
     def close(self) -> None:
-        """Close environments and log files."""
+        """Close environments and log files (and let the proposal worker go)."""
+        self.proposals.close()
         self.pool.close()
         self.log.close()

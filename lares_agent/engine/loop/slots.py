@@ -35,7 +35,8 @@ from lares_agent.engine.errors import EngineError, RewardColumnError
 from lares_agent.engine.loop.fitness import rank_slots, slot_evaluations
 from lares_agent.engine.loop.state import Counters
 
-__all__ = ["LearnerHooks", "RewardSlots", "SlotRules", "SlotSettings", "initial_slot_rewards", "learner_count"]
+__all__ = ["LearnerHooks", "PendingUpdate", "RewardSlots", "SlotRules", "SlotSettings", "initial_slot_rewards",
+           "learner_count"]
 
 
 def initial_slot_rewards(
@@ -147,6 +148,16 @@ class LearnerHooks:
     """Extra fields of the ``reward_update`` event."""
 
 
+@dataclass(frozen=True)
+class PendingUpdate:
+    """A started reward update: its context (what the proposer sees), the evaluations it ranked and the best
+    slot, which stays the one new slots inherit from when the proposals are installed later."""
+
+    ctx: UpdateContext
+    evals: tuple[MemberEvaluation, ...]
+    best: int
+
+
 class RewardSlots:
     """The reward of every learner, the round and the best slot (in the shared counters), and the update.
 
@@ -195,7 +206,18 @@ class RewardSlots:
         return self.rules.max_rounds is None or self.counters.round < self.rules.max_rounds
 
     def update(self, hooks: LearnerHooks, propose: ProposeFn | None) -> UpdateContext:
-        """evaluate -> rank -> propose -> accept/reject -> install -> inherit -> events -> checkpoint."""
+        """evaluate -> rank -> propose -> accept/reject -> install -> inherit -> events -> checkpoint: ``start``
+        and ``finish`` back to back (the blocking path; the engine may run ``propose`` between them elsewhere)."""
+        pending = self.start(hooks)
+        proposals = list(propose(pending.ctx)) if propose is not None else []
+        return self.finish(hooks, pending, proposals)
+
+    def start(self, hooks: LearnerHooks, background: bool = False) -> PendingUpdate:
+        """The first half of an update: evaluate every learner, rank the slots, choose the elites and build the
+        proposer's ``UpdateContext`` (copies only: the buffer keeps growing while a background proposal runs).
+
+        The update's evaluation is logged here, at the step it measured; nothing is installed yet.
+        """
         rules, k = self.rules, self.num_slots
         evals = list(hooks.evaluate())
         slots = slot_evaluations(evals[:k], self.rewards[:k], rules.complexity_lambda, rules.use_task_return,
@@ -218,25 +240,55 @@ class RewardSlots:
             refill=refill,
             rewards=tuple(self.rewards[:k]),
             rollouts={s: evals[s].rollouts[: rules.rollouts_kept] for s in ranking[: rules.rollout_slots]},
-            feature_sample=hooks.feature_sample(),
+            feature_sample={name: np.array(v, copy=True) for name, v in hooks.feature_sample().items()},
             diversity=diversity,
             explore=diversity.explore if diversity is not None else None,
         )
-        proposals = list(propose(ctx)) if propose is not None else []
+        self._event({"event": "reward_update_started", "round": ctx.round, "env_steps": ctx.env_steps,
+                     "best": best, "refill": list(refill), "background": background})
+        # The new ranking's best is the ranked-first slot from now on (the evaluation row and the progress say so).
+        self.counters.best_slot = best
+        hooks.log_evaluation(evals)
+        return PendingUpdate(ctx, tuple(evals), best)
+
+    def finish(
+        self,
+        hooks: LearnerHooks,
+        pending: PendingUpdate,
+        proposals: Sequence[RewardFunction],
+        timing: Mapping[str, float] | None = None,
+    ) -> UpdateContext:
+        """The second half: install each proposal (at the current step, maybe later than the start), share the
+        best reward with a broken slot, let new and broken slots inherit the best learner, log, checkpoint.
+
+        ``timing`` (seconds, e.g. ``llm_s`` and ``waited_s``) goes into the ``reward_update`` event.
+        """
+        ctx, evals = pending.ctx, pending.evals
+        slots, refill = ctx.slots, ctx.refill
+        proposals = list(proposals)
         if len(proposals) > len(refill):
             raise EngineError(f"propose returned {len(proposals)} rewards for {len(refill)} slots")
+        best = pending.best
+        if hooks.quarantined(best):
+            # Background only: the best learner diverged while the proposal ran; inherit from the next one kept.
+            best = next((s for s in ctx.ranking if s not in refill and not hooks.quarantined(s)), -1)
+            if best < 0:
+                raise EngineError("every kept slot was quarantined while the reward proposal ran; "
+                                  "no learner can be inherited from")
+        installed_at = self.counters.env_steps
+        steps = {"proposed_at": ctx.env_steps, "installed_at": installed_at}
         replaced: dict[int, str] = {}
         for slot, fn in zip(refill, proposals, strict=False):
             try:
                 extra = hooks.install(slot, fn, best)
             except RewardColumnError as exc:
                 self._event({"event": "candidate_rejected", "round": ctx.round, "slot": slot,
-                             "reward_id": fn.id, "reason": exc.reason})
+                             "reward_id": fn.id, "reason": exc.reason, **steps})
                 continue
             self.rewards[slot] = fn
             replaced[slot] = fn.id
             self._event({"event": "candidate_accepted", "round": ctx.round, "slot": slot, "reward_id": fn.id,
-                         **extra})
+                         **steps, **extra})
         for slot in refill:
             # A reward that went NaN/inf on new steps must not survive an update that brought no candidate for
             # its slot (it would break the reset learner again at once): the slot shares the best slot's reward
@@ -251,17 +303,20 @@ class RewardSlots:
         # A quarantined learner restarts from the best even when its reward is kept (its weights are broken).
         inherit = sorted(set(replaced) | {s.slot for s in slots if s.quarantined and s.slot != best})
         hooks.inherit(inherit, best)
-        self.counters.mark_update(ctx.round, best)
+        # The next period counts from the step the update started at (the same cadence with and without a
+        # background proposal).
+        self.counters.mark_update(ctx.round, best, ctx.env_steps)
         record: dict[str, Any] = {
-            "event": "reward_update", "round": ctx.round, "env_steps": self.counters.env_steps,
+            "event": "reward_update", "round": ctx.round, "env_steps": installed_at,
+            "proposed_at": ctx.env_steps,
             **hooks.event_fields(),
-            "fitness": {str(s.slot): s.fitness for s in slots}, "ranking": list(ranking),
-            "elites": list(elites), "best": best, "replaced": {str(s): rid for s, rid in replaced.items()},
+            "fitness": {str(s.slot): s.fitness for s in slots}, "ranking": list(ctx.ranking),
+            "elites": list(ctx.elites), "best": best, "replaced": {str(s): rid for s, rid in replaced.items()},
             "inherited": inherit, "slots": [s.to_json() for s in slots],
+            **{name: float(value) for name, value in (timing or {}).items()},
         }
-        if diversity is not None:
-            record["diversity"] = diversity.to_json()
+        if ctx.diversity is not None:
+            record["diversity"] = ctx.diversity.to_json()
         self._event(record)
-        hooks.log_evaluation(evals)
         hooks.checkpoint(f"round-{ctx.round:04d}")
         return ctx

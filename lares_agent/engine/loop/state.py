@@ -51,9 +51,10 @@ class Counters:
     last_update_steps: int = 0
     best_slot: int = 0
 
-    def mark_update(self, round_: int, best: int) -> None:
-        """Record a finished reward update."""
-        self.round, self.best_slot, self.last_update_steps = round_, best, self.env_steps
+    def mark_update(self, round_: int, best: int, started_at: int | None = None) -> None:
+        """Record a finished reward update that started at env step ``started_at`` (default: now)."""
+        self.round, self.best_slot = round_, best
+        self.last_update_steps = self.env_steps if started_at is None else started_at
 
 
 @dataclass
@@ -75,8 +76,8 @@ class ESCounters(Counters):
     generation: int = 0
     last_update_generation: int = 0
 
-    def mark_update(self, round_: int, best: int) -> None:
-        super().mark_update(round_, best)
+    def mark_update(self, round_: int, best: int, started_at: int | None = None) -> None:
+        super().mark_update(round_, best, started_at)
         self.last_update_generation = self.generation
 
 

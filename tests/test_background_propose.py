@@ -1,0 +1,214 @@
+"""The reward proposal in the background (issue 13 item 8): the learners train while the hook runs.
+
+A scripted hook that blocks on a `threading.Event` stands in for the LLM round; the engine is the real
+`LaResEngine` on the tiny point-mass task with tiny networks.
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from test_lares_engine import LaResEngine, Proposer, load_reward, scratch_rewards, tiny_config, tiny_task
+
+from lares_agent.engine import UpdateContext
+from lares_agent.engine.checkpoint import latest_checkpoint, load_checkpoint
+from lares_agent.runs.jsonl import read_jsonl
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+WAIT_S = 60.0  # hang guard only; nothing is timed against it
+
+
+class GatedProposer(Proposer):
+    """The fixed-candidate hook, held until the test opens the gate (like an LLM round still running)."""
+
+    def __init__(self, hold_s: float = 0.0) -> None:
+        super().__init__()
+        self.entered = threading.Event()
+        self.gate = threading.Event()
+        self.hold_s = hold_s
+        self.thread: str | None = None
+
+    def __call__(self, ctx: UpdateContext) -> Sequence[Any]:
+        self.thread = threading.current_thread().name
+        self.entered.set()
+        if not self.gate.wait(WAIT_S):
+            raise TimeoutError("the test never opened the gate")
+        time.sleep(self.hold_s)
+        return super().__call__(ctx)
+
+
+class SlowProposer(Proposer):
+    def __init__(self, sleep_s: float) -> None:
+        super().__init__()
+        self.sleep_s = sleep_s
+
+    def __call__(self, ctx: UpdateContext) -> Sequence[Any]:
+        time.sleep(self.sleep_s)
+        return super().__call__(ctx)
+
+
+def _until(engine: LaResEngine, condition: Any) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not condition():
+        assert time.monotonic() < deadline, "condition never held"
+        assert not engine.done, "the budget ran out first"
+        engine.step_iteration()
+
+
+def _events(engine: LaResEngine, kind: str) -> list[dict[str, Any]]:
+    return [e for e in engine.events if e["event"] == kind]
+
+
+def test_background_round_installs_later_while_the_learners_train(tmp_path: Path) -> None:
+    hook = GatedProposer()
+    cfg = tiny_config(total_steps=900, reward_period=300, checkpoint_every=30, propose_in_background=True)
+    engine = LaResEngine(tiny_task(), cfg, scratch_rewards(), hook, run_dir=tmp_path)
+    _until(engine, lambda: engine.update_in_flight)
+    started = _events(engine, "reward_update_started")
+    assert len(started) == 1 and started[0]["background"] is True
+    s0 = started[0]["env_steps"]
+    before = [fn.id for fn in engine.rewards]
+    assert hook.entered.wait(WAIT_S) and hook.thread is not None and hook.thread.startswith("lares-propose")
+    # The proposer's sample is a copy: the buffer it came from keeps growing while the round runs.
+    ctx = hook.contexts[0] if hook.contexts else None
+    assert ctx is None  # the hook has not returned yet
+    for _ in range(4):
+        engine.step_iteration()  # the learners keep training on their current rewards
+    assert engine.env_steps > s0 and engine.update_in_flight and engine.round == 0
+    assert [fn.id for fn in engine.rewards] == before and not _events(engine, "candidate_accepted")
+    # No periodic checkpoint while the round is in flight (checkpoint_every is 30 steps, 4 iterations are more).
+    assert all(e["env_steps"] <= s0 for e in _events(engine, "checkpoint"))
+    time.sleep(0.3)  # the LLM takes its time; the hook's llm_s counts it, the learners' wait does not
+    hook.gate.set()
+    _until(engine, lambda: engine.round >= 1)
+    accepted = _events(engine, "candidate_accepted")
+    assert engine.round == 1 and len(accepted) == len(hook.contexts[0].refill) == 2
+    assert all(e["proposed_at"] == s0 < e["installed_at"] for e in accepted)
+    update = _events(engine, "reward_update")[0]
+    assert update["proposed_at"] == s0 < update["env_steps"] == accepted[0]["installed_at"]
+    assert update["llm_s"] >= 0.3 and update["waited_s"] < 0.1
+    assert engine.llm_wait["waited_s"] < 0.1 <= engine.llm_wait["llm_s"]
+    # Installed at the later step: the round's checkpoint and the new rewards are there.
+    assert {fn.id for fn in engine.rewards} >= {e["reward_id"] for e in accepted}
+    names = [e["name"] for e in _events(engine, "checkpoint")]
+    assert "round-0001" in names
+    assert not any(np.shares_memory(v, engine.buffer.features) for v in hook.contexts[0].feature_sample.values())
+    engine.close()
+
+
+def test_sync_mode_installs_at_the_step_it_started_and_counts_the_wait() -> None:
+    hook = SlowProposer(0.2)
+    engine = LaResEngine(tiny_task(), tiny_config(total_steps=300), scratch_rewards(), hook)
+    engine.run()
+    accepted = _events(engine, "candidate_accepted")
+    started = {e["round"]: e["env_steps"] for e in _events(engine, "reward_update_started")}
+    assert engine.round == 2 and len(accepted) == 4
+    assert all(e["proposed_at"] == e["installed_at"] == started[e["round"]] for e in accepted)
+    assert all(e["background"] is False for e in _events(engine, "reward_update_started"))
+    wait = engine.llm_wait
+    assert wait["llm_s"] >= 0.4 and abs(wait["waited_s"] - wait["llm_s"]) < 0.05
+
+
+def test_a_due_update_waits_for_the_round_in_flight_and_rounds_never_overlap() -> None:
+    hook = SlowProposer(0.4)
+    cfg = tiny_config(total_steps=300, reward_period=45, propose_in_background=True)
+    engine = LaResEngine(tiny_task(), cfg, scratch_rewards(), hook)
+    engine.run()
+    starts = {e["round"]: e["env_steps"] for e in _events(engine, "reward_update_started")}
+    installs = {e["round"]: e["env_steps"] for e in _events(engine, "reward_update")}
+    assert len(installs) == len(starts) >= 3 and not engine.update_in_flight
+    for n in range(1, len(installs)):
+        assert starts[n] < installs[n] <= starts[n + 1]  # round n+1 started only after round n was installed
+        assert starts[n + 1] - starts[n] >= cfg.reward_period  # the cadence counts from each round's start
+    assert engine.llm_wait["waited_s"] > 0.2  # iterations take milliseconds: the due updates had to wait
+
+
+def test_budget_end_with_a_round_in_flight_waits_and_installs_it(tmp_path: Path) -> None:
+    hook = SlowProposer(0.5)
+    cfg = tiny_config(total_steps=150, reward_period=120, propose_in_background=True)
+    engine = LaResEngine(tiny_task(), cfg, scratch_rewards(), hook, run_dir=tmp_path)
+    engine.run()
+    assert engine.done and not engine.update_in_flight and engine.round == 1
+    accepted = _events(engine, "candidate_accepted")
+    assert len(accepted) == 2 and all(e["installed_at"] >= e["proposed_at"] for e in accepted)
+    assert engine.llm_wait["waited_s"] > 0.2  # the end of the run waited for the round
+    saved = engine.save_checkpoint()
+    assert saved is not None
+    state = load_checkpoint(saved)
+    assert {r["id"] for r in state["rewards"]} >= {e["reward_id"] for e in accepted}
+    engine.close()
+
+
+def test_stop_with_a_round_in_flight_installs_it_and_ends_cleanly(tmp_path: Path) -> None:
+    hook = SlowProposer(0.3)
+    cfg = tiny_config(total_steps=600, propose_in_background=True)
+    engine = LaResEngine(tiny_task(), cfg, scratch_rewards(), hook, run_dir=tmp_path)
+    steps = engine.run(should_stop=lambda: engine.update_in_flight)  # a signal arrives while the LLM works
+    assert steps < cfg.total_steps and engine.round == 1 and not engine.update_in_flight
+    assert len(_events(engine, "candidate_accepted")) == 2
+    assert engine.save_checkpoint() is not None
+    engine.close()
+
+
+def test_a_kill_while_in_flight_resumes_before_the_round_and_reruns_it(tmp_path: Path) -> None:
+    cfg = tiny_config(total_steps=300, checkpoint_every=30, max_rounds=1, propose_in_background=True)
+    # The run killed mid-round: its last checkpoint is from before the round started.
+    hook = GatedProposer()
+    killed = LaResEngine(tiny_task(), cfg, scratch_rewards(), hook, run_dir=tmp_path / "killed")
+    _until(killed, lambda: killed.update_in_flight)
+    s0 = _events(killed, "reward_update_started")[0]["env_steps"]
+    for _ in range(4):
+        killed.step_iteration()
+    last = latest_checkpoint(tmp_path / "killed" / "checkpoints")
+    assert last is not None
+    kept = shutil.copytree(last, tmp_path / "kept")
+    assert load_checkpoint(kept)["counters"]["env_steps"] <= s0 < killed.env_steps
+    hook.gate.set()
+    killed.close()
+
+    resumed = LaResEngine.restore(kept, tiny_task(), load_reward, Proposer(), tmp_path / "resumed")
+    resumed.run()
+    whole = LaResEngine(tiny_task(), cfg, scratch_rewards(), Proposer(), run_dir=tmp_path / "whole")
+    whole.run()
+
+    def installs(engine: LaResEngine) -> list[tuple[int, int, str, int]]:
+        return [(e["round"], e["slot"], e["reward_id"], e["proposed_at"])
+                for e in _events(engine, "candidate_accepted")]
+
+    assert _events(resumed, "reward_update_started")[0]["env_steps"] == s0  # the round reran at its step
+    assert installs(resumed) == installs(whole) and len(installs(whole)) == 2
+    assert [fn.id for fn in resumed.rewards] == [fn.id for fn in whole.rewards]
+    rows = read_jsonl(tmp_path / "resumed" / "events.jsonl")
+    assert rows[0]["event"] == "resumed" and sum(r["event"] == "reward_update" for r in rows) == 1
+    resumed.close()
+    whole.close()
+
+
+def test_search_config_maps_sync_llm_to_the_engine() -> None:
+    from lares_agent.search.config import SearchConfig, engine_config
+
+    assert engine_config(SearchConfig(llm_backend="replay")).propose_in_background is True  # type: ignore[union-attr]
+    sync = engine_config(SearchConfig(llm_backend="replay", sync_llm=True))
+    assert sync.propose_in_background is False  # type: ignore[union-attr]
+    assert SearchConfig.from_json(SearchConfig(sync_llm=True).to_json()).sync_llm is True
+    assert SearchConfig.from_json({k: v for k, v in SearchConfig().to_json().items() if k != "sync_llm"}).sync_llm \
+        is False
+
+
+def test_background_rounds_leave_torch_its_cores() -> None:
+    import os
+
+    from lares_agent.search.config import SearchConfig, llm_config
+
+    cores = len(os.sched_getaffinity(0))
+    assert llm_config(SearchConfig(torch_threads=1)).n_threads == max(1, cores - 1)
+    assert llm_config(SearchConfig(torch_threads=1, sync_llm=True)).n_threads is None  # blocking: every core
+    assert llm_config(SearchConfig(learner="es")).n_threads is None
