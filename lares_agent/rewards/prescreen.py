@@ -95,7 +95,7 @@ def proxy_score(
     try:
         with np.errstate(all="ignore"):
             r = np.asarray(reward(sample), np.float64)
-            left = sum(np.asarray(sample[f], np.float64) for f in distance)
+            left = np.sum([np.asarray(sample[f], np.float64) for f in distance], axis=0)
             shaping = level = None
             pairs = 0
             if all(NEXT_PREFIX + f in sample for f in distance):
@@ -106,7 +106,7 @@ def proxy_score(
                     moved = {k: np.asarray(v)[has] for k, v in sample.items() if not k.startswith(NEXT_PREFIX)}
                     moved.update({f: v[has] for f, v in nxt.items()})
                     r_next = np.asarray(reward(moved), np.float64)
-                    left_next = sum(nxt[f][has] for f in distance)
+                    left_next = np.sum([nxt[f][has] for f in distance], axis=0)
                     shaping = _pearson(r_next - r[has], left[has] - left_next)
             if shaping is None:
                 level = _pearson(r, -left)
