@@ -145,6 +145,10 @@ def run_command(
     report: Annotated[bool, typer.Option(help="Write the HTML report at the end.")] = True,
     allow_fallback: Annotated[bool, typer.Option(
         help="Exit 0 even when no LLM candidate was accepted (every reward the built-in fallback).")] = False,
+    candidates_per_slot: Annotated[float | None, typer.Option(
+        help="LLM candidates asked per free slot; the offline pre-screen keeps the best (default 2).")] = None,
+    numeric_children: Annotated[int | None, typer.Option(
+        help="Numeric children of the elites (constants perturbed) per proposal pass (default 2).")] = None,
 ) -> None:
     """Search reward functions with an LLM while a population of policies learns from them (LaRes).
 
@@ -177,6 +181,8 @@ def run_command(
         retrieval=not no_retrieval,
         max_llm_tokens=max_llm_tokens,
         max_minutes=max_minutes,
+        candidates_per_slot=candidates_per_slot,
+        numeric_children=numeric_children,
     )
     check_start(cfg)  # one error line before the progress bar appears
     from lares_agent.runs import RunLayout

@@ -37,6 +37,7 @@ class CandidateRow:
     fitness: float | None = None  # evaluated lines
     success: float | None = None  # evaluated lines
     component_stats: Mapping[str, Mapping[str, float]] | None = None  # evaluated lines: mean/std/share
+    proxy: float | None = None  # the offline pre-screen's score on the round's sample (accepted/rejected lines)
 
     @property
     def key(self) -> tuple[str, int | None, str | None, int | None]:
@@ -60,6 +61,7 @@ class CandidateRow:
             "success": self.success,
             "component_stats": None if self.component_stats is None else {
                 k: dict(v) for k, v in self.component_stats.items()},
+            "proxy": self.proxy,
         }
         return {k: v for k, v in data.items() if v is not None}
 
@@ -87,4 +89,5 @@ class CandidateRow:
             success=as_opt_float(row.get("success")),
             component_stats=as_stats(row["component_stats"]) if isinstance(row.get("component_stats"), Mapping)
             else None,
+            proxy=as_opt_float(row.get("proxy")),
         )
