@@ -233,12 +233,13 @@ def test_next_rows_follow_the_episode_and_stop_at_its_end_and_at_the_ring_seam()
         ep["truncated"] = np.arange(n) == n - 1  # type: ignore[index]  # each episode ends on its last step
         buf.add(**ep)  # type: ignore[arg-type]
     nxt, ok = buf.next_rows(np.arange(10))
-    assert buf.ptr == 2 and nxt.tolist() == [1, 2, 3, 4, 5, 6, 7, 8, 9, 0]
+    assert buf.ptr == 2 and nxt.tolist() == [1, 1, 3, 3, 5, 6, 7, 7, 9, 0]  # no next step: the row itself
     # rows 3 and 7 end episodes, row 1 is the newest (its successor is the oldest row)
     assert ok.tolist() == [True, False, True, False, True, True, True, False, True, True]
     half = ReplayBuffer(10, OBS, ACT, NAMES, num_columns=1)
     half.add(**rows(rng, 3))  # type: ignore[arg-type]  # an episode still running: no row after the newest
     assert half.next_rows(np.arange(3))[1].tolist() == [True, True, False]
+    assert half.next_rows(np.arange(3))[0].tolist() == [1, 2, 2]  # always a filled row (feature_view indexes)
 
 
 def test_random_sample_carries_each_features_next_step_within_its_episode() -> None:

@@ -205,12 +205,13 @@ class ReplayBuffer:
     def next_rows(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For stored rows `idx`: the row of the same episode's next step, and whether it exists (the step did
         not end its episode, and the next row is stored: not past the newest row, not the oldest of a full ring).
-        Episodes are stored whole and in order (`add`), so the next step is the next row."""
+        Episodes are stored whole and in order (`add`), so the next step is the next row. Where there is none the
+        row itself is returned, so the result always indexes the filled rows (`feature_view`)."""
         idx = np.asarray(idx, np.int64)
         nxt = (idx + 1) % self.capacity
         newest = (self.ptr - 1) % self.capacity
         ok = ~(self.terminated[idx] | self.truncated[idx]) & (idx != newest) & (nxt < self.size)
-        return nxt, ok
+        return np.where(ok, nxt, idx), ok
 
     # ------------------------------------------------------------------ sampling
     def sample(
