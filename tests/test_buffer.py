@@ -223,3 +223,33 @@ def test_state_dict_round_trip() -> None:
     other.add(**new)  # type: ignore[arg-type]
     np.testing.assert_array_equal(buf.rewards(2), other.rewards(2))
     assert other.affine(2) == buf.affine(2) and isinstance(other.affine(2), Affine)
+
+
+def test_next_rows_follow_the_episode_and_stop_at_its_end_and_at_the_ring_seam() -> None:
+    buf = ReplayBuffer(10, OBS, ACT, NAMES, num_columns=1)
+    rng = np.random.default_rng(5)
+    for n in (4, 4, 4):  # three whole episodes of 4 steps; the ring keeps rows 2-11 (ptr 2)
+        ep = rows(rng, n)
+        ep["truncated"] = np.arange(n) == n - 1  # type: ignore[index]  # each episode ends on its last step
+        buf.add(**ep)  # type: ignore[arg-type]
+    nxt, ok = buf.next_rows(np.arange(10))
+    assert buf.ptr == 2 and nxt.tolist() == [1, 1, 3, 3, 5, 6, 7, 7, 9, 0]  # no next step: the row itself
+    # rows 3 and 7 end episodes, row 1 is the newest (its successor is the oldest row)
+    assert ok.tolist() == [True, False, True, False, True, True, True, False, True, True]
+    half = ReplayBuffer(10, OBS, ACT, NAMES, num_columns=1)
+    half.add(**rows(rng, 3))  # type: ignore[arg-type]  # an episode still running: no row after the newest
+    assert half.next_rows(np.arange(3))[1].tolist() == [True, True, False]
+    assert half.next_rows(np.arange(3))[0].tolist() == [1, 2, 2]  # always a filled row (feature_view indexes)
+
+
+def test_random_sample_carries_each_features_next_step_within_its_episode() -> None:
+    from lares_agent.engine import NEXT_PREFIX, random_feature_sample
+    from lares_agent.rewards.prescreen import NEXT_PREFIX as READ_PREFIX
+    from tests.helpers import point_task
+
+    assert READ_PREFIX == NEXT_PREFIX  # the rewards layer reads the key the engine writes
+    sample = random_feature_sample(point_task(), 40, seed=0)  # horizon 15: episodes of 15 steps
+    dist, nxt = sample["dist"], sample[NEXT_PREFIX + "dist"]
+    assert nxt.shape == dist.shape
+    np.testing.assert_array_equal(nxt[:14], dist[1:15])
+    assert np.isnan(nxt[14]) and np.isnan(nxt[29])  # an episode's last step has no next step

@@ -28,7 +28,7 @@ CANDIDATES = [
 ]
 TEXT = "The fingertip drifts toward the target but overshoots; the reach term is too flat near it."
 TINY = ["--task", "Reacher-v5", "--budget", "300", "--reward-period", "150", "--population", "2", "--elites", "1",
-        "--no-report", "--seed", "3"]
+        "--no-report", "--seed", "3", "--numeric-children", "0"]  # lineage of LLM candidates
 # Real training through the whole CLI (tens of seconds): not part of the unit loop (`make test-fast`).
 pytestmark = pytest.mark.slow
 

@@ -398,3 +398,25 @@ def test_lineage_and_page_show_what_the_graded_fitness_was_made_of(tmp_path: Pat
     assert any("fit 0.34" in t and "(progress 0.37 - 0.03 cx)" in t for t in texts)
     assert any("progress, then success" in t for t in texts)
     assert "(success 0.50 - 0.03 cx)" in page
+def test_the_proxy_table_sets_each_candidates_proxy_against_its_later_fitness(tmp_path: Path) -> None:
+    from lares_agent.report.proxy import proxy_rows, spearman
+    from lares_agent.runs import CandidateRow
+
+    run = tmp_path / "screened"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"task": "reach-v3", "setting": "scratch"}))
+    rows = [CandidateRow(id=f"c{i}", round=0, slot=i, verdict="accepted", components={"a": "-d"}, proxy=p)
+            for i, p in enumerate((0.9, 0.5, 0.1))]
+    rows.append(CandidateRow(id="c3", round=0, verdict="rejected", reason="screened out: proxy 0.05 < 0.10",
+                             components={"a": "exp(-100*d)"}, proxy=0.05))
+    rows += [CandidateRow(id=f"c{i}", round=1, slot=i, verdict="evaluated", fitness=f)
+             for i, f in enumerate((0.8, 0.6, 0.2))]
+    assert CandidateRow.from_json(rows[0].to_json()) == rows[0]  # the schema keeps the score
+    _write_jsonl(run / "candidates.jsonl", [r.to_json() for r in rows])
+    table = proxy_rows(read_run(run))
+    assert sorted((r.id, r.proxy, r.fitness) for r in table) == [
+        ("c0", 0.9, 0.8), ("c1", 0.5, 0.6), ("c2", 0.1, 0.2), ("c3", 0.05, None)]
+    assert spearman(table) == (1.0, 3)
+    text = write_report(run).read_text()
+    assert "Spearman correlation of proxy and fitness over 3 evaluated candidates: 1.00" in text
+    assert re.search(r"<td>c3</td><td class=num>0</td><td class=num>0.05</td><td class=num>–</td>", text)

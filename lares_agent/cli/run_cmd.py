@@ -153,6 +153,10 @@ def run_command(
     sync_llm: Annotated[bool, typer.Option(
         "--sync-llm", help="Learners wait for each reward round's LLM calls, as the LaRes reference (default: the "
         "round runs in the background while they train; ES always waits).")] = False,
+    candidates_per_slot: Annotated[float | None, typer.Option(
+        help="LLM candidates asked per free slot; the offline pre-screen keeps the best (default 2).")] = None,
+    numeric_children: Annotated[int | None, typer.Option(
+        help="Numeric children of the elites (constants perturbed) per proposal pass (default 2).")] = None,
 ) -> None:
     """Search reward functions with an LLM while a population of policies learns from them (LaRes).
 
@@ -187,6 +191,8 @@ def run_command(
         max_llm_tokens=max_llm_tokens,
         max_minutes=max_minutes,
         sync_llm=sync_llm or None,
+        candidates_per_slot=candidates_per_slot,
+        numeric_children=numeric_children,
     )
     check_start(cfg)  # one error line before the progress bar appears
     from lares_agent.runs import RunLayout

@@ -15,6 +15,7 @@ from lares_agent.engine.buffer import Affine, ReplayBuffer
 from lares_agent.engine.contracts import (
     GRADIENT_LEARNERS,
     HUMAN_REWARD_FEATURE,
+    NEXT_PREFIX,
     SETTINGS,
     Batch,
     ComponentStats,
@@ -91,6 +92,7 @@ _LAZY = {
 __all__ = [
     "GRADIENT_LEARNERS",
     "HUMAN_REWARD_FEATURE",
+    "NEXT_PREFIX",
     "SETTINGS",
     "Affine",
     "Batch",

@@ -205,6 +205,17 @@ class ReplayBuffer:
         n = self.size if n is None else min(n, self.size)
         return {name: self.features[:n, i] for i, name in enumerate(self.feature_names)}
 
+    def next_rows(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For stored rows `idx`: the row of the same episode's next step, and whether it exists (the step did
+        not end its episode, and the next row is stored: not past the newest row, not the oldest of a full ring).
+        Episodes are stored whole and in order (`add`), so the next step is the next row. Where there is none the
+        row itself is returned, so the result always indexes the filled rows (`feature_view`)."""
+        idx = np.asarray(idx, np.int64)
+        nxt = (idx + 1) % self.capacity
+        newest = (self.ptr - 1) % self.capacity
+        ok = ~(self.terminated[idx] | self.truncated[idx]) & (idx != newest) & (nxt < self.size)
+        return np.where(ok, nxt, idx), ok
+
     # ------------------------------------------------------------------ sampling
     def sample(
         self, batch_size: int, columns: Sequence[int], rng: np.random.Generator

@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # annotations only: importing this module must not load torch
 __all__ = [
     "GRADIENT_LEARNERS",
     "HUMAN_REWARD_FEATURE",
+    "NEXT_PREFIX",
     "SETTINGS",
     "Batch",
     "ComponentStats",
@@ -48,6 +49,11 @@ GRADIENT_LEARNERS: tuple[GradientLearner, ...] = ("sac", "crossq")
 
 HUMAN_REWARD_FEATURE = "human_reward"
 """Feature name under which tasks expose the environment's own reward (NaN where none exists)."""
+
+NEXT_PREFIX = "next:"
+"""A feature sample may also carry ``next:<name>``: the feature at the same episode's next step, NaN where the step
+ended its episode or the next step is not stored. The proposer's offline pre-screen reads reward changes along
+transitions from it (issue 13); ``:`` keeps the keys apart from feature names, which are identifiers."""
 
 
 class Batch(NamedTuple):

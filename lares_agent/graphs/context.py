@@ -62,10 +62,19 @@ class GraphLimits:
     section_chars: int = 1200  # cap on each variable prompt section, keeps prompts well under n_ctx 4096
     reflect: bool = True  # analyse + critique before propose; False routes START straight to propose (ablation)
     checks: CheckConfig = field(default_factory=CheckConfig)
+    # Many cheap candidates (issue 13): the LLM is asked for `oversample` candidates per free slot, each elite
+    # gets numeric children, and validate keeps the best valid ones by the offline proxy (rewards/prescreen.py).
+    oversample: float = 1.0  # LLM candidates asked per free slot (SearchConfig.candidates_per_slot sets runs')
+    numeric_children: int = 0  # numeric children of the elites per propose pass (rewards/mutate.py)
+    mutation_sigma: float = 0.5  # children's constants times exp(N(0, sigma))
+    prescreen: bool = True  # rank valid candidates by the proxy; False: keep them in proposal order
+    seed: int = 0  # the children's randomness (with the round and attempt)
 
     def __post_init__(self) -> None:
         if self.retry_budget < 0 or self.per_call < 1 or self.max_calls_per_pass < 1:
             raise ConfigError("GraphLimits: retry_budget >= 0, per_call >= 1 and max_calls_per_pass >= 1 required")
+        if not (self.oversample >= 1.0 and self.numeric_children >= 0 and self.mutation_sigma > 0):
+            raise ConfigError("GraphLimits: oversample >= 1, numeric_children >= 0 and mutation_sigma > 0 required")
 
 
 def _default_persona() -> Persona:

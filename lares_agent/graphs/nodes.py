@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 from langgraph.runtime import Runtime
 
 from lares_agent.graphs.context import GraphLimits, RunContext
@@ -34,6 +35,8 @@ from lares_agent.llm.errors import BudgetExceeded, LLMError
 from lares_agent.prompts.loader import render
 from lares_agent.rewards import allowed_features, record_key
 from lares_agent.rewards import validate as validate_candidate
+from lares_agent.rewards.mutate import numeric_children
+from lares_agent.rewards.prescreen import proxy_score
 from lares_agent.tools.retrieval import render_cases, retrieve_cases
 from lares_agent.tools.trajectory import FeatureInfo, encode_rollouts
 
@@ -143,8 +146,34 @@ def _temperature(limits: GraphLimits, explore: bool, made: int) -> float:
                max(limits.explore_temperature, limits.temperature))
 
 
+def _children(ctx: RunContext, elites: list[EliteInfo], round_: int, attempt: int, first: int,
+              critique_id: str | None) -> list[CandidateRecord]:
+    """`numeric_children` children of the elites, best first in turn (rewards/mutate.py): structure from the LLM,
+    coefficients by evolution (R*-style, issue 13). Seeded by (seed, round, attempt): a resumed round makes the
+    same ones."""
+    limits = ctx.limits
+    if limits.numeric_children <= 0 or not elites:
+        return []
+    rng = np.random.default_rng([limits.seed, round_, attempt])
+    share = [limits.numeric_children // len(elites) + (1 if i < limits.numeric_children % len(elites) else 0)
+             for i in range(len(elites))]
+    out: list[CandidateRecord] = []
+    for elite, n in zip(elites, share, strict=True):
+        comps = dict(elite.get("components") or {})
+        for child in numeric_children(comps, ctx.task, n, rng, sigma=limits.mutation_sigma,
+                                      limits=limits.checks.limits):
+            rationale = f"numeric child of {elite.get('id', '?')}: constants x exp(N(0, {limits.mutation_sigma:g}))"
+            out.append(CandidateRecord(
+                id=f"{ctx.id_prefix}r{round_}-a{attempt}-{first + len(out)}", round=round_, attempt=attempt,
+                parent_id=elite.get("id"), critique_id=critique_id, components=child, rationale=rationale,
+                candidate={"components": child, "rationale": rationale},
+            ))
+    return out
+
+
 def propose(state: RoundState, runtime: Runtime[RunContext]) -> dict[str, Any]:
-    """Ask for the missing candidates, one LLM call per `per_call` candidates, rotating the parent elite.
+    """Ask for `oversample` candidates per missing slot, `per_call` per LLM call, rotating the parent elite, and
+    add the elites' numeric children; validate dedupes them all by key and keeps the best by the proxy.
 
     Each proposal keeps the mapping its answer decoded to (`candidate`): validate parses exactly that, and the
     size limit is the reward language's (`Limits.max_candidate_chars`), not a cut of re-encoded text.
@@ -155,7 +184,8 @@ def propose(state: RoundState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     accepted = list(state.get("accepted") or [])
     rejected = list(state.get("rejected") or [])
     missing = max(int(state.get("n_wanted", 0)) - len(accepted), 0)
-    calls = min(math.ceil(missing / limits.per_call), limits.max_calls_per_pass)
+    asked = math.ceil(missing * limits.oversample - 1e-9)  # LLM candidates this pass (the pool validate screens)
+    calls = min(math.ceil(asked / limits.per_call), limits.max_calls_per_pass)
     update: dict[str, Any] = {}
     cases = state.get("cases")
     if cases is None:
@@ -167,7 +197,7 @@ def propose(state: RoundState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     round_ = int(state.get("round", 0))
     pending: list[CandidateRecord] = []
     for call in range(calls):
-        n = max(1, min(limits.per_call, missing - len(pending)))
+        n = max(1, min(limits.per_call, asked - len(pending)))
         parent = elites[(attempt - 1 + call) % len(elites)] if elites else None
         user = render(
             "propose",
@@ -201,8 +231,10 @@ def propose(state: RoundState, runtime: Runtime[RunContext]) -> dict[str, Any]:
                 **base, id=cid, components=comps, rationale=str(item.get("rationale", ""))[:300], candidate=item,
             ))
     bad = sum(1 for p in pending if p.get("error"))
-    summary = f"attempt {attempt}: {calls} call(s), {len(pending) - bad} proposal(s), {bad} unusable answer(s)"
-    return step("propose", attempt, summary, pending=pending, attempts=1, **update)
+    children = _children(ctx, elites, round_, attempt, len(pending), state.get("critique_id")) if missing else []
+    summary = (f"attempt {attempt}: {calls} call(s), {len(pending) - bad} proposal(s), {bad} unusable answer(s), "
+               f"{len(children)} numeric child(ren)")
+    return step("propose", attempt, summary, pending=pending + children, attempts=1, **update)
 
 
 def _taken(state: RoundState, ctx: RunContext) -> set[str]:
@@ -213,14 +245,43 @@ def _taken(state: RoundState, ctx: RunContext) -> set[str]:
     return {k for k in keys if k}
 
 
+def _screen(ctx: RunContext, valid: list[CandidateRecord], room: int) -> tuple[list[CandidateRecord],
+                                                                            list[CandidateRecord]]:
+    """Keep the `room` valid candidates with the best proxy score (stable: ties keep proposal order); the others
+    become rejected records that say the score they lost with. `prescreen=False`: proposal order (ablation)."""
+    if len(valid) <= room:
+        return valid, []
+    if not ctx.limits.prescreen:
+        order = list(range(len(valid)))
+    else:
+        order = sorted(range(len(valid)), key=lambda i: -float(valid[i].get("proxy") or 0.0))
+    kept, dropped = [valid[i] for i in order[:room]], [valid[i] for i in order[room:]]
+    bar = min((float(r.get("proxy") or 0.0) for r in kept), default=0.0)
+    out = []
+    for rec in dropped:
+        if ctx.limits.prescreen:
+            reason = f"screened out: proxy {float(rec.get('proxy') or 0.0):.2f} < {bar:.2f}"
+        else:
+            reason = "surplus: the round already has enough candidates"
+        out.append(CandidateRecord(**{**rec, "accepted": False, "reason": reason}))
+    return kept, out
+
+
 def validate(state: RoundState, runtime: Runtime[RunContext]) -> dict[str, Any]:
-    """Check every pending proposal with the one validator (`rewards.validate`); accepted records stay in the
-    state (canonical components, id, rationale, key) and the search layer compiles them (`compile_record`)."""
+    """Check every pending proposal with the one validator (`rewards.validate`), dedupe by `reward_key` against
+    the elites, earlier passes and each other, score the valid ones with the offline proxy on the round's sample
+    (`rewards.prescreen`) and keep the best for the free slots; the rest are rejected with their score.
+
+    The screen is part of this node, not a node of its own: it is one more verdict on the same pass, and the
+    trace links each record to the step that judged it. Accepted records stay in the state (canonical
+    components, id, rationale, key, proxy) and the search layer compiles them (`compile_record`).
+    """
     ctx = runtime.context
     attempt = int(state.get("attempts", 0))
     taken = _taken(state, ctx)
     room = max(int(state.get("n_wanted", 0)) - len(state.get("accepted") or []), 0)
-    accepted: list[CandidateRecord] = []
+    progress, approach = ctx.task.progress_feature, ctx.task.approach_feature
+    valid: list[CandidateRecord] = []
     rejected: list[CandidateRecord] = []
     for rec in state.get("pending") or []:
         out = CandidateRecord(**rec)
@@ -232,17 +293,18 @@ def validate(state: RoundState, runtime: Runtime[RunContext]) -> dict[str, Any]:
         data = rec.get("candidate") or {"components": rec.get("components", {}), "rationale": rec.get("rationale")}
         verdict = validate_candidate(data, ctx.task, ctx.sample, id=rec.get("id"), taken=taken,
                                      config=ctx.limits.checks)
-        ok, reason = verdict.accepted, verdict.reason
-        if ok and len(accepted) >= room:
-            ok, reason = False, "surplus: the round already has enough candidates"
         comps = dict(verdict.canonical) if verdict.canonical else out.get("components", {})
-        out.update(CandidateRecord(components=comps, complexity=verdict.complexity, accepted=ok, reason=reason,
-                                   key=verdict.key))
-        if ok:
+        out.update(CandidateRecord(components=comps, complexity=verdict.complexity, accepted=verdict.accepted,
+                                   reason=verdict.reason, key=verdict.key))
+        if verdict.accepted and verdict.reward is not None:
             taken.add(verdict.key or "")
-            accepted.append(out)
+            if ctx.limits.prescreen and progress in ctx.sample:
+                out["proxy"] = round(proxy_score(verdict.reward, ctx.sample, progress, approach).score, 4)
+            valid.append(out)
         else:
             rejected.append(out)
+    accepted, screened = _screen(ctx, valid, room)
+    rejected += screened
     reasons = "; ".join(r.get("reason", "") for r in rejected[:3])
     summary = f"accepted {len(accepted)}, rejected {len(rejected)}" + (f": {reasons}" if reasons else "")
     return step("validate", attempt, summary, accepted=accepted, rejected=rejected, pending=[])

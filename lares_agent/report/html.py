@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from lares_agent.report.plots import plot_influence, plot_lineage, plot_llm_cost, plot_return, plot_success
+from lares_agent.report.proxy import proxy_rows, spearman
 from lares_agent.report.run_reader import RunData, read_run
 from lares_agent.report.summary import RunSummary, summarize
 from lares_agent.runs import RunLayout, RunLog, llm_health
@@ -130,6 +131,20 @@ def _population_table(s: RunSummary) -> str:
 
 def _breakdown(text: str) -> str:
     return f"<br><small>({html.escape(text)})</small>" if text else ""
+def _proxy_table(run: RunData) -> str:
+    """Each pre-screened candidate's proxy score and the fitness it later earned, and their Spearman correlation."""
+    e = html.escape
+    rows = proxy_rows(run)
+    if not rows:
+        return "<p>No candidate carries a pre-screen score (older run, or the pre-screen was off).</p>"
+    rho, n = spearman(rows)
+    corr = (f"Spearman correlation of proxy and fitness over {n} evaluated candidates: {_num(rho)}" if rho is not None
+            else f"Too few evaluated candidates ({n}) for a correlation.")
+    body = ["<tr><th>id</th><th>round</th><th>proxy</th><th>fitness later</th></tr>"]
+    for r in rows:
+        body.append(f"<tr><td>{e(r.id)}</td><td class=num>{_num(r.round, '{}')}</td>"
+                    f"<td class=num>{_num(r.proxy)}</td><td class=num>{_num(r.fitness, '{:.3f}')}</td></tr>")
+    return f'<p id="proxy-spearman">{e(corr)}</p><table id="proxy">' + "".join(body) + "</table>"
 
 
 def render_html(run: RunData, figures: list[str], baseline: RunData | None = None) -> str:
@@ -151,6 +166,7 @@ def render_html(run: RunData, figures: list[str], baseline: RunData | None = Non
         parts.append('<p class="note">No evaluations yet: the run has not reached its first evaluation '
                      "(or was stopped before it), so there are no learning curves.</p>")
     parts += ["<h2>Summary</h2>", _summary_table(s, b), "<h2>Final reward population</h2>", _population_table(s)]
+    parts += ["<h2>Pre-screen proxy against fitness</h2>", _proxy_table(run)]
     captions = dict(FIGURES)
     if figures:
         parts.append("<h2>Figures</h2>")

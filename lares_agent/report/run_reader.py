@@ -105,6 +105,7 @@ class Candidate:
     critique_id: str | None
     fitness: float | None
     component_stats: Mapping[str, Mapping[str, float]]
+    proxy: float | None = None  # the offline pre-screen's score when it was proposed (issue 13)
 
     @property
     def accepted(self) -> bool:
@@ -241,6 +242,7 @@ def _candidate(row: CandidateRow) -> Candidate:
         critique_id=row.critique_id,
         fitness=row.fitness,
         component_stats=dict(row.component_stats or {}),
+        proxy=row.proxy,
     )
 
 
@@ -319,4 +321,5 @@ def _merge(old: Candidate, new: Candidate) -> Candidate:
         critique_id=new.critique_id or old.critique_id,
         fitness=new.fitness if new.fitness is not None else old.fitness,
         component_stats=new.component_stats or old.component_stats,
+        proxy=new.proxy if new.proxy is not None else old.proxy,
     )

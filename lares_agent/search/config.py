@@ -152,6 +152,8 @@ class SearchConfig:
     # baseline of `lares sweep --methods sparse`, issue 14).
     baseline_reward: BaselineReward = "human"
     sync_llm: bool = False  # True: the learners wait for each reward round's LLM calls, as the reference (ES always)
+    candidates_per_slot: float = 2.0  # LLM candidates asked per free slot; the pre-screen keeps the best (issue 13)
+    numeric_children: int = 2  # numeric children of the elites per propose pass (constants perturbed, issue 13)
 
     def __post_init__(self) -> None:
         problems = [
@@ -183,6 +185,10 @@ class SearchConfig:
             problems.append(f"--complexity-lambda must be a number >= 0, not {self.complexity_lambda}")
         if self.lr is not None and self.learner == "es":
             problems.append("--lr sets the Adam rate of --learner sac or crossq (ES follows its own schedule)")
+        if not (math.isfinite(self.candidates_per_slot) and 1.0 <= self.candidates_per_slot <= 10.0):
+            problems.append(f"--candidates-per-slot must be between 1 and 10, not {self.candidates_per_slot}")
+        if not 0 <= self.numeric_children <= 16:
+            problems.append(f"--numeric-children must be between 0 and 16, not {self.numeric_children}")
         unknown = [a for a in self.ablations if a not in ABLATIONS]
         if unknown:
             problems.append(f"unknown ablation(s) {', '.join(unknown)}; choose from {', '.join(ABLATIONS)}")

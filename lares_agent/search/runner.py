@@ -157,7 +157,8 @@ class Search:
             cases=self._cases,
             run_id=self.run.root.name,
             id_prefix=f"{self.run.root.name[-6:]}-",
-            limits=GraphLimits(reflect=reflects(cfg)),
+            limits=GraphLimits(reflect=reflects(cfg), oversample=cfg.candidates_per_slot,
+                               numeric_children=cfg.numeric_children, seed=cfg.seed),
         )
         self._trace = open_trace(self.run.root)
         self.proposer = GraphProposer(build_graph(self._trace), context, self.log, self.task.name)

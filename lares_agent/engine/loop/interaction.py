@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from lares_agent.engine.buffer import ReplayBuffer
-from lares_agent.engine.contracts import HUMAN_REWARD_FEATURE, PopulationLearner, RewardFunction
+from lares_agent.engine.contracts import HUMAN_REWARD_FEATURE, NEXT_PREFIX, PopulationLearner, RewardFunction
 from lares_agent.engine.errors import EngineError, RewardColumnError
 from lares_agent.engine.learners.factory import LEARNER_NAMES
 from lares_agent.engine.loop.config import EngineConfig
@@ -179,12 +179,18 @@ class Interaction:
 
     def feature_sample(self, n: int) -> dict[str, np.ndarray]:
         """Random stored rows (copies) of every feature, for the proposer's numeric validation of candidates
-        (without the human reward in the scratch setting)."""
+        (without the human reward in the scratch setting), and each feature at the row's next step as
+        ``next:<name>`` (NaN where there is none; `NEXT_PREFIX`), for the proposer's offline pre-screen."""
         view = self.buffer.feature_view()
         size = len(self.buffer)
         idx = np.sort(self.rng.choice(size, size=min(n, size), replace=False)) if size else np.zeros(0, np.int64)
         drop = {HUMAN_REWARD_FEATURE} if self.config.setting == "scratch" else set()
-        return {k: np.asarray(v[idx], np.float64) for k, v in view.items() if k not in drop}
+        nxt, has_next = self.buffer.next_rows(idx)
+        out = {k: np.asarray(v[idx], np.float64) for k, v in view.items() if k not in drop}
+        for k, v in view.items():
+            if k not in drop:
+                out[NEXT_PREFIX + k] = np.where(has_next, np.asarray(v[nxt], np.float64), np.nan)
+        return out
 
     def loss_means(self) -> dict[str, list[float]]:
         """Mean of every loss key per learner since the last ``reset_losses`` (zeros before any update)."""

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from lares_agent.engine.contracts import NEXT_PREFIX
 from lares_agent.engine.rollouts.episodes import EnvPool, batch_features, run_episodes
 from lares_agent.engine.tasks import TaskSpec
 
@@ -34,7 +35,8 @@ def random_feature_sample(
     task: TaskSpec, steps: int, seed: int, horizon: int | None = None
 ) -> dict[str, np.ndarray]:
     """Every feature of at least ``steps`` uniform-random steps (whole episodes of one env, reset seeds
-    ``seed``, ``seed + 1``, ...): what round 0 validates candidates on, before any buffer exists."""
+    ``seed``, ``seed + 1``, ...): what round 0 validates candidates on, before any buffer exists. Like the
+    buffer's sample, it carries each feature at the next step as ``next:<name>`` (NaN at an episode's end)."""
     pool = EnvPool(task.make_env, seed + _SAMPLE_ENV_SEED)
     env = pool.get(1)[0]
     act = uniform_actions(np.random.default_rng(seed), int(np.prod(env.action_space.shape or (1,))))
@@ -45,6 +47,8 @@ def random_feature_sample(
         while total < steps or not parts:
             batch = run_episodes([env], act, task.raw_state, cap, [seed + episode])
             feats, _ = batch_features(task.features, batch)
+            for k, v in list(feats.items()):  # one episode: the next step is the next row, none after the last
+                feats[NEXT_PREFIX + k] = np.append(np.asarray(v, np.float64)[1:], np.nan)
             parts.append(feats)
             total += int(batch.lengths.sum())
             episode += 1

@@ -1,0 +1,90 @@
+"""Numeric children of an elite: its structure kept, its constants perturbed on a log scale (issue 13, item 4).
+
+The small LLM proposes structures well and numbers poorly, and often returns an elite unchanged; R*-style search
+takes the structure from the LLM and the coefficients from evolution. A child multiplies each mutable constant of
+the elite's canonical components by exp(N(0, sigma)): the sign and zeros survive, and the scale moves by factors
+(0.05 -> 0.03 or 0.08), which is what reward weights and length scales need. Left alone: exponents (`x**2`,
+`sqrt`), and +-1 (signs and indicator values: `-x` is `-1*x`, `where(c, 1, 0)`). A child is only a proposal: the
+graph validates it with the one validator and dedupes it by `reward_key` like an LLM candidate.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+import sympy
+
+from lares_agent.rewards.candidate import canonical_text
+from lares_agent.rewards.limits import Limits, RewardRejected
+from lares_agent.rewards.parse import parse_expression
+from lares_agent.rewards.task import RewardTask, allowed_features
+
+__all__ = ["mutable_constants", "numeric_children", "perturb_constants"]
+
+
+def _mutable(node: sympy.Basic) -> bool:
+    if not isinstance(node, (sympy.Float, sympy.Rational)):  # Integer is a Rational
+        return False
+    value = float(node)
+    return math.isfinite(value) and value != 0.0 and abs(value) != 1.0
+
+
+def mutable_constants(expr: sympy.Basic) -> list[float]:
+    """The constants `perturb_constants` would change, in traversal order (exponents skipped)."""
+    if isinstance(expr, sympy.Number):
+        return [float(expr)] if _mutable(expr) else []
+    if isinstance(expr, sympy.Pow):
+        return mutable_constants(expr.base)
+    return [c for arg in expr.args for c in mutable_constants(arg)]
+
+
+def perturb_constants(expr: sympy.Basic, rng: np.random.Generator, sigma: float, digits: int = 3) -> sympy.Basic:
+    """`expr` with every mutable constant times exp(N(0, sigma)), rounded to `digits` significant digits (prompts
+    show them; `0.0523` reads better than `0.05234789123`). Deterministic for a given tree and generator state:
+    the tree's argument order is sympy's canonical one."""
+    if isinstance(expr, sympy.Number):
+        if not _mutable(expr):
+            return expr
+        value = float(expr) * math.exp(float(rng.normal(0.0, sigma)))
+        return sympy.Float(float(f"{value:.{digits}g}"))
+    if not expr.args:
+        return expr
+    if isinstance(expr, sympy.Pow):
+        return sympy.Pow(perturb_constants(expr.base, rng, sigma, digits), expr.exp)
+    return expr.func(*(perturb_constants(a, rng, sigma, digits) for a in expr.args))
+
+
+def numeric_children(
+    components: Mapping[str, str],
+    task: RewardTask,
+    n: int,
+    rng: np.random.Generator,
+    *,
+    sigma: float = 0.5,
+    limits: Limits = Limits(),
+    max_tries: int = 4,
+) -> list[dict[str, str]]:
+    """Up to `n` children of an elite's canonical components (name -> expression), each differing from the parent
+    and from the others in text; [] when the components do not parse or hold no mutable constant."""
+    try:
+        exprs = {name: parse_expression(text, allowed_features(task), limits) for name, text in components.items()}
+    except (RewardRejected, ValueError, TypeError):
+        return []
+    if n <= 0 or not any(mutable_constants(e) for e in exprs.values()):
+        return []
+    seen = {tuple(sorted((k, canonical_text(e)) for k, e in exprs.items()))}
+    out: list[dict[str, str]] = []
+    for _ in range(n * max_tries):
+        if len(out) >= n:
+            break
+        try:
+            child = {name: canonical_text(perturb_constants(e, rng, sigma)) for name, e in exprs.items()}
+        except (TypeError, ValueError, ArithmeticError):  # sympy refusing a rebuilt node: skip this draw
+            continue
+        key = tuple(sorted(child.items()))
+        if key not in seen:
+            seen.add(key)
+            out.append(child)
+    return out

@@ -1,0 +1,111 @@
+"""Many cheap candidates (issue 13): several per LLM call, numeric children of the elites, one dedupe by reward key,
+and the offline pre-screen that keeps the best valid ones for the free slots. Scripted model, real validator."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+from helpers import described_task, scripted_client
+
+from lares_agent.graphs.build import build_graph
+from lares_agent.graphs.context import GraphLimits, RunContext
+from lares_agent.graphs.prompting import answer_format, extract_candidates, proposal_schema
+from lares_agent.graphs.round import run_round
+from lares_agent.rewards import record_key
+from lares_agent.rewards.prescreen import NEXT_PREFIX
+
+TASK = described_task(
+    "reach-v3", "tcp_to_goal",
+    {"tcp_to_goal": ("gripper to goal", "m"), "action_norm": ("action size", "1"), "success": ("goal reached", "bool")},
+    description="Move the gripper to the goal position.", horizon=150,
+)
+
+
+def cand(**components: str) -> dict[str, Any]:
+    return {"components": components, "rationale": "test"}
+
+
+def episodes_sample(seed: int = 0, n: int = 32, t: int = 20) -> dict[str, np.ndarray]:
+    """Random-walk distances in episodes, with the next step's features as the engine's sample carries them."""
+    rng = np.random.default_rng(seed)
+    d = np.clip(rng.uniform(0.1, 0.5, (n, 1)) + np.cumsum(rng.normal(0, 0.02, (n, t)), axis=1), 0.0, 1.0)
+    cols = {"tcp_to_goal": d, "action_norm": rng.uniform(0, 1, (n, t)), "success": (d < 0.12).astype(float)}
+    out = {k: v.ravel() for k, v in cols.items()}
+    for k, v in cols.items():
+        nxt = np.full_like(v, np.nan)
+        nxt[:, :-1] = v[:, 1:]
+        out[NEXT_PREFIX + k] = nxt.ravel()
+    return out
+
+
+def deps(script: list[Any], **limits: Any) -> RunContext:
+    llm = scripted_client(script)
+    llm.kind = "local"  # the llama.cpp option path: the JSON schema reaches the model
+    return RunContext(llm=llm, task=TASK, sample=episodes_sample(), limits=GraphLimits(**limits))
+
+
+ELITE = {"id": "e1", "components": {"d": "-2*tcp_to_goal", "b": "5*success"}, "fitness": 0.5, "success": 0.5,
+         "complexity": 4.0}
+
+
+def test_one_call_answers_several_candidates_under_the_list_schema() -> None:
+    schema = proposal_schema(3, 4)
+    assert schema["properties"]["candidates"]["minItems"] == 3 == schema["properties"]["candidates"]["maxItems"]
+    assert "exactly 3 different candidates" in answer_format(3)
+    answer = {"candidates": [cand(a="-tcp_to_goal"), cand(a="exp(-tcp_to_goal/0.1)"), cand(a="-tcp_to_goal**2")]}
+    assert [c["components"]["a"] for c in extract_candidates(json.dumps(answer))] == \
+        ["-tcp_to_goal", "exp(-tcp_to_goal/0.1)", "-tcp_to_goal**2"]
+    ctx = deps([answer], per_call=3, oversample=1.5)  # 2 slots -> a pool of 3, in one call
+    result = run_round(build_graph(), {"round": 0, "n_wanted": 2}, "r0", ctx)
+    options = ctx.llm.chat_model.options  # type: ignore[attr-defined]
+    assert len(options) == 1 and "candidates" in json.dumps(options[0]["response_format"])
+    assert len(result.accepted) == 2 and len(result.rejected) == 1
+    assert result.rejected[0]["reason"].startswith("screened out: proxy")
+
+
+def test_the_screen_keeps_the_best_proxy_and_logs_every_score() -> None:
+    answers = [cand(a="exp(-100*tcp_to_goal)"), cand(a="exp(-tcp_to_goal/0.1)"), cand(a="-tcp_to_goal")]
+    result = run_round(build_graph(), {"round": 0, "n_wanted": 1}, "r0", deps(answers, oversample=3.0))
+    (best,) = result.accepted
+    assert best["components"] == {"a": "-tcp_to_goal"} and best["proxy"] > 0.9
+    scores = {r["components"]["a"]: r["proxy"] for r in result.rejected}
+    assert set(scores) == {"exp(-100*tcp_to_goal)", "exp(-10.0*tcp_to_goal)"}  # canonical form
+    assert scores["exp(-100*tcp_to_goal)"] < scores["exp(-10.0*tcp_to_goal)"] < best["proxy"]
+    for r in result.rejected:
+        assert r["reason"] == f"screened out: proxy {r['proxy']:.2f} < {best['proxy']:.2f}"
+    plain = run_round(build_graph(), {"round": 0, "n_wanted": 1}, "r0",
+                      deps(answers, oversample=3.0, prescreen=False))
+    assert plain.accepted[0]["components"] == {"a": "exp(-100*tcp_to_goal)"}  # proposal order, no score
+    assert "proxy" not in plain.accepted[0] and plain.rejected[0]["reason"].startswith("surplus")
+
+
+def test_a_model_that_copies_the_elite_still_fills_the_slots_with_distinct_candidates() -> None:
+    copy = cand(b="5*success", d="-2*tcp_to_goal")  # the elite, its components reordered
+    ctx = deps(["critique: keep it", copy], oversample=1.5, numeric_children=3)
+    result = run_round(build_graph(), {"round": 1, "n_wanted": 2, "elites": [ELITE]}, "r1", ctx)
+    assert ctx.llm.usage["by_tag"]["propose"]["calls"] == 3  # the model copied the elite three times
+    assert len(result.accepted) == 2 and result.attempts == 1
+    elite_key = record_key(ELITE, TASK)
+    keys = [r["key"] for r in result.accepted]
+    assert len(set(keys)) == 2 and elite_key not in keys
+    assert all(r["parent_id"] == "e1" and r["rationale"].startswith("numeric child of e1") for r in result.accepted)
+    copies = [r for r in result.rejected if r["reason"].startswith("duplicate")]
+    assert len(copies) == 3  # every copy of the elite is refused by its key
+    again = run_round(build_graph(), {"round": 1, "n_wanted": 2, "elites": [ELITE]}, "r1",
+                      deps(["critique: keep it", copy], oversample=1.5, numeric_children=3))
+    assert [r["components"] for r in again.accepted] == [r["components"] for r in result.accepted]  # seeded
+
+
+def test_dedupe_spans_the_llm_candidates_the_elites_and_the_children() -> None:
+    other = cand(d="-3*tcp_to_goal", b="5*success")  # a valid new reward, given twice in one answer
+    answer = {"candidates": [other, other, cand(b="5*success", d="-2*tcp_to_goal")]}
+    ctx = deps(["critique", answer], per_call=3, oversample=3.0, numeric_children=4)
+    result = run_round(build_graph(), {"round": 1, "n_wanted": 1, "elites": [ELITE]}, "r1", ctx)
+    judged = [*result.accepted, *result.rejected]
+    dup = [r for r in judged if r["reason"].startswith("duplicate")]
+    assert len(dup) == 2  # the second copy of `other`, and the copy of the elite
+    valid = [r for r in judged if not r["reason"].startswith("duplicate")]
+    assert len(valid) == 1 + 4 and len({r["key"] for r in valid}) == 5
+    assert record_key(ELITE, TASK) not in {r["key"] for r in valid}
