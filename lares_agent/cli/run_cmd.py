@@ -145,6 +145,11 @@ def run_command(
     report: Annotated[bool, typer.Option(help="Write the HTML report at the end.")] = True,
     allow_fallback: Annotated[bool, typer.Option(
         help="Exit 0 even when no LLM candidate was accepted (every reward the built-in fallback).")] = False,
+    analysis: Annotated[str, typer.Option(
+        help="facts: analyse and critique state computed facts and defects, no LLM call; llm: the model words "
+             "them, checked against the facts.")] = "facts",
+    personas: Annotated[str | None, typer.Option(
+        help="Critic ensemble: persona names or files separated by commas; defects are merged by vote.")] = None,
 ) -> None:
     """Search reward functions with an LLM while a population of policies learns from them (LaRes).
 
@@ -177,6 +182,8 @@ def run_command(
         retrieval=not no_retrieval,
         max_llm_tokens=max_llm_tokens,
         max_minutes=max_minutes,
+        analysis=analysis,
+        personas=tuple(p.strip() for p in personas.split(",")) if personas is not None else None,
     )
     check_start(cfg)  # one error line before the progress bar appears
     from lares_agent.runs import RunLayout

@@ -21,6 +21,7 @@ Learner = Literal["sac", "crossq", "es"]
 Backend = Literal["local", "ray"]
 Selection = Literal["truncation", "tournament"]
 Preset = Literal["demo", "paper"]
+Analysis = Literal["facts", "llm"]  # --analysis: computed facts and defects only, or LLM-worded and fact-checked
 # Ablations of LaRes' parts (issue 7); each switches one part off, default none (full LaRes).
 Ablation = Literal["no-relabel", "no-thompson", "no-scaling", "no-constraint", "no-reflection", "no-retrieval"]
 SETTINGS: tuple[Setting, ...] = get_args(Setting)
@@ -28,6 +29,7 @@ LEARNERS: tuple[Learner, ...] = get_args(Learner)
 BACKENDS: tuple[Backend, ...] = get_args(Backend)
 SELECTIONS: tuple[Selection, ...] = get_args(Selection)
 PRESET_NAMES: tuple[Preset, ...] = get_args(Preset)
+ANALYSES: tuple[Analysis, ...] = get_args(Analysis)
 ABLATIONS: dict[Ablation, str] = {
     "no-relabel": "a refilled slot's old buffer rows keep their old reward values (EngineConfig.relabel=False)",
     "no-thompson": "uniform random choice of the acting learners (EngineConfig.thompson=False)",
@@ -48,6 +50,7 @@ and a temperature of 1.0 then drowns them."""
 _GRADIENT_NAMES = {"sac": "SAC", "crossq": "CrossQ"}
 __all__ = [
     "ABLATIONS",
+    "ANALYSES",
     "BACKENDS",
     "DEMO_LEARNER",
     "DEMO_LEARNER_VALUES",
@@ -61,6 +64,7 @@ __all__ = [
     "SELECTIONS",
     "SETTINGS",
     "Ablation",
+    "Analysis",
     "Backend",
     "LLMBackend",
     "Learner",
@@ -134,6 +138,8 @@ class SearchConfig:
     replay_from: str | None = None
     preset: Preset = "demo"
     ablations: tuple[Ablation, ...] = ()  # names from ABLATIONS; () is full LaRes
+    analysis: Analysis = "facts"  # GraphLimits.analysis: "facts" calls no LLM in analyse/critique (issue 13)
+    personas: tuple[str, ...] = ()  # the critic ensemble (--personas a,b); () : `persona` critiques alone
 
     def __post_init__(self) -> None:
         problems = [
@@ -143,8 +149,11 @@ class SearchConfig:
             *_choice("--llm", self.llm_backend, LLM_BACKENDS),
             *_choice("--selection", self.selection, SELECTIONS),
             *_choice("--preset", self.preset, PRESET_NAMES),
+            *_choice("--analysis", self.analysis, ANALYSES),
         ]
         # The flags a user types, checked here to name them as typed; the engine config checks the same ranges.
+        if any(not str(p).strip() for p in self.personas) or len(set(self.personas)) != len(self.personas):
+            problems.append("--personas must be distinct, non-empty names or files separated by commas")
         if self.population < 1:
             problems.append("--population must be at least 1")
         elif not 1 <= self.elites <= self.population and self.setting != "baseline":
@@ -190,6 +199,7 @@ class SearchConfig:
         data["hidden"] = list(self.hidden)
         data["critic_hidden"] = None if self.critic_hidden is None else list(self.critic_hidden)
         data["ablations"] = list(self.ablations)
+        data["personas"] = list(self.personas)
         return data
 
     @classmethod
@@ -203,7 +213,7 @@ class SearchConfig:
             kwargs["elites"] = 1
         if kwargs.get("learner", "sac") != "es":
             kwargs.pop("selection", None)
-        for key in ("hidden", "critic_hidden", "ablations"):
+        for key in ("hidden", "critic_hidden", "ablations", "personas"):
             if kwargs.get(key) is not None:
                 kwargs[key] = tuple(kwargs[key])
         return cls(**kwargs)

@@ -137,7 +137,8 @@ class Search:
             cases=self._cases,
             run_id=self.run.root.name,
             id_prefix=f"{self.run.root.name[-6:]}-",
-            limits=GraphLimits(reflect=reflects(cfg)),
+            limits=GraphLimits(reflect=reflects(cfg), analysis=cfg.analysis),
+            critics=tuple(resolve_persona(p) for p in cfg.personas),
         )
         self._trace = open_trace(self.run.root)
         self.proposer = GraphProposer(build_graph(self._trace), context, self.log, self.task.name)
@@ -282,6 +283,8 @@ def check_start(cfg: SearchConfig) -> None:
     from lares_agent.search.personas import resolve_persona
 
     resolve_persona(cfg.persona)
+    for name in cfg.personas:
+        resolve_persona(name)
     if uses_retrieval(cfg):
         check_case_store()
     if cfg.rewards_file:
