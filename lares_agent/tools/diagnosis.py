@@ -109,9 +109,9 @@ def _progress_facts(name: str, series: list[np.ndarray], source: str, success: l
                           f"{name} stalled at {_g(value)} from t{a} to t{b} ({length} steps"
                           f"{', near the goal' if near else ''})", source))
     if reversals:
-        flips = float(np.mean([r[0] for r in reversals]))
-        facts.append(Fact("oscillation", name, {"reversals": flips, "episodes": len(reversals)},
-                          f"{name} turned back and forth {flips:.0f} times in an episode "
+        mean_flips = float(np.mean([r[0] for r in reversals]))
+        facts.append(Fact("oscillation", name, {"reversals": mean_flips, "episodes": len(reversals)},
+                          f"{name} turned back and forth {mean_flips:.0f} times in an episode "
                           f"({len(reversals)}/{len(series)} episodes)", source))
     return facts
 
@@ -130,11 +130,13 @@ def _speed_facts(name: str, series: list[np.ndarray], source: str) -> list[Fact]
         scale = float(np.mean(np.abs(x)))
         jerks.append(float(np.mean(d2)))
         abrupt.append(float(np.mean(d2 > 0.5 * scale)) if scale > _ZERO else 0.0)
-    if abrupt and float(np.mean(abrupt)) >= 0.2:
-        share = float(np.mean(abrupt))
-        facts.append(Fact("jerk", name, {"mean_jerk": float(np.mean(jerks)), "abrupt": share},
-                          f"{name} changes abruptly on {_pct(share)} of steps (mean |d2v| {_g(np.mean(jerks))})",
-                          source))
+    jerky = [i for i, a in enumerate(abrupt) if a >= 0.2]
+    if jerky:
+        share = float(np.mean([abrupt[i] for i in jerky]))
+        mean = float(np.mean([jerks[i] for i in jerky]))
+        facts.append(Fact("jerk", name, {"mean_jerk": mean, "abrupt": share, "episodes": len(jerky)},
+                          f"{name} changes abruptly on {_pct(share)} of steps (mean |d2v| {_g(mean)}; "
+                          f"{len(jerky)}/{len(abrupt)} episodes)", source))
     return facts
 
 
