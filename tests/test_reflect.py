@@ -148,6 +148,16 @@ def test_checker_drops_contradictions_keeps_consistent_statements_and_counts() -
     assert result.to_json()["dropped"] == 4 and result.to_json()["checked"] == 9
 
 
+def test_checker_judges_the_component_a_claim_is_about_and_ignores_markdown_labels() -> None:
+    """Seen with the 1.5B model (benchmarks/analysis.py): these are consistent and must stay."""
+    shares = [Fact("shares", "e1", {"progress": 0.98, "effort": 0.02}, ""),
+              Fact("success", "success", {"rate": 0.0}, "")]
+    for text in ("- **Reward Component:** Progress drives the robot's movement, while effort costs are minimized.",
+                 "- **Succeeds**: tcp_to_target went from 0.3 to 0.203, but stalled."):
+        assert check_text(text, shares).count == 0, text
+    assert check_text("- Progress is small, effort drives the robot.", shares).count == 1
+
+
 def test_checker_drops_nothing_where_the_facts_agree() -> None:
     facts = [Fact("progress", "d", {"closed": 0.02}, ""), Fact("success", "success", {"rate": 0.0}, "")]
     result = check_text("- The robot never gets closer.\n- It never succeeds.\n- It stalls.", facts)

@@ -40,6 +40,7 @@ _SILENT = re.compile(r"never (fires|contributes|matters|activates)|is (always )?
 _CONTACT_WORDS = {"grasp": ("grasp",), "touch": ("touch", "contact", "near"), "contact": ("touch", "contact", "near")}
 _SPLIT = re.compile(r"(?<=[.!?;])\s+")
 _BULLET = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s*")
+_LABEL = re.compile(r"^\s*\*\*[^*]{1,40}\*\*\s*:?\s*|^\s*[A-Za-z ]{1,30}\*\*\s*:\s*")  # "**Succeeds**:" headings
 
 
 @dataclass(frozen=True)
@@ -129,14 +130,24 @@ def _component(s: str, facts: Sequence[Fact]) -> str | None:
             for name, share in f.numbers.items():
                 shares.setdefault(name, []).append(float(share))
     silent = {f.subject for f in facts if f.kind == "silent"}
-    for name, values in shares.items():
-        if not re.search(rf"\b{re.escape(name.lower())}\b", s):
+    for pattern, refuted in ((_DOMINATES, lambda name, v: all(x < 0.5 for x in v)),
+                             (_SILENT, lambda name, v: name not in silent and all(x > 0.01 for x in v))):
+        claim = pattern.search(s)
+        if claim is None or (pattern is _DOMINATES and _NEGATION.search(s)):
             continue
-        if _DOMINATES.search(s) and not _NEGATION.search(s) and all(v < 0.5 for v in values):
-            return f"component: {name} has {max(values):.0%} of |reward|"
-        if _SILENT.search(s) and name not in silent and all(v > 0.01 for v in values):
-            return f"component: {name} has {max(values):.0%} of |reward|"
+        name = _claimed(s, claim.start(), shares)  # "progress drives it, bonus ..." is about progress
+        if name is not None and refuted(name, shares[name]):
+            return f"component: {name} has {max(shares[name]):.0%} of |reward|"
     return None
+
+
+def _claimed(s: str, at: int, names: Iterable[str]) -> str | None:
+    """The component a claim at `at` is about: the last one named before it, else the first one after it."""
+    spots = [(m.start(), n) for n in names for m in re.finditer(rf"\b{re.escape(n.lower())}\b", s)]
+    before = [p for p in spots if p[0] < at]
+    if before:
+        return max(before)[1]
+    return min(spots)[1] if spots else None
 
 
 _RULES = (_progress, _success, _contact, _component)
@@ -144,7 +155,7 @@ _RULES = (_progress, _success, _contact, _component)
 
 def contradiction(statement: str, facts: Sequence[Fact]) -> str | None:
     """The fact a statement contradicts (one line), or None when it is consistent or makes no checkable claim."""
-    s = _BULLET.sub("", statement).lower()
+    s = _LABEL.sub("", _BULLET.sub("", statement)).lower()
     if _ADVICE.search(s):
         return None
     for rule in _RULES:
