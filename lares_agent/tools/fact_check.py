@@ -130,14 +130,20 @@ def _component(s: str, facts: Sequence[Fact]) -> str | None:
             for name, share in f.numbers.items():
                 shares.setdefault(name, []).append(float(share))
     silent = {f.subject for f in facts if f.kind == "silent"}
-    for pattern, refuted in ((_DOMINATES, lambda name, v: all(x < 0.5 for x in v)),
-                             (_SILENT, lambda name, v: name not in silent and all(x > 0.01 for x in v))):
+
+    def refuted(pattern: re.Pattern[str], claimed: str) -> bool:
+        values = shares[claimed]
+        if pattern is _DOMINATES:
+            return all(x < 0.5 for x in values)
+        return claimed not in silent and all(x > 0.01 for x in values)
+
+    for pattern in (_DOMINATES, _SILENT):
         claim = pattern.search(s)
         if claim is None or (pattern is _DOMINATES and _NEGATION.search(s)):
             continue
-        name = _claimed(s, claim.start(), shares)  # "progress drives it, bonus ..." is about progress
-        if name is not None and refuted(name, shares[name]):
-            return f"component: {name} has {max(shares[name]):.0%} of |reward|"
+        about = _claimed(s, claim.start(), shares)  # "progress drives it, bonus ..." is about progress
+        if about is not None and refuted(pattern, about):
+            return f"component: {about} has {max(shares[about]):.0%} of |reward|"
     return None
 
 
