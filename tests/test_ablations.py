@@ -179,7 +179,7 @@ def test_graph_without_reflection_goes_straight_to_propose(scripted_llm: Callabl
         llm = scripted_llm(script)
         rollout = Rollout({"tcp_to_goal": 0.3 - 0.01 * t, "success": 0 * t}, {"d": -(0.3 - 0.01 * t)})
         deps = RunContext(llm=llm, task=GRAPH_TASK, sample=sample, rollouts={"p0": rollout},
-                          limits=GraphLimits(reflect=reflect))
+                          limits=GraphLimits(reflect=reflect, analysis="llm"))  # the script answers analyse/critique
         result = run_round(build_graph(), round_input, f"r-{reflect}", deps)
         assert len(result.accepted) == 1
         steps[reflect] = [s["node"] for s in result.steps]

@@ -28,7 +28,7 @@ CANDIDATES = [
 ]
 TEXT = "The fingertip drifts toward the target but overshoots; the reach term is too flat near it."
 TINY = ["--task", "Reacher-v5", "--budget", "300", "--reward-period", "150", "--population", "2", "--elites", "1",
-        "--no-report", "--seed", "3", "--numeric-children", "0"]  # lineage of LLM candidates
+        "--no-report", "--seed", "3", "--numeric-children", "0", "--analysis", "llm"]  # every node calls the LLM
 # Real training through the whole CLI (tens of seconds): not part of the unit loop (`make test-fast`).
 pytestmark = pytest.mark.slow
 
@@ -160,7 +160,7 @@ def test_trace_candidate_lineage_points_at_the_best_elite(replayed: Path, tmp_pa
     assert f"lineage: {child} <- {best}" in result.output
     assert TEXT in result.output  # the critique it was conditioned on
     one = json.loads(lares("trace", str(replayed), "--candidate", child, "--json", home=tmp_path).output)["candidate"]
-    assert one["ancestors"][0]["id"] == best and one["critique"] == TEXT
+    assert one["ancestors"][0]["id"] == best and TEXT in one["critique"]
     assert one["call"]["node"] == "propose" and one["validated_by"]["node"] == "validate"
 
 

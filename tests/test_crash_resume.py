@@ -227,7 +227,7 @@ def test_sigkill_at_random_points_then_resume_loses_nothing(tmp_path: Path, llm_
     run_args = ["run", "--task", "Reacher-v5", "--llm", "openai", "--model", "fake", "--base-url",
                 llm_server.url, "--population", str(POPULATION), "--elites", str(ELITES),
                 "--budget", str(BUDGET), "--reward-period", str(PERIOD), "--no-retrieval", "--no-report",
-                "--run-dir", str(base), "--seed", "3"]
+                "--run-dir", str(base), "--seed", "3", "--analysis", "llm"]  # analyse and critique call the LLM
     kills: list[str] = []
     snapshots: list[dict[str, int]] = []
 

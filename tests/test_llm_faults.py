@@ -55,7 +55,9 @@ def _client(
 
 def _deps(client: LLMClient, retry_budget: int = 3) -> RunContext:
     sample = synthetic_sample(TASK.features, 256, np.random.default_rng(0))
-    return RunContext(llm=client, task=TASK, sample=sample, limits=GraphLimits(retry_budget=retry_budget))
+    # analysis="llm": the critique calls the (faulty) model too, and must fall back
+    return RunContext(llm=client, task=TASK, sample=sample,
+                      limits=GraphLimits(retry_budget=retry_budget, analysis="llm"))
 
 
 def _records(tmp_path: Path) -> list[dict[str, Any]]:

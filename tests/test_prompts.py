@@ -56,7 +56,7 @@ def test_load_template_picks_the_highest_version_and_unknown_names_fail() -> Non
 def test_system_prompt_is_the_only_place_with_few_shot_examples_and_sign_conventions() -> None:
     text = load_template("system").text
     assert "Sign conventions" in text and "$task_examples" in text and text.count('{"components"') >= 1
-    assert "$persona" in text and text.index("$persona") > text.index("Examples")
+    assert "$persona" not in text  # the persona ends the user message: one system prefix per run (KV cache)
 
 
 @pytest.mark.parametrize(("task_name", "approach"), [("button-press-v3", "tcp_to_obj"), ("reach-v3", None)])
@@ -69,7 +69,7 @@ def test_system_prompt_asks_for_an_approach_term_only_where_the_task_has_an_obje
     task = get_task(task_name)
     assert task.approach_feature == approach
     names = [f.name for f in task.features if f.name != "human_reward"]
-    text = system_text(task, names, load_persona("neutral"), 4)
+    text = system_text(task, names, 4)
     examples = text[text.index("For this task:"):text.index("For a DIFFERENT task")]
     assert examples.count('{"components"') == 2 and task.progress_feature in examples
     if approach:

@@ -157,6 +157,11 @@ def run_command(
         help="LLM candidates asked per free slot; the offline pre-screen keeps the best (default 2).")] = None,
     numeric_children: Annotated[int | None, typer.Option(
         help="Numeric children of the elites (constants perturbed) per proposal pass (default 2).")] = None,
+    analysis: Annotated[str, typer.Option(
+        help="facts: analyse and critique state computed facts and defects, no LLM call; llm: the model words "
+             "them, checked against the facts.")] = "facts",
+    personas: Annotated[str | None, typer.Option(
+        help="Critic ensemble: persona names or files separated by commas; defects are merged by vote.")] = None,
 ) -> None:
     """Search reward functions with an LLM while a population of policies learns from them (LaRes).
 
@@ -193,6 +198,8 @@ def run_command(
         sync_llm=sync_llm or None,
         candidates_per_slot=candidates_per_slot,
         numeric_children=numeric_children,
+        analysis=analysis,
+        personas=tuple(p.strip() for p in personas.split(",")) if personas is not None else None,
     )
     check_start(cfg)  # one error line before the progress bar appears
     from lares_agent.runs import RunLayout

@@ -134,10 +134,24 @@ def _show_detail(console: Any, step: Any) -> None:
     console.print(Rule(Text(f"round {step.round} · {step.node} · try {step.attempt}")))
     console.print(Text(f"summary: {step.summary}"))
     out = step.output
+    if out.get("facts"):
+        console.print(Text("facts:\n" + "\n".join(
+            f"  [{f.get('kind')}] {f.get('source') + ': ' if f.get('source') else ''}{f.get('text')}"
+            for f in out["facts"])))
     if out.get("analysis"):
         console.print(Text(f"analysis:\n{_cut(out['analysis'])}"))
+    check = out.get("fact_check")
+    if check:
+        console.print(Text(f"fact check: dropped {check.get('dropped', 0)} of {check.get('checked', 0)} statement(s)"
+                           + "".join(f"\n  dropped: {d.get('statement')} ({d.get('reason')})"
+                                     for d in check.get("statements") or [])))
     if out.get("critique"):
         console.print(Text(f"critique {out.get('critique_id')}:\n{_cut(out['critique'])}"))
+    for d in out.get("defects") or []:
+        critics = len(out.get("critics") or []) or len(d.get("voters") or [])
+        console.print(Text(f"defect [{d.get('kind')} {d.get('subject')}] ({d.get('source')}), voted by "
+                           f"{', '.join(d.get('voters') or []) or '-'} ({len(d.get('voters') or [])}/{critics}): "
+                           f"{d.get('edit')}"))
     for rec in out.get("pending") or []:
         what = f"error: {rec['error']}" if rec.get("error") else _components(rec.get("components"))
         console.print(Text(f"proposed {rec.get('id')} (parent {rec.get('parent_id') or '-'}): {what}"))

@@ -19,7 +19,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
-from lares_agent.graphs import nodes
+from lares_agent.graphs import nodes, reflect
 from lares_agent.graphs.context import RunContext
 from lares_agent.graphs.routing import route_after_validate, route_start
 from lares_agent.graphs.state import RoundInput, RoundState
@@ -42,8 +42,8 @@ def _after_validate(state: RoundState, runtime: Runtime[RunContext]) -> Literal[
 def build_graph(checkpointer: BaseCheckpointSaver[Any] | None = None) -> RoundGraph:
     """Compile the round graph; what the engine's reward-update hook invokes (`run_round`) with a context."""
     graph = StateGraph(RoundState, context_schema=RunContext, input_schema=RoundInput)
-    graph.add_node("analyse", nodes.analyse)
-    graph.add_node("critique", nodes.critique)
+    graph.add_node("analyse", reflect.analyse)
+    graph.add_node("critique", reflect.critique)
     graph.add_node("propose", nodes.propose)
     graph.add_node("validate", nodes.validate)
     graph.add_conditional_edges(START, _start, ["analyse", "critique", "propose", END])

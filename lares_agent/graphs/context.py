@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Protocol
+from typing import Literal, Protocol, get_args
 
 import numpy as np
 
@@ -21,7 +21,10 @@ from lares_agent.prompts.loader import DEFAULT_PERSONA, Persona, load_persona
 from lares_agent.rewards import CheckConfig, RewardTask, TaskFeature
 from lares_agent.tools.trajectory import Rollout
 
-__all__ = ["DescribedFeature", "GraphLimits", "GraphTask", "RunContext"]
+__all__ = ["ANALYSIS_MODES", "AnalysisMode", "DescribedFeature", "GraphLimits", "GraphTask", "RunContext"]
+
+AnalysisMode = Literal["facts", "llm"]
+ANALYSIS_MODES: tuple[AnalysisMode, ...] = get_args(AnalysisMode)
 
 
 class DescribedFeature(TaskFeature, Protocol):
@@ -69,12 +72,18 @@ class GraphLimits:
     mutation_sigma: float = 0.5  # children's constants times exp(N(0, sigma))
     prescreen: bool = True  # rank valid candidates by the proxy; False: keep them in proposal order
     seed: int = 0  # the children's randomness (with the round and attempt)
+    # "facts": analyse states the computed facts and critique the computed defects, no LLM call; "llm": the model
+    # summarises the facts (checked against them) and each critic may add defects (issue 13)
+    analysis: AnalysisMode = "facts"
 
     def __post_init__(self) -> None:
         if self.retry_budget < 0 or self.per_call < 1 or self.max_calls_per_pass < 1:
             raise ConfigError("GraphLimits: retry_budget >= 0, per_call >= 1 and max_calls_per_pass >= 1 required")
         if not (self.oversample >= 1.0 and self.numeric_children >= 0 and self.mutation_sigma > 0):
             raise ConfigError("GraphLimits: oversample >= 1, numeric_children >= 0 and mutation_sigma > 0 required")
+        if self.analysis not in ANALYSIS_MODES:
+            raise ConfigError(f"GraphLimits: analysis must be one of {', '.join(ANALYSIS_MODES)}, "
+                              f"not {self.analysis!r}")
 
 
 def _default_persona() -> Persona:
@@ -94,6 +103,12 @@ class RunContext:
     limits: GraphLimits = field(default_factory=GraphLimits)
     run_id: str = ""
     id_prefix: str = ""
+    critics: tuple[Persona, ...] = ()  # the critic ensemble (--personas); () : `persona` critiques alone
+
+    @property
+    def critic_personas(self) -> tuple[Persona, ...]:
+        """Who critiques: the ensemble, or the run's persona."""
+        return self.critics or (self.persona,)
 
     def for_round(
         self, sample: Mapping[str, np.ndarray], rollouts: Mapping[str, Rollout] | None = None

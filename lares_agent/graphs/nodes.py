@@ -1,4 +1,4 @@
-"""The four nodes: analyse, critique, propose, validate. Each returns a partial state update.
+"""The propose and validate nodes (analyse and critique: graphs/reflect.py). Each returns a partial state update.
 
 Nodes are plain functions of the state and LangGraph's `Runtime[RunContext]` (the run's read-only context).
 
@@ -16,52 +16,37 @@ from typing import Any
 import numpy as np
 from langgraph.runtime import Runtime
 
+from lares_agent.graphs.asking import ask, sorted_elites
 from lares_agent.graphs.context import GraphLimits, RunContext
 from lares_agent.graphs.prompting import (
     AnswerError,
     answer_format,
-    clip,
     extract_candidates,
-    messages,
     proposal_schema,
     render_elites,
     render_reasons,
-    render_stats,
     render_taken,
-    system_text,
 )
 from lares_agent.graphs.state import CandidateRecord, EliteInfo, RoundState, step
 from lares_agent.llm.errors import BudgetExceeded, LLMError
 from lares_agent.prompts.loader import render
-from lares_agent.rewards import allowed_features, record_key
+from lares_agent.rewards import record_key
 from lares_agent.rewards import validate as validate_candidate
 from lares_agent.rewards.mutate import numeric_children
 from lares_agent.rewards.prescreen import proxy_score
 from lares_agent.tools.retrieval import render_cases, retrieve_cases
-from lares_agent.tools.trajectory import FeatureInfo, encode_rollouts
 
-__all__ = ["analyse", "critique", "propose", "validate"]
+__all__ = ["propose", "validate"]
 
 
 def _sorted_elites(state: RoundState) -> list[EliteInfo]:
-    """Best first; elites without a fitness last (stable, so equal fitness keeps the caller's order)."""
-    elites = list(state.get("elites") or [])
-    return sorted(elites, key=lambda e: (e.get("fitness") is None, -float(e.get("fitness") or 0.0)))
-
-
-def _system(ctx: RunContext) -> str:
-    """The run's fixed system message (byte-identical for every call of a run, so llama.cpp caches it)."""
-    return system_text(ctx.task, allowed_features(ctx.task), ctx.persona, ctx.limits.checks.limits.max_components)
+    """Best first; elites without a fitness last (`asking.sorted_elites`)."""
+    return sorted_elites(state)
 
 
 def _ask(ctx: RunContext, node: str, state: RoundState, user: str, attempt: int, **kw: Any) -> str:
-    """One LLM call; returns the stripped text or raises LLMError / AnswerError (empty answer)."""
-    meta = {"node": node, "round": state.get("round", 0), "attempt": attempt, "persona": ctx.persona.name}
-    answer = ctx.llm.complete(messages(_system(ctx), user), tag=node, meta=meta, **kw)
-    text = answer.text.strip()
-    if not text:
-        raise AnswerError("empty answer")
-    return text
+    """One LLM call as the run's persona (`asking.ask`); raises LLMError / AnswerError (empty answer)."""
+    return ask(ctx, node, state, user, attempt, **kw)
 
 
 def _cases(ctx: RunContext) -> str:
@@ -72,56 +57,6 @@ def _cases(ctx: RunContext) -> str:
     except Exception as exc:  # a broken case store must not stop a round
         return f"none (case store unavailable: {type(exc).__name__})"
     return render_cases(found, ctx.limits.section_chars)
-
-
-def analyse(state: RoundState, runtime: Runtime[RunContext]) -> dict[str, Any]:
-    """Describe the best policies' behaviour from deterministically encoded rollouts."""
-    ctx = runtime.context
-    limits = ctx.limits
-    ids = list(state.get("rollout_ids") or [])
-    found = [ctx.rollouts[i] for i in ids if i in ctx.rollouts]
-    infos = [FeatureInfo(f.name, f.unit, f.meaning) for f in ctx.task.features]
-    try:
-        encoded = encode_rollouts(found, ctx.task.progress_feature, infos, limits.trajectory_tokens)
-    except (ValueError, TypeError) as exc:
-        encoded = f"rollouts could not be encoded: {exc}"
-    missing = [i for i in ids if i not in ctx.rollouts]
-    if missing:
-        encoded += f"\n(no data for rollouts {', '.join(missing[:5])})"
-    user = render("analyse", round=state.get("round", 0), trajectories=encoded)
-    try:
-        text = _ask(ctx, "analyse", state, user, 0, temperature=limits.temperature,
-                    max_tokens=limits.analyse_max_tokens)
-        summary = f"analysed {len(found)} rollout(s)"
-    except (LLMError, AnswerError) as exc:
-        text = f"(no LLM analysis: {exc}) Encoded rollouts:\n{encoded}"
-        summary = f"analysis fell back to the raw encoding: {exc}"
-    return step("analyse", 0, summary, analysis=clip(text, limits.section_chars))
-
-
-def critique(state: RoundState, runtime: Runtime[RunContext]) -> dict[str, Any]:
-    """Name the elites' defects against the task goal, from behaviour, statistics and past failures."""
-    ctx = runtime.context
-    limits = ctx.limits
-    elites = _sorted_elites(state)
-    critique_id = f"{ctx.id_prefix}r{state.get('round', 0)}-critique"
-    user = render(
-        "critique",
-        round=state.get("round", 0),
-        elites=render_elites(elites, limits.section_chars),
-        component_stats=render_stats(elites, limits.section_chars),
-        analysis=state.get("analysis") or "no rollouts were analysed",
-        rejections=render_reasons(state.get("rejections") or [], limits.section_chars),
-    )
-    try:
-        text = _ask(ctx, "critique", state, user, 0, temperature=limits.temperature,
-                    max_tokens=limits.critique_max_tokens)
-        summary = f"critique {critique_id}: {text.splitlines()[0]}"
-    except (LLMError, AnswerError) as exc:
-        text = ""
-        summary = f"no critique: {exc}"
-    return step("critique", 0, summary, critique=clip(text, limits.section_chars),
-                critique_id=critique_id if text else None)
 
 
 def _instruction(parent: EliteInfo | None, explore: bool) -> str:

@@ -25,6 +25,7 @@ __all__ = [
     "clip",
     "extract_candidates",
     "messages",
+    "persona_text",
     "proposal_schema",
     "render_elites",
     "render_reasons",
@@ -98,8 +99,9 @@ def approach_rule(progress: str, approach: str | None) -> str:
             f"approach component on {approach} (-w*{approach} or w*exp(-{approach}/s)).\n")
 
 
-def system_text(task: GraphTask, feature_names: Sequence[str], persona: Persona, max_components: int) -> str:
-    """The fixed system message of a run (identical across nodes and calls, so llama.cpp caches it)."""
+def system_text(task: GraphTask, feature_names: Sequence[str], max_components: int) -> str:
+    """The fixed system message of a run: identical across nodes, calls and personas, so llama.cpp caches it (the
+    persona goes into the user message, `persona_text`)."""
     approach = task.approach_feature if task.approach_feature in feature_names else None
     return render(
         "system",
@@ -112,8 +114,12 @@ def system_text(task: GraphTask, feature_names: Sequence[str], persona: Persona,
         feature_table=feature_table(task, feature_names),
         max_components=max_components,
         function_table=FUNCTION_TABLE,
-        persona=persona.text,
     )
+
+
+def persona_text(persona: Persona) -> str:
+    """The persona section that ends each user message (after the run's shared system prefix)."""
+    return f"# Your persona\n{persona.text}"
 
 
 def messages(system: str, user: str) -> list[BaseMessage]:

@@ -76,6 +76,11 @@ class RoundState(RoundInput, total=False):
     steps: Annotated[list[StepRecord], operator.add]
     node: str
     summary: str
+    facts: list[dict[str, Any]]  # analyse: the computed facts (tools/facts.py Fact.to_json)
+    fact_check: dict[str, Any]  # analyse, --analysis llm: {checked, dropped, statements: [{statement, reason}]}
+    defects: list[dict[str, Any]]  # critique: kept defects with their facts, edit and voters (critique_rules.Defect)
+    critics: list[str]  # critique: the personas that voted
+    critique_check: dict[str, Any]  # critique, --analysis llm: {dropped} statements of the critics refuted by facts
 
 
 def step(node: str, attempt: int, summary: str, **update: Any) -> dict[str, Any]:

@@ -216,8 +216,12 @@ class LLMClient:
         max_tokens: int | None = None,
         tag: str = "",
         meta: Mapping[str, Any] | None = None,
+        annotate: Callable[[str], Mapping[str, Any]] | None = None,
     ) -> LLMAnswer:
         """Ask the model once (retrying transient failures) and return its answer with usage.
+
+        `annotate(text)`: the caller's verdict on the answer (e.g. the fact checker's drop count), merged into the
+        recorded `meta`, so llm_calls.jsonl holds it on the call's own row.
 
         Raises BudgetExceeded before calling when the run's budget is spent, LLMError when every attempt
         failed or the failure is not transient (the message says which and why, on one line).
@@ -289,6 +293,8 @@ class LLMClient:
             completion_tokens = int(usage.get("output_tokens", 0)) if usage else max(1, len(text) // 4)
             self._ledger.success(tag, prompt_tokens, completion_tokens, took, estimated)
             fault = (getattr(message, "response_metadata", None) or {}).get("injected_fault")
+            if annotate is not None:
+                meta = {**(meta or {}), **annotate(text)}
             self._record(index, tag, meta, messages, json_schema, text, prompt_tokens, completion_tokens, took, attempt,
                          fault=fault)
             return LLMAnswer(text, prompt_tokens, completion_tokens, spent, attempt)

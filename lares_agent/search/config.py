@@ -24,6 +24,7 @@ Selection = Literal["truncation", "tournament", "pareto"]
 Preset = Literal["demo", "paper"]
 BaselineReward = Literal["human", "success"]
 BASELINE_REWARDS: tuple[BaselineReward, ...] = get_args(BaselineReward)
+Analysis = Literal["facts", "llm"]  # --analysis: computed facts and defects only, or LLM-worded and fact-checked
 # Ablations of LaRes' parts (issue 7); each switches one part off, default none (full LaRes).
 Ablation = Literal["no-relabel", "no-thompson", "no-scaling", "no-constraint", "no-reflection", "no-retrieval"]
 SETTINGS: tuple[Setting, ...] = get_args(Setting)
@@ -31,6 +32,7 @@ LEARNERS: tuple[Learner, ...] = get_args(Learner)
 BACKENDS: tuple[Backend, ...] = get_args(Backend)
 SELECTIONS: tuple[Selection, ...] = get_args(Selection)
 PRESET_NAMES: tuple[Preset, ...] = get_args(Preset)
+ANALYSES: tuple[Analysis, ...] = get_args(Analysis)
 ABLATIONS: dict[Ablation, str] = {
     "no-relabel": "a refilled slot's old buffer rows keep their old reward values (EngineConfig.relabel=False)",
     "no-thompson": "uniform random choice of the acting learners (EngineConfig.thompson=False)",
@@ -58,6 +60,7 @@ success difference (benchmarks/complexity_lambda.py). The reference has no penal
 (lambda 0); `EngineConfig` keeps that default."""
 __all__ = [
     "ABLATIONS",
+    "ANALYSES",
     "BACKENDS",
     "BASELINE_REWARDS",
     "COMPLEXITY_LAMBDA",
@@ -73,6 +76,7 @@ __all__ = [
     "SELECTIONS",
     "SETTINGS",
     "Ablation",
+    "Analysis",
     "Backend",
     "BaselineReward",
     "LLMBackend",
@@ -154,6 +158,8 @@ class SearchConfig:
     sync_llm: bool = False  # True: the learners wait for each reward round's LLM calls, as the reference (ES always)
     candidates_per_slot: float = 2.0  # LLM candidates asked per free slot; the pre-screen keeps the best (issue 13)
     numeric_children: int = 2  # numeric children of the elites per propose pass (constants perturbed, issue 13)
+    analysis: Analysis = "facts"  # GraphLimits.analysis: "facts" calls no LLM in analyse/critique (issue 13)
+    personas: tuple[str, ...] = ()  # the critic ensemble (--personas a,b); () : `persona` critiques alone
 
     def __post_init__(self) -> None:
         problems = [
@@ -164,10 +170,13 @@ class SearchConfig:
             *_choice("--selection", self.selection, SELECTIONS),
             *_choice("--preset", self.preset, PRESET_NAMES),
             *_choice("--reward", self.baseline_reward, BASELINE_REWARDS),
+            *_choice("--analysis", self.analysis, ANALYSES),
         ]
         if self.baseline_reward != "human" and self.setting != "baseline":
             problems.append(f"--reward {self.baseline_reward} is the baseline's reward (`lares baseline`)")
         # The flags a user types, checked here to name them as typed; the engine config checks the same ranges.
+        if any(not str(p).strip() for p in self.personas) or len(set(self.personas)) != len(self.personas):
+            problems.append("--personas must be distinct, non-empty names or files separated by commas")
         if self.population < 1:
             problems.append("--population must be at least 1")
         elif not 1 <= self.elites <= self.population and self.setting != "baseline":
@@ -219,6 +228,7 @@ class SearchConfig:
         data["hidden"] = list(self.hidden)
         data["critic_hidden"] = None if self.critic_hidden is None else list(self.critic_hidden)
         data["ablations"] = list(self.ablations)
+        data["personas"] = list(self.personas)
         return data
 
     @classmethod
@@ -232,7 +242,7 @@ class SearchConfig:
             kwargs["elites"] = 1
         if kwargs.get("learner", "sac") != "es" and kwargs.get("selection") == "tournament":
             kwargs.pop("selection", None)
-        for key in ("hidden", "critic_hidden", "ablations"):
+        for key in ("hidden", "critic_hidden", "ablations", "personas"):
             if kwargs.get(key) is not None:
                 kwargs[key] = tuple(kwargs[key])
         return cls(**kwargs)

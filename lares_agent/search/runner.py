@@ -157,8 +157,9 @@ class Search:
             cases=self._cases,
             run_id=self.run.root.name,
             id_prefix=f"{self.run.root.name[-6:]}-",
-            limits=GraphLimits(reflect=reflects(cfg), oversample=cfg.candidates_per_slot,
+            limits=GraphLimits(reflect=reflects(cfg), analysis=cfg.analysis, oversample=cfg.candidates_per_slot,
                                numeric_children=cfg.numeric_children, seed=cfg.seed),
+            critics=tuple(resolve_persona(p) for p in cfg.personas),
         )
         self._trace = open_trace(self.run.root)
         self.proposer = GraphProposer(build_graph(self._trace), context, self.log, self.task.name)
@@ -328,6 +329,8 @@ def check_start(cfg: SearchConfig) -> None:
     from lares_agent.search.personas import resolve_persona
 
     resolve_persona(cfg.persona)
+    for name in cfg.personas:
+        resolve_persona(name)
     if uses_retrieval(cfg):
         check_case_store()
     if cfg.rewards_file:

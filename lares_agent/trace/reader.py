@@ -44,8 +44,8 @@ __all__ = [
 NODES = ("analyse", "critique", "propose", "validate")
 # What each node writes into the state (graphs/nodes.py); list channels with a reducer are shown as the delta.
 _OUTPUT_KEYS: Mapping[str, tuple[str, ...]] = {
-    "analyse": ("analysis",),
-    "critique": ("critique", "critique_id"),
+    "analyse": ("analysis", "facts", "fact_check"),
+    "critique": ("critique", "critique_id", "defects", "critics", "critique_check"),
     "propose": ("pending",),
     "validate": ("accepted", "rejected"),
 }

@@ -1,0 +1,200 @@
+"""Critique rules: each computed fact that is a defect becomes a `Defect` with one concrete edit (issue 13).
+
+The 1.5B critic gave the same generic fix for every defect; here each defect is tied to its fact and its edit is
+computed from the fact's numbers: a flat `exp(-k*d)` gets a scale near the median of d on the sample, an effort
+term that outweighs progress a weight ten times lower, a stall or a regression near the goal a near-goal term,
+a success that never happens a bonus on a threshold the policies already reach. Defects with the same fix
+(`Defect.key`: kind of edit and what it touches) are merged, their voters united; with several critic personas a
+defect an LLM critic added is kept when at least half the critics name it (`vote`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from lares_agent.tools.facts import Fact
+
+__all__ = ["Defect", "defects_from_facts", "defects_from_text", "merge_defects", "render_defects", "vote"]
+
+
+@dataclass(frozen=True)
+class Defect:
+    """A defect of the elite rewards and the edit that fixes it; `voters` are the critic personas that name it."""
+
+    kind: str  # the edit: scale | weight | near_goal | bonus | sign | smooth | dense | other
+    subject: str  # the component or feature the edit touches
+    problem: str
+    edit: str
+    facts: tuple[Mapping[str, Any], ...] = ()  # the facts it is tied to (Fact.to_json); () for an LLM-only defect
+    voters: tuple[str, ...] = ()
+    source: str = "rules"  # rules (computed) | llm (a critic's bullet no rule produced)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.kind, self.subject)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "subject": self.subject, "problem": self.problem, "edit": self.edit,
+                "facts": [dict(f) for f in self.facts], "voters": list(self.voters), "source": self.source}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Defect:
+        return cls(kind=str(data["kind"]), subject=str(data.get("subject") or ""),
+                   problem=str(data.get("problem") or ""), edit=str(data.get("edit") or ""),
+                   facts=tuple(data.get("facts") or ()),
+                   voters=tuple(data.get("voters") or ()), source=str(data.get("source") or "rules"))
+
+
+def _g(x: float) -> str:
+    return f"{x:.3g}"
+
+
+def _expr(elites: Sequence[Mapping[str, Any]], fact: Fact) -> str:
+    for e in elites:
+        if not fact.source or e.get("id") == fact.source:
+            found = (e.get("components") or {}).get(fact.subject)
+            if found:
+                return str(found)
+    return fact.subject
+
+
+def _best(facts: Sequence[Fact], feature: str) -> float | None:
+    values = [f.numbers["best"] for f in facts if f.kind == "progress" and f.subject == feature]
+    return min(values) if values else None
+
+
+def _rule(fact: Fact, facts: Sequence[Fact], elites: Sequence[Mapping[str, Any]], progress: str,
+          smooth_on: str | None) -> Defect | None:
+    n = fact.numbers
+    expr = _expr(elites, fact)
+    tie = (fact.to_json(),)
+    if fact.kind == "flat":
+        s = max(n["median"], 1e-3)
+        w = n.get("range", 1.0)
+        weight = "" if math.isclose(w, 1.0, rel_tol=0.05) else f"{_g(w)}*"
+        return Defect("scale", fact.subject, fact.text,
+                      f"{fact.subject}: replace {expr} by {weight}exp(-{fact.feature}/{_g(s)}) (scale at the median "
+                      f"{fact.feature} {_g(n['median'])} on the sample, so it changes where the policy is)", tie)
+    if fact.kind == "effort":
+        return Defect("weight", fact.subject, fact.text,
+                      f"{fact.subject}: lower its weight tenfold: {expr} -> 0.1*({expr})", tie)
+    if fact.kind == "dominant":
+        k = min(max((1 - n["share"]) / max(n["share"], 1e-9), 0.01), 0.5)
+        return Defect("weight", fact.subject, fact.text,
+                      f"{fact.subject}: scale it by {k:.2g} so the other terms matter: {k:.2g}*({expr})", tie)
+    if fact.kind == "wrong_sign":
+        return Defect("sign", fact.subject, fact.text,
+                      f"{fact.subject}: flip its sign, -({expr}), or write it as w*exp(-{fact.feature}/s) with "
+                      "w, s > 0", tie)
+    if fact.kind in ("regressed", "stall") and (fact.kind == "regressed" or n.get("near_goal")):
+        s = max(n["best"] if fact.kind == "regressed" else n["value"], 1e-3)
+        return Defect("near_goal", fact.subject, fact.text,
+                      f"add a near-goal term that pays for the last {_g(s)} of {fact.subject}: "
+                      f"near = 2*exp(-{fact.subject}/{_g(s)})", tie)
+    if fact.kind == "stall":
+        v = max(n["value"], 1e-3)
+        return Defect("scale", fact.subject, fact.text,
+                      f"add shaping whose scale is the stall value, so moving on from {_g(v)} pays: "
+                      f"shape = 2*exp(-{fact.subject}/{_g(v)})", tie)
+    if fact.kind == "success" and n["rate"] == 0:
+        best = _best(facts, progress)
+        if best is None:
+            return Defect("bonus", progress, fact.text, "add a bonus on a threshold of the progress feature the "
+                          f"policies reach: bonus = 5*({progress} < t), t above their best {progress}", tie)
+        t = 1.5 * max(best, 1e-3)
+        return Defect("bonus", progress, fact.text,
+                      f"add a bonus that can fire: bonus = 5*({progress} < {_g(t)}) (the policies get to {progress} = "
+                      f"{_g(best)}; success itself never fires)", tie)
+    if fact.kind == "silent":
+        best = _best(facts, progress)
+        where = f" such as 5*({progress} < {_g(1.5 * max(best, 1e-3))})" if best is not None else ""
+        return Defect("bonus" if best is not None else "other", progress if best is not None else fact.subject,
+                      fact.text, f"{fact.subject} ({expr}) never fires: drop it or replace it by a term the policy "
+                      f"can trigger{where}", tie)
+    if fact.kind in ("oscillation", "jerk") and smooth_on:
+        return Defect("smooth", smooth_on, fact.text, f"add a small smoothness cost: smooth = -0.05*{smooth_on}", tie)
+    if fact.kind == "progress" and fact.subject == progress and n["closed"] < 0.1:
+        return Defect("dense", progress, fact.text, f"add a dense progress term: progress = -2*{progress}", tie)
+    return None
+
+
+def defects_from_facts(facts: Sequence[Fact], elites: Sequence[Mapping[str, Any]], progress: str,
+                       feature_names: Sequence[str], voters: Sequence[str]) -> list[Defect]:
+    """The computed defects (every voter names each: the rules are the same for every persona), merged."""
+    smooth_on = "action_norm" if "action_norm" in feature_names else next(
+        (n for n in feature_names if n.endswith("speed")), None)
+    found = [_rule(f, facts, elites, progress, smooth_on) for f in facts]
+    return merge_defects(replace(d, voters=tuple(voters)) for d in found if d is not None)
+
+
+_KINDS = (
+    ("sign", re.compile(r"\bsign\b|flip|wrong direction|rewards? moving away")),
+    ("near_goal", re.compile(r"near[- ]goal|close to the (goal|target)|last (bit|part|centimet)|precision"
+                             r"|final approach")),
+    ("bonus", re.compile(r"\bbonus\b|success")),
+    ("smooth", re.compile(r"smooth|jerk|oscillat")),
+    ("weight", re.compile(r"weight|tenfold|too (large|big|strong|high)|outweigh|dominat|lower|reduce|smaller")),
+    ("scale", re.compile(r"\bscale\b|steep|flat|saturat|temperature|exp\(")),
+    ("dense", re.compile(r"dense|progress term|shaping")),
+)
+_BULLET = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s*")
+
+
+def defects_from_text(text: str, voter: str, components: Sequence[str], feature_names: Sequence[str]) -> list[Defect]:
+    """An LLM critique's bullets as defects: the kind of edit and the component (or feature) each names, so the same
+    fix from several critics (or from a rule) merges."""
+    out = []
+    for line in text.splitlines():
+        body = _BULLET.sub("", line).strip()
+        if not body:
+            continue
+        low = body.lower()
+        kind = next((k for k, pattern in _KINDS if pattern.search(low)), "other")
+        names = [c for c in components if re.search(rf"\b{re.escape(c.lower())}\b", low)]
+        names += [f for f in feature_names if re.search(rf"\b{re.escape(f.lower())}\b", low)]
+        subject = names[0] if names else ""
+        if kind == "other":
+            subject = subject or re.sub(r"\W+", " ", low)[:40].strip()
+        out.append(Defect(kind, subject, body, body, (), (voter,), "llm"))
+    return out
+
+
+def merge_defects(defects: Iterable[Defect]) -> list[Defect]:
+    """One defect per fix (`key`): the first's text (a computed defect's before a critic's), the facts and voters
+    of all. Order: first appearance."""
+    merged: dict[tuple[str, str], Defect] = {}
+    for d in defects:
+        old = merged.get(d.key)
+        if old is None:
+            merged[d.key] = d
+            continue
+        first, other = (old, d) if old.source == "rules" or d.source != "rules" else (d, old)
+        facts = first.facts + tuple(f for f in other.facts if f not in first.facts)
+        voters = tuple(dict.fromkeys(old.voters + d.voters))
+        merged[d.key] = replace(first, facts=facts, voters=voters)
+    return list(merged.values())
+
+
+def vote(defects: Iterable[Defect], critics: Sequence[str]) -> list[Defect]:
+    """Merge, then keep a defect when at least half the critics name it; most votes first (stable)."""
+    need = math.ceil(len(critics) / 2) if critics else 0
+    kept = [d for d in merge_defects(defects) if len(d.voters) >= need]
+    return sorted(kept, key=lambda d: -len(d.voters))
+
+
+def render_defects(defects: Sequence[Defect], critics: Sequence[str] = (), max_chars: int = 1200) -> str:
+    """The critique the propose prompt reads: one bullet per defect, its fact and its edit."""
+    if not defects:
+        return "- no defect found in the computed facts: keep the elite's terms and change one weight or scale"
+    n = len(critics)
+    lines = []
+    for d in defects:
+        votes = f" [{len(d.voters)}/{n} critics]" if n > 1 else ""
+        lines.append(f"- {d.problem}. Fix: {d.edit}{votes}" if d.problem != d.edit else f"- {d.edit}{votes}")
+    text = "\n".join(lines)
+    return text if len(text) <= max_chars else text[: max_chars - 3].rstrip() + "..."
+
