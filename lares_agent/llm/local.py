@@ -142,13 +142,14 @@ def _completion_hooks(
     def create_completion(*args: Any, stopping_criteria: Any = None, **kwargs: Any) -> Any:
         if deadline is not None:
             stopping_criteria = StoppingCriteriaList([*(stopping_criteria or []), deadline])
+        kwargs["stopping_criteria"] = stopping_criteria
         prompt = kwargs.get("prompt", args[0] if args else None)
         if isinstance(prompt, list) and prompt:
             if prefixes is not None:
                 hooks.cached_tokens = prefixes.prepare(llama, prompt, probe)
             else:  # what Llama.generate reuses on its own: the prefix shared with the previous call's tokens
                 hooks.cached_tokens = min(common_prefix(llama._input_ids, prompt), len(prompt) - 1)
-        return Llama.create_completion(llama, *args, stopping_criteria=stopping_criteria, **kwargs)
+        return Llama.create_completion(llama, *args, **kwargs)
 
     llama.create_completion = create_completion
     try:

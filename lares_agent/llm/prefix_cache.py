@@ -57,6 +57,11 @@ class PrefixStates:
     def __len__(self) -> int:
         return len(self._states)
 
+    def clear(self) -> None:
+        """Drop every saved state (benchmarks start each sequence cold)."""
+        self._states.clear()
+        self._probes.clear()
+
     def probe(self, llama: Any, messages: Sequence[Mapping[str, str]]) -> tuple[int, ...]:
         """The tokens of `messages` rendered with the last message's content emptied (cached per earlier messages).
 
@@ -113,7 +118,11 @@ class PrefixStates:
         written = int(llama_cpp.llama_state_seq_get_data(ctx, buf, size, 0))
         if written <= 0:
             return  # this context cannot save a sequence: calls still work, without the saved block
-        self._states[key] = ctypes.string_at(buf, written)
+        self._keep(key, ctypes.string_at(buf, written))
+
+    def _keep(self, key: tuple[int, ...], state: bytes) -> None:
+        """Store a saved state, dropping the least recently used beyond `max_states`."""
+        self._states[key] = state
         self.saves += 1
         while len(self._states) > self.max_states:
             self._states.popitem(last=False)
