@@ -21,7 +21,8 @@ from langchain_core.messages import BaseMessage
 
 from lares_agent.llm.breaker import Breaker, BreakerTrip
 from lares_agent.llm.config import LLMConfig
-from lares_agent.llm.errors import BadAnswer, BudgetExceeded, EndpointDown, LLMError, LLMTimeout
+from lares_agent.llm.errors import BadAnswer, BudgetExceeded, EndpointDown, LLMError
+from lares_agent.llm.failures import bad_answer, failure_kind, one_line, retryable, status_of
 from lares_agent.llm.formats import FORMAT_LADDER, FORMAT_STEPS, Endpoint, FormatSteps, names_format
 from lares_agent.llm.local import LlamaCppChatModel, to_openai_messages
 from lares_agent.llm.replay import ReplayChatModel, call_key, record_file, record_path
@@ -67,60 +68,6 @@ def _text(message: Any) -> str:
         return content
     parts = [p.get("text", "") if isinstance(p, Mapping) else str(p) for p in content or []]
     return "".join(parts)
-
-
-def _status(exc: BaseException) -> int | None:
-    """HTTP status of an SDK error, also when LangChain re-raised it as another type (`raise ... from e`)."""
-    seen: BaseException | None = exc
-    for _ in range(3):
-        if seen is None:
-            break
-        status = getattr(seen, "status_code", None)
-        if isinstance(status, int):
-            return status
-        seen = seen.__cause__ or seen.__context__
-    return None
-
-
-def failure_kind(exc: BaseException) -> str:
-    """What kind of failure an attempt had, for the breaker: time-out, connection, an HTTP status, bad answer."""
-    if isinstance(exc, LLMTimeout) or "timeout" in type(exc).__name__.lower():
-        return "timeout"
-    status = _status(exc)
-    if status is not None:
-        return f"http {status}"
-    if isinstance(exc, BadAnswer):
-        return "bad answer"
-    if isinstance(exc, ConnectionError) or "connection" in type(exc).__name__.lower():
-        return "connection"
-    return type(exc).__name__
-
-
-def _bad_answer(exc: Exception, kind: str) -> Exception:
-    """An OpenAI-compatible server that answered, but not with a chat completion (a 200 with an HTML page or
-    other non-JSON text, JSON without `choices`): the SDK then fails with AttributeError / TypeError /
-    ValueError, which is no transient failure to retry (issue 16, defect 12)."""
-    if kind != "openai" or _status(exc) is not None or not isinstance(exc, (AttributeError, TypeError, ValueError)):
-        return exc
-    error = BadAnswer(f"the endpoint answered, but not with an OpenAI chat completion (not JSON, or no 'choices'): "
-                      f"{_one_line(exc)}")
-    error.__cause__ = exc
-    return error
-
-
-def _retryable(exc: BaseException) -> bool:
-    """Transient failures (time-outs, connection errors, 5xx, 408/409/429) are retried; the rest are not."""
-    if isinstance(exc, LLMTimeout):
-        return True
-    if isinstance(exc, LLMError):
-        return False
-    status = _status(exc)
-    return not (status is not None and 400 <= status < 500 and status not in (408, 409, 429))
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else 'no message'}"
 
 
 class LLMClient:
@@ -263,7 +210,7 @@ class LLMClient:
             try:
                 message = self.chat_model.invoke(list(messages), **kwargs)
             except Exception as raw:
-                exc = _bad_answer(raw, self.kind)
+                exc = bad_answer(raw, self.kind)
                 took = self._clock() - start
                 spent += took
                 self._ledger.failure(tag, took)
@@ -274,20 +221,20 @@ class LLMClient:
                     attempt -= 1  # a rejected response_format is the server's limit, not a failed attempt
                     continue
                 last = exc
-                trip = self.breaker.failure(failure_kind(exc), _one_line(exc), round_)
+                trip = self.breaker.failure(failure_kind(exc), one_line(exc), round_)
                 if trip is not None:
                     note = trip.message(self._where())
                     if self.on_trip is not None:
                         self.on_trip(trip, note)
                     plural = "s" if attempt > 1 else ""
                     raise EndpointDown(f"LLM call {tag!r}{self._where()} failed after {attempt} attempt{plural}: "
-                                       f"{_one_line(exc)}; {note}") from exc
-                if not _retryable(exc):
+                                       f"{one_line(exc)}; {note}") from exc
+                if not retryable(exc):
                     if isinstance(exc, BadAnswer):
                         raise BadAnswer(f"LLM call {tag!r}{self._where()}: {exc}") from raw
                     if isinstance(exc, LLMError):
                         raise
-                    raise LLMError(f"LLM call {tag!r}{self._where()} failed: {_one_line(exc)}") from exc
+                    raise LLMError(f"LLM call {tag!r}{self._where()} failed: {one_line(exc)}") from exc
                 if attempt < attempts:
                     wait = min(_BACKOFF_CAP_S, _BACKOFF_BASE_S * 2 ** (attempt - 1))
                     self._sleep(wait)
@@ -308,7 +255,7 @@ class LLMClient:
                          fault=fault, cached_tokens=_cached_tokens(message), response_format=fmt)
             return LLMAnswer(text, prompt_tokens, completion_tokens, spent, attempt)
         assert last is not None
-        raise LLMError(f"LLM call {tag!r}{self._where()} failed after {attempts} attempts: {_one_line(last)}") from last
+        raise LLMError(f"LLM call {tag!r}{self._where()} failed after {attempts} attempts: {one_line(last)}") from last
 
     def _where(self) -> str:
         """' to <endpoint>' / ' on <model file>' for error messages, so the user sees what was unreachable."""
@@ -331,7 +278,7 @@ class LLMClient:
         an error about something else (a plain 5xx, a context-length 400) keeps the format and is retried or
         raised as before.
         """
-        status = _status(exc)
+        status = status_of(exc)
         if refused is None or status is None or status < 400 or not names_format(str(exc)):
             return None
         level = self.formats.step_down(self.endpoint, FORMAT_LADDER.index(refused))
@@ -339,7 +286,7 @@ class LLMClient:
             return None
         step = FORMAT_LADDER[level]
         if self.on_format_step is not None:
-            self.on_format_step(self.endpoint, refused, step, _one_line(exc))
+            self.on_format_step(self.endpoint, refused, step, one_line(exc))
         return step
 
     def _record(
@@ -375,8 +322,8 @@ class LLMClient:
             answer=answer,
             ok=error is None,
             error=None if error is None else (
-                f"response_format {response_format} refused, stepping down to {format_step}: {_one_line(error)}"
-                if format_step is not None else _one_line(error)),
+                f"response_format {response_format} refused, stepping down to {format_step}: {one_line(error)}"
+                if format_step is not None else one_line(error)),
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
             seconds=round(seconds, 4),
