@@ -210,3 +210,19 @@ def test_a_run_against_a_server_answering_json_schema_with_500_steps_down_and_su
         later = make_client(LLMConfig(backend="openai", model="fake", base_url=srv.url), None)
         later.complete(MESSAGES, json_schema=SCHEMA)
         assert srv.formats[-1] == "json_object"
+
+
+class CachingServer(FakeOpenAI):
+    """Reports, like OpenAI and vLLM, how many prompt tokens its prefix cache served."""
+
+    def answer(self, path: str, headers: Message, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        payload = chat_completion('{"components": {}}', body["model"], 40, 3)
+        payload["usage"]["prompt_tokens_details"] = {"cached_tokens": 32}
+        return 200, payload
+
+
+def test_a_server_reported_prefix_cache_hit_is_recorded(tmp_path) -> None:
+    with serving(CachingServer()) as srv:
+        _client(_config(srv.url), FormatSteps(), tmp_path / "c.jsonl").complete(MESSAGES, json_schema=SCHEMA)
+    (row,) = RecordFile(tmp_path / "c.jsonl", LLMCallRow.from_json).read()
+    assert (row.prompt_tokens, row.cached_tokens, row.response_format) == (40, 32, "json_schema")

@@ -99,8 +99,9 @@ class LLMClient:
         self._clock = clock
         self._ledger = spent if spent is not None else UsageLedger()
         self.formats = formats if formats is not None else FORMAT_STEPS
-        self.endpoint = Endpoint(str(getattr(chat_model, "openai_api_base", None) or _OPENAI_BASE),
-                                 str(getattr(chat_model, "model_name", "") or ""))
+        served = getattr(chat_model, "wrapped_model", chat_model)  # the fault injector's endpoint is its model's
+        self.endpoint = Endpoint(str(getattr(served, "openai_api_base", None) or _OPENAI_BASE),
+                                 str(getattr(served, "model_name", "") or ""))
         # each step down of the response_format: (endpoint, refused format, next format, the error's line)
         self.on_format_step: Callable[[Endpoint, str, str, str], None] | None = None
         self._count = 0
