@@ -15,7 +15,7 @@ from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, TypeVar
 
-__all__ = ["FakeOpenAI", "chat_completion", "serving"]
+__all__ = ["FakeOpenAI", "RefusesFormat", "chat_completion", "format_refusal", "serving"]
 
 
 class FakeOpenAI(ThreadingHTTPServer):
@@ -61,6 +61,34 @@ def reacher_answer(body: dict[str, Any], n: int) -> dict[str, Any]:
         "components": {"reach": f"-{1 + 0.25 * n}*fingertip_to_target", "calm": "-0.01*joint_speed"},
         "rationale": f"variant {n}"}]})
     return chat_completion(text, body.get("model", "fake"), 50, 10)
+
+
+def format_refusal(body: dict[str, Any], refused: tuple[str, ...] = ("json_schema",),
+                   status: int = 500) -> tuple[int, dict[str, Any]] | None:
+    """The error a server that cannot honour a `response_format` of a kind in `refused` answers (some answer
+    500, not 400: issue 13 item 9); None when the request asks for another format."""
+    fmt = (body.get("response_format") or {}).get("type", "none")
+    if fmt not in refused:
+        return None
+    return status, {"error": {"message": f"response_format {fmt} not supported", "type": "server_error"}}
+
+
+class RefusesFormat(FakeOpenAI):
+    """Answers like `reacher_answer`, but requests asking for a format in `refused` get `format_refusal`'s
+    error; `formats` lists every request's response_format type ("none" without one)."""
+
+    def __init__(self, refused: tuple[str, ...] = ("json_schema",), status: int = 500) -> None:
+        super().__init__()
+        self.refused = refused
+        self.status = status
+        self.formats: list[str] = []
+
+    def answer(self, path: str, headers: Message, body: dict[str, Any]) -> tuple[int, dict[str, Any] | bytes]:
+        with self.lock:
+            self.formats.append((body.get("response_format") or {}).get("type", "none"))
+            n = len(self.formats)
+        refusal = format_refusal(body, self.refused, self.status)
+        return refusal if refusal is not None else (200, reacher_answer(body, n))
 
 
 class _Handler(BaseHTTPRequestHandler):

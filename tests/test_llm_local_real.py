@@ -55,3 +55,29 @@ def test_local_deadline_stops_generation_and_model_stays_usable(model_path: Path
         strict.complete(MESSAGES)
     relaxed = LLMClient(chat, LLMConfig(max_tokens=8, timeout_s=300.0))
     assert relaxed.complete(MESSAGES).completion_tokens > 0
+
+
+def test_the_shared_system_block_is_served_from_cache_even_after_another_system(model_path: Path,
+                                                                                tmp_path: Path) -> None:
+    """Issue 13 item 8: llama.cpp alone reuses only what the previous call shares; the saved system-block state
+    serves it after a call with another system message too, and every call records what it reused."""
+    from lares_agent.llm.local import get_llama, prefix_states
+    from lares_agent.runs import LLMCallRow, RecordFile
+
+    system = SystemMessage(" ".join(f"Feature note {i}: tcp_to_obj is a distance in metres." for i in range(12)))
+    other = SystemMessage("You audit reward functions. " + system.content)
+    calls = [[system, HumanMessage("Propose a reward.")], [other, HumanMessage("Audit a reward.")],
+             [system, HumanMessage("Propose another reward.")]]
+    record = tmp_path / "llm_calls.jsonl"
+    chat = LlamaCppChatModel(model_path=str(model_path), n_ctx=2048, n_threads=1)
+    get_llama(str(model_path), 2048, 1)[0].reset()
+    client = LLMClient(chat, LLMConfig(max_tokens=2, timeout_s=300.0), record)
+    for messages in calls:
+        client.complete(messages)
+    rows = RecordFile(record, LLMCallRow.from_json).read()
+    block = prefix_states(chat.load()).probe(chat.load(), [{"role": "system", "content": system.content},
+                                                           {"role": "user", "content": "x"}])
+    assert len(block) > 100 and rows[0].cached_tokens == 0
+    assert rows[1].cached_tokens is not None and rows[1].cached_tokens < 10  # the other system differs at once
+    assert rows[2].cached_tokens is not None and rows[2].cached_tokens >= len(block) - 8  # the block, restored
+    assert rows[2].prompt_tokens > rows[2].cached_tokens

@@ -9,11 +9,15 @@ from email.message import Message
 from typing import Any
 
 import pytest
-from fake_openai import FakeOpenAI, chat_completion, serving
+from fake_openai import FakeOpenAI, RefusesFormat, chat_completion, serving
 from langchain_core.messages import HumanMessage, SystemMessage
+from typer.testing import CliRunner
 
+from lares_agent.cli.app import app
 from lares_agent.llm import LLMClient, LLMConfig, LLMError, make_client
+from lares_agent.llm.formats import FORMAT_STEPS, Endpoint, FormatSteps
 from lares_agent.llm.openai_compat import make_openai_chat_model
+from lares_agent.runs import LLM_CALLS_NAME, LLMCallRow, RecordFile
 
 SCHEMA = {"type": "object", "properties": {"components": {"type": "object"}}, "required": ["components"]}
 MESSAGES = [SystemMessage("Answer in JSON."), HumanMessage("propose a reward")]
@@ -62,8 +66,8 @@ def no_tiktoken(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tiktoken, "encoding_for_model", refuse)
 
 
-def _config(base_url: str, **kw) -> LLMConfig:
-    return LLMConfig(backend="openai", model="qwen-test", base_url=base_url, api_key_env="LARES_TEST_KEY", **kw)
+def _config(base_url: str, model_name: str = "qwen-test", **kw) -> LLMConfig:
+    return LLMConfig(backend="openai", model=model_name, base_url=base_url, api_key_env="LARES_TEST_KEY", **kw)
 
 
 def test_openai_backend_sends_json_schema_and_reads_usage(server: FakeServer, tmp_path, monkeypatch) -> None:
@@ -108,3 +112,117 @@ def test_official_endpoint_needs_a_key(monkeypatch) -> None:
         make_openai_chat_model(LLMConfig(backend="openai", model="gpt-x", api_key_env="LARES_TEST_KEY"))
     with pytest.raises(LLMError, match="needs a model name"):
         make_openai_chat_model(LLMConfig(backend="openai", base_url="http://127.0.0.1:1/v1"))
+
+
+def _client(config: LLMConfig, formats: FormatSteps, record: Any = None) -> LLMClient:
+    return LLMClient(make_openai_chat_model(config), config, record, sleep=lambda s: None, formats=formats)
+
+
+def test_a_5xx_naming_the_format_steps_down_and_every_client_of_the_endpoint_remembers(tmp_path) -> None:
+    """Issue 13 item 9: a server answering json_schema with a 500 "response_format json_schema not supported"."""
+    formats = FormatSteps()
+    with serving(RefusesFormat(status=500)) as srv:
+        config = _config(srv.url)
+        first = _client(config, formats, tmp_path / "a.jsonl")
+        assert first.complete(MESSAGES, json_schema=SCHEMA).attempt == 1  # the refusal is no failed attempt
+        first.complete(MESSAGES, json_schema=SCHEMA)
+        assert srv.formats == ["json_schema", "json_object", "json_object"]
+        second = _client(config, formats)  # a new client, same endpoint: starts at the step that worked
+        second.complete(MESSAGES, json_schema=SCHEMA)
+        other_model = _client(_config(srv.url, model_name="other"), formats)  # another endpoint starts at the top
+        other_model.complete(MESSAGES, json_schema=SCHEMA)
+        assert srv.formats[3:] == ["json_object", "json_schema", "json_object"]
+    assert formats.level(Endpoint(srv.url, "qwen-test")) == 1
+    rows = RecordFile(tmp_path / "a.jsonl", LLMCallRow.from_json).read()
+    assert [(r.ok, r.response_format) for r in rows] == [(False, "json_schema"), (True, "json_object"),
+                                                         (True, "json_object")]
+    assert rows[0].error is not None and rows[0].error.startswith(
+        "response_format json_schema refused, stepping down to json_object: ")
+    assert first.breaker.refusal(None) is None  # a format refusal is no endpoint failure
+
+
+def test_a_server_refusing_every_format_ends_without_one() -> None:
+    with serving(RefusesFormat(refused=("json_schema", "json_object"), status=503)) as srv:
+        steps: list[tuple[str, str]] = []
+        client = _client(_config(srv.url), FormatSteps())
+        client.on_format_step = lambda endpoint, refused, step, error: steps.append((refused, step))
+        assert client.complete(MESSAGES, json_schema=SCHEMA).attempt == 1
+    assert srv.formats == ["json_schema", "json_object", "none"]
+    assert steps == [("json_schema", "json_object"), ("json_object", "none")]
+
+
+class Flaky(FakeOpenAI):
+    """A 500 that says nothing about the format on the first `failures` requests, then answers."""
+
+    def __init__(self, failures: int, message: str = "internal error: worker crashed") -> None:
+        super().__init__()
+        self.failures = failures
+        self.message = message
+        self.formats: list[str] = []
+
+    def answer(self, path: str, headers: Message, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        with self.lock:
+            self.formats.append((body.get("response_format") or {}).get("type", "none"))
+            n = len(self.formats)
+        if n <= self.failures:
+            return 500, {"error": {"message": self.message, "type": "server_error"}}
+        return 200, chat_completion(json.dumps({"components": {"near": "-tcp_to_obj"}}), body["model"], 21, 9)
+
+
+def test_a_plain_5xx_is_retried_with_the_same_format() -> None:
+    formats = FormatSteps()
+    with serving(Flaky(failures=1)) as srv:
+        client = _client(_config(srv.url, max_retries=2), formats)
+        answer = client.complete(MESSAGES, json_schema=SCHEMA)
+    assert answer.attempt == 2 and srv.formats == ["json_schema", "json_schema"]
+    assert formats.level(Endpoint(srv.url, "qwen-test")) == 0 and client.usage["failures"] == 1
+
+
+def test_a_plain_5xx_that_persists_still_trips_the_breaker() -> None:
+    with serving(Flaky(failures=100)) as srv:
+        client = _client(_config(srv.url, max_retries=1), FormatSteps())
+        for _ in range(3):
+            with pytest.raises(LLMError):
+                client.complete(MESSAGES, json_schema=SCHEMA, meta={"round": 1})
+    assert set(srv.formats) == {"json_schema"}
+    assert client.breaker.refusal(1) is not None
+
+
+TINY = ["--task", "Reacher-v5", "--budget", "300", "--reward-period", "150", "--population", "2", "--elites", "1",
+        "--no-report", "--no-retrieval", "--seed", "5"]
+
+
+@pytest.mark.slow
+def test_a_run_against_a_server_answering_json_schema_with_500_steps_down_and_succeeds(tmp_path) -> None:
+    with serving(RefusesFormat(status=500)) as srv:
+        result = CliRunner().invoke(app, ["run", *TINY, "--llm", "openai", "--model", "fake", "--base-url", srv.url,
+                                          "--run-dir", str(tmp_path / "runs")],
+                                    env={"LARES_HOME": str(tmp_path), "COLUMNS": "240", "OPENAI_API_KEY": ""})
+        assert result.exit_code == 0, result.output
+        (run,) = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]
+        rows = RecordFile(run / LLM_CALLS_NAME, LLMCallRow.from_json).read()
+        assert srv.formats.count("json_schema") == 1  # refused once, for the whole run
+        schema_rows = [r for r in rows if r.schema is not None]
+        assert schema_rows[0].response_format == "json_schema" and not schema_rows[0].ok
+        assert schema_rows[1:] and all(r.ok and r.response_format == "json_object" for r in schema_rows[1:])
+        # the step is remembered for the endpoint in this process: a later client starts at json_object
+        assert FORMAT_STEPS.level(Endpoint(srv.url, "fake")) == 1
+        later = make_client(LLMConfig(backend="openai", model="fake", base_url=srv.url), None)
+        later.complete(MESSAGES, json_schema=SCHEMA)
+        assert srv.formats[-1] == "json_object"
+
+
+class CachingServer(FakeOpenAI):
+    """Reports, like OpenAI and vLLM, how many prompt tokens its prefix cache served."""
+
+    def answer(self, path: str, headers: Message, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        payload = chat_completion('{"components": {}}', body["model"], 40, 3)
+        payload["usage"]["prompt_tokens_details"] = {"cached_tokens": 32}
+        return 200, payload
+
+
+def test_a_server_reported_prefix_cache_hit_is_recorded(tmp_path) -> None:
+    with serving(CachingServer()) as srv:
+        _client(_config(srv.url), FormatSteps(), tmp_path / "c.jsonl").complete(MESSAGES, json_schema=SCHEMA)
+    (row,) = RecordFile(tmp_path / "c.jsonl", LLMCallRow.from_json).read()
+    assert (row.prompt_tokens, row.cached_tokens, row.response_format) == (40, 32, "json_schema")

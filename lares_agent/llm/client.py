@@ -21,7 +21,9 @@ from langchain_core.messages import BaseMessage
 
 from lares_agent.llm.breaker import Breaker, BreakerTrip
 from lares_agent.llm.config import LLMConfig
-from lares_agent.llm.errors import BadAnswer, BudgetExceeded, EndpointDown, LLMError, LLMTimeout
+from lares_agent.llm.errors import BadAnswer, BudgetExceeded, EndpointDown, LLMError
+from lares_agent.llm.failures import bad_answer, failure_kind, one_line, retryable, status_of
+from lares_agent.llm.formats import FORMAT_LADDER, FORMAT_STEPS, Endpoint, FormatSteps, names_format
 from lares_agent.llm.local import LlamaCppChatModel, to_openai_messages
 from lares_agent.llm.replay import ReplayChatModel, call_key, record_file, record_path
 from lares_agent.llm.usage import UsageLedger
@@ -29,8 +31,7 @@ from lares_agent.runs import LLM_CALLS_NAME, LLMCallRow, RecordFile
 
 _BACKOFF_BASE_S = 0.5
 _BACKOFF_CAP_S = 8.0
-# OpenAI-compatible servers differ in what they accept; on a 400 the client steps down this ladder once.
-_FORMAT_LADDER = ("json_schema", "json_object", "none")
+_OPENAI_BASE = "https://api.openai.com/v1"  # ChatOpenAI's endpoint when no base_url is set
 
 
 @dataclass(frozen=True)
@@ -69,60 +70,6 @@ def _text(message: Any) -> str:
     return "".join(parts)
 
 
-def _status(exc: BaseException) -> int | None:
-    """HTTP status of an SDK error, also when LangChain re-raised it as another type (`raise ... from e`)."""
-    seen: BaseException | None = exc
-    for _ in range(3):
-        if seen is None:
-            break
-        status = getattr(seen, "status_code", None)
-        if isinstance(status, int):
-            return status
-        seen = seen.__cause__ or seen.__context__
-    return None
-
-
-def failure_kind(exc: BaseException) -> str:
-    """What kind of failure an attempt had, for the breaker: time-out, connection, an HTTP status, bad answer."""
-    if isinstance(exc, LLMTimeout) or "timeout" in type(exc).__name__.lower():
-        return "timeout"
-    status = _status(exc)
-    if status is not None:
-        return f"http {status}"
-    if isinstance(exc, BadAnswer):
-        return "bad answer"
-    if isinstance(exc, ConnectionError) or "connection" in type(exc).__name__.lower():
-        return "connection"
-    return type(exc).__name__
-
-
-def _bad_answer(exc: Exception, kind: str) -> Exception:
-    """An OpenAI-compatible server that answered, but not with a chat completion (a 200 with an HTML page or
-    other non-JSON text, JSON without `choices`): the SDK then fails with AttributeError / TypeError /
-    ValueError, which is no transient failure to retry (issue 16, defect 12)."""
-    if kind != "openai" or _status(exc) is not None or not isinstance(exc, (AttributeError, TypeError, ValueError)):
-        return exc
-    error = BadAnswer(f"the endpoint answered, but not with an OpenAI chat completion (not JSON, or no 'choices'): "
-                      f"{_one_line(exc)}")
-    error.__cause__ = exc
-    return error
-
-
-def _retryable(exc: BaseException) -> bool:
-    """Transient failures (time-outs, connection errors, 5xx, 408/409/429) are retried; the rest are not."""
-    if isinstance(exc, LLMTimeout):
-        return True
-    if isinstance(exc, LLMError):
-        return False
-    status = _status(exc)
-    return not (status is not None and 400 <= status < 500 and status not in (408, 409, 429))
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else 'no message'}"
-
-
 class LLMClient:
     """Calls a LangChain chat model with retries, budgets, usage accounting and recording.
 
@@ -139,8 +86,10 @@ class LLMClient:
         clock: Callable[[], float] = time.monotonic,
         breaker: Breaker | None = None,
         spent: UsageLedger | None = None,
+        formats: FormatSteps | None = None,
     ) -> None:
-        """`spent`: usage the run had before this client (a resume), counted against its budgets."""
+        """`spent`: usage the run had before this client (a resume), counted against its budgets.
+        `formats`: where the response_format each endpoint accepts is remembered (default: per process)."""
         self.chat_model = chat_model
         self.config = config
         self.record_path = record_path
@@ -149,7 +98,12 @@ class LLMClient:
         self._sleep = sleep
         self._clock = clock
         self._ledger = spent if spent is not None else UsageLedger()
-        self._format_level = 0
+        self.formats = formats if formats is not None else FORMAT_STEPS
+        served = getattr(chat_model, "wrapped_model", chat_model)  # the fault injector's endpoint is its model's
+        self.endpoint = Endpoint(str(getattr(served, "openai_api_base", None) or _OPENAI_BASE),
+                                 str(getattr(served, "model_name", "") or ""))
+        # each step down of the response_format: (endpoint, refused format, next format, the error's line)
+        self.on_format_step: Callable[[Endpoint, str, str, str], None] | None = None
         self._count = 0
         self._lock = threading.Lock()
         self.breaker = breaker if breaker is not None else Breaker()
@@ -184,8 +138,15 @@ class LLMClient:
             timeout = min(timeout, self.deadline - self._clock())
         return max(0.01, timeout)
 
+    def _format(self, json_schema: Mapping[str, Any] | None) -> str | None:
+        """The response_format an openai-compatible call asks with now (None: other backends, or no schema)."""
+        if self.kind != "openai" or json_schema is None:
+            return None
+        return FORMAT_LADDER[self.formats.level(self.endpoint)]
+
     def _kwargs(
-        self, json_schema: Mapping[str, Any] | None, temperature: float, max_tokens: int, seed: int
+        self, json_schema: Mapping[str, Any] | None, temperature: float, max_tokens: int, seed: int,
+        level: str | None = None,
     ) -> dict[str, Any]:
         """Backend-specific call options: the schema translation lives here and nowhere else."""
         if self.kind == "replay":
@@ -198,7 +159,6 @@ class LLMClient:
             if json_schema is not None:
                 kw["response_format"] = {"type": "json_object", "schema": dict(json_schema)}
         elif json_schema is not None:  # openai-compatible
-            level = _FORMAT_LADDER[self._format_level]
             if level == "json_schema":
                 kw["response_format"] = {
                     "type": "json_schema", "json_schema": {"name": "answer", "schema": dict(json_schema)}
@@ -249,34 +209,37 @@ class LLMClient:
             refused = self.breaker.refusal(round_)
             if refused is not None:
                 raise EndpointDown(refused.message(self._where()))
-            kwargs = self._kwargs(json_schema, temp, limit, seed)
+            fmt = self._format(json_schema)
+            kwargs = self._kwargs(json_schema, temp, limit, seed, fmt)
             start = self._clock()
             try:
                 message = self.chat_model.invoke(list(messages), **kwargs)
             except Exception as raw:
-                exc = _bad_answer(raw, self.kind)
+                exc = bad_answer(raw, self.kind)
                 took = self._clock() - start
                 spent += took
                 self._ledger.failure(tag, took)
-                self._record(index, tag, meta, messages, json_schema, None, 0, 0, took, attempt, exc)
-                if self._step_down_format(exc, json_schema):
+                step = self._step_down_format(exc, fmt)
+                self._record(index, tag, meta, messages, json_schema, None, 0, 0, took, attempt, exc,
+                             response_format=fmt, format_step=step)
+                if step is not None:
                     attempt -= 1  # a rejected response_format is the server's limit, not a failed attempt
                     continue
                 last = exc
-                trip = self.breaker.failure(failure_kind(exc), _one_line(exc), round_)
+                trip = self.breaker.failure(failure_kind(exc), one_line(exc), round_)
                 if trip is not None:
                     note = trip.message(self._where())
                     if self.on_trip is not None:
                         self.on_trip(trip, note)
                     plural = "s" if attempt > 1 else ""
                     raise EndpointDown(f"LLM call {tag!r}{self._where()} failed after {attempt} attempt{plural}: "
-                                       f"{_one_line(exc)}; {note}") from exc
-                if not _retryable(exc):
+                                       f"{one_line(exc)}; {note}") from exc
+                if not retryable(exc):
                     if isinstance(exc, BadAnswer):
                         raise BadAnswer(f"LLM call {tag!r}{self._where()}: {exc}") from raw
                     if isinstance(exc, LLMError):
                         raise
-                    raise LLMError(f"LLM call {tag!r}{self._where()} failed: {_one_line(exc)}") from exc
+                    raise LLMError(f"LLM call {tag!r}{self._where()} failed: {one_line(exc)}") from exc
                 if attempt < attempts:
                     wait = min(_BACKOFF_CAP_S, _BACKOFF_BASE_S * 2 ** (attempt - 1))
                     self._sleep(wait)
@@ -296,10 +259,10 @@ class LLMClient:
             if annotate is not None:
                 meta = {**(meta or {}), **annotate(text)}
             self._record(index, tag, meta, messages, json_schema, text, prompt_tokens, completion_tokens, took, attempt,
-                         fault=fault)
+                         fault=fault, cached_tokens=_cached_tokens(message), response_format=fmt)
             return LLMAnswer(text, prompt_tokens, completion_tokens, spent, attempt)
         assert last is not None
-        raise LLMError(f"LLM call {tag!r}{self._where()} failed after {attempts} attempts: {_one_line(last)}") from last
+        raise LLMError(f"LLM call {tag!r}{self._where()} failed after {attempts} attempts: {one_line(last)}") from last
 
     def _where(self) -> str:
         """' to <endpoint>' / ' on <model file>' for error messages, so the user sees what was unreachable."""
@@ -314,18 +277,24 @@ class LLMClient:
         """About 4 characters per token; used only when a server reports no usage (no tokenizer download)."""
         return max(1, sum(len(_text(m)) for m in messages) // 4)
 
-    def _step_down_format(self, exc: BaseException, json_schema: Mapping[str, Any] | None) -> bool:
-        """On a 400 from an OpenAI-compatible server, try a weaker response_format (json_schema ->
-        json_object -> none) and remember it for the rest of the run."""
-        if self.kind != "openai" or json_schema is None or _status(exc) != 400:
-            return False
-        if not any(word in str(exc).lower() for word in ("response_format", "json", "schema")):
-            return False  # a 400 about something else (e.g. context length) keeps the format
-        with self._lock:
-            if self._format_level + 1 >= len(_FORMAT_LADDER):
-                return False
-            self._format_level += 1
-        return True
+    def _step_down_format(self, exc: BaseException, refused: str | None) -> str | None:
+        """The weaker response_format to retry with when an OpenAI-compatible server refused `refused`, else None.
+
+        Any HTTP error (4xx or 5xx: some servers answer an unsupported `json_schema` with a 500) whose message
+        names the format steps json_schema -> json_object -> none, remembered for the endpoint (`formats.py`);
+        an error about something else (a plain 5xx, a context-length 400) keeps the format and is retried or
+        raised as before.
+        """
+        status = status_of(exc)
+        if refused is None or status is None or status < 400 or not names_format(str(exc)):
+            return None
+        level = self.formats.step_down(self.endpoint, FORMAT_LADDER.index(refused))
+        if level is None:
+            return None
+        step = FORMAT_LADDER[level]
+        if self.on_format_step is not None:
+            self.on_format_step(self.endpoint, refused, step, one_line(exc))
+        return step
 
     def _record(
         self,
@@ -341,6 +310,9 @@ class LLMClient:
         attempt: int,
         error: BaseException | None = None,
         fault: str | None = None,
+        cached_tokens: int | None = None,
+        response_format: str | None = None,
+        format_step: str | None = None,
     ) -> None:
         if self._record_file is None:
             return
@@ -356,7 +328,9 @@ class LLMClient:
             schema=json_schema,
             answer=answer,
             ok=error is None,
-            error=None if error is None else _one_line(error),
+            error=None if error is None else (
+                f"response_format {response_format} refused, stepping down to {format_step}: {one_line(error)}"
+                if format_step is not None else one_line(error)),
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
             seconds=round(seconds, 4),
@@ -365,9 +339,22 @@ class LLMClient:
             time=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
             # set only by the fault injector (faults.py), so a test can match each fault to its call
             fault=fault or getattr(error, "fault_kind", None) or None,
+            cached_tokens=cached_tokens,
+            response_format=response_format,
         )
         with self._lock:
             self._record_file.append(row)
+
+
+def _cached_tokens(message: Any) -> int | None:
+    """Prompt tokens the backend served from its prefix cache: the local model's `cached_tokens`, an OpenAI-
+    compatible server's `prompt_tokens_details.cached_tokens` (LangChain's `input_token_details.cache_read`)."""
+    local = (getattr(message, "response_metadata", None) or {}).get("cached_tokens")
+    if isinstance(local, int):
+        return local
+    details = (getattr(message, "usage_metadata", None) or {}).get("input_token_details") or {}
+    cached = details.get("cache_read")
+    return int(cached) if isinstance(cached, int) else None
 
 
 def build_chat_model(config: LLMConfig, replay_from: Path | None = None) -> BaseChatModel:

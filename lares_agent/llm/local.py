@@ -22,8 +22,10 @@ from langchain_core.outputs import ChatResult
 
 from lares_agent.llm.answers import one_answer
 from lares_agent.llm.errors import LLMError, LLMTimeout
+from lares_agent.llm.prefix_cache import PrefixStates, common_prefix
 
 _CACHE: dict[tuple[str, int, int], tuple[Any, threading.Lock]] = {}
+_PREFIXES: dict[int, PrefixStates] = {}  # id(Llama) -> its saved system-block states, under the model's lock
 _CACHE_LOCK = threading.Lock()
 
 
@@ -70,6 +72,12 @@ def release_models() -> None:
         for llama, _ in _CACHE.values():
             llama.close()
         _CACHE.clear()
+        _PREFIXES.clear()
+
+
+def prefix_states(llama: Any) -> PrefixStates:
+    """The saved shared-prefix states of a cached `Llama` (call under its lock)."""
+    return _PREFIXES.setdefault(id(llama), PrefixStates())
 
 
 def _role(message: BaseMessage) -> str:
@@ -110,22 +118,42 @@ class _Deadline:
         return self.fired
 
 
+class _Hooks:
+    """What the shadowed `create_completion` did in one call: prompt tokens reused from the KV cache."""
+
+    def __init__(self) -> None:
+        self.cached_tokens: int | None = None
+
+
 @contextlib.contextmanager
-def _with_deadline(llama: Any, deadline: _Deadline) -> Iterator[None]:
-    """Add `deadline` to the stopping criteria of every completion `llama` runs inside the block.
+def _completion_hooks(
+    llama: Any, deadline: _Deadline | None, prefixes: PrefixStates | None, probe: Sequence[int]
+) -> Iterator[_Hooks]:
+    """Shadow `llama.create_completion` for the calls inside the block: add `deadline` to the stopping criteria,
+    put the shared prefix in the KV cache first (`PrefixStates`), and count the prompt tokens reused.
 
     The chat handlers build their own stopping criteria and call `llama.create_completion`; shadowing that
-    method on this one instance (we hold its lock) is the only way to add ours for every chat format.
+    method on this one instance (we hold its lock) is the only way to reach every chat format.
     """
     from llama_cpp import Llama, StoppingCriteriaList
 
+    hooks = _Hooks()
+
     def create_completion(*args: Any, stopping_criteria: Any = None, **kwargs: Any) -> Any:
-        kwargs["stopping_criteria"] = StoppingCriteriaList([*(stopping_criteria or []), deadline])
+        if deadline is not None:
+            stopping_criteria = StoppingCriteriaList([*(stopping_criteria or []), deadline])
+        kwargs["stopping_criteria"] = stopping_criteria
+        prompt = kwargs.get("prompt", args[0] if args else None)
+        if isinstance(prompt, list) and prompt:
+            if prefixes is not None:
+                hooks.cached_tokens = prefixes.prepare(llama, prompt, probe)
+            else:  # what Llama.generate reuses on its own: the prefix shared with the previous call's tokens
+                hooks.cached_tokens = min(common_prefix(llama._input_ids, prompt), len(prompt) - 1)
         return Llama.create_completion(llama, *args, **kwargs)
 
     llama.create_completion = create_completion
     try:
-        yield
+        yield hooks
     finally:
         del llama.create_completion
 
@@ -135,7 +163,10 @@ class LlamaCppChatModel(BaseChatModel):
 
     Per-call options (LangChain `invoke(..., **kwargs)`): `temperature`, `max_tokens`, `seed`,
     `response_format` (llama's `{"type": "json_object", "schema": {...}}` grammar-constrained JSON) and
-    `timeout` (seconds, enforced per generated token).
+    `timeout` (seconds, enforced per generated token). `prefix_cache` keeps the KV state of each shared
+    prefix (the system block) and restores it when the previous call did not share it (`prefix_cache.py`);
+    off, only llama.cpp's reuse of the previous call's tokens is left. Each answer's response metadata holds
+    `cached_tokens`, the prompt tokens not evaluated again.
     """
 
     model_path: str
@@ -145,6 +176,7 @@ class LlamaCppChatModel(BaseChatModel):
     temperature: float = 0.4
     max_tokens: int = 384
     timeout: float | None = None
+    prefix_cache: bool = True
 
     @property
     def _llm_type(self) -> str:
@@ -178,18 +210,18 @@ class LlamaCppChatModel(BaseChatModel):
         if response_format is not None:
             params["response_format"] = dict(response_format)
         with lock:  # a Llama context is not thread-safe
-            if timeout:
-                deadline = _Deadline(time.monotonic() + timeout)
-                with _with_deadline(llama, deadline):
-                    result = llama.create_chat_completion(**params)
-                if deadline.fired:
-                    raise LLMTimeout(f"local model ran past its {timeout:g} s time limit")
-            else:
+            prefixes = prefix_states(llama) if self.prefix_cache else None
+            probe = prefixes.probe(llama, params["messages"]) if prefixes is not None else ()
+            deadline = _Deadline(time.monotonic() + timeout) if timeout else None
+            with _completion_hooks(llama, deadline, prefixes, probe) as hooks:
                 result = llama.create_chat_completion(**params)
+            if deadline is not None and deadline.fired:
+                raise LLMTimeout(f"local model ran past its {timeout:g} s time limit")
         choice = result["choices"][0]
         text = choice["message"].get("content") or ""
         usage = result.get("usage") or {}
         tokens = (int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0)))
-        metadata = {"finish_reason": choice.get("finish_reason"), "model": os.path.basename(self.model_path)}
+        metadata = {"finish_reason": choice.get("finish_reason"), "model": os.path.basename(self.model_path),
+                    "cached_tokens": hooks.cached_tokens}
         return one_answer(text, metadata, tokens, llm_output={"token_usage": dict(usage)})
 

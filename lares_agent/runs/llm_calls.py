@@ -37,6 +37,8 @@ class LLMCallRow:
     backend: str = ""  # local | openai | replay | generic
     time: str = ""  # ISO 8601 (UTC), when the attempt was recorded
     fault: str | None = None  # an injected fault's kind (llm/faults.py); absent otherwise
+    cached_tokens: int | None = None  # prompt tokens served from the backend's prefix cache; None: not reported
+    response_format: str | None = None  # openai: json_schema | json_object | none, the format this attempt asked for
 
     @property
     def node(self) -> str:
@@ -64,6 +66,10 @@ class LLMCallRow:
         }
         if self.fault is not None:
             data["fault"] = self.fault
+        if self.cached_tokens is not None:
+            data["cached_tokens"] = self.cached_tokens
+        if self.response_format is not None:
+            data["response_format"] = self.response_format
         return data
 
     @classmethod
@@ -89,4 +95,6 @@ class LLMCallRow:
             backend=as_str(row.get("backend")),
             time=as_str(row.get("time")),
             fault=as_opt_str(row.get("fault")),
+            cached_tokens=as_int(row.get("cached_tokens")),
+            response_format=as_opt_str(row.get("response_format")),
         )
