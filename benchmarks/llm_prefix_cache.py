@@ -7,7 +7,7 @@ through `LLMClient` and reads `cached_tokens` from the calls' `llm_calls.jsonl`,
 cache setting: prompt tokens per call, the share served from cache (hit rate), tokens evaluated and seconds
 per call. Sequences:
 
-- round, header first: one round as `propose.v1.txt` lays it out today, "(round r, attempt k)" on the first
+- round, header first: one round as `propose.v1.txt` laid it out, "(round r, attempt k)" on the first
   user line, so consecutive propose calls share only the system block and the first line;
 - round, header last: the same calls with that line moved below the shared elites/critique block;
 - two systems: calls alternating between two system messages that differ from their first line (two tasks in

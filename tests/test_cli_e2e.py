@@ -45,7 +45,7 @@ class FakeServer(FakeOpenAI):
         user = str(body["messages"][-1]["content"])
         with self.lock:
             self.requests += 1
-            if user.startswith("# Step: propose"):
+            if "# Step: propose" in user:
                 answer = json.dumps({"candidates": [CANDIDATES[self.proposals % len(CANDIDATES)]]})
                 self.proposals += 1
             else:

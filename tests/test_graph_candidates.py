@@ -83,7 +83,7 @@ def test_the_screen_keeps_the_best_proxy_and_logs_every_score() -> None:
 
 def test_a_model_that_copies_the_elite_still_fills_the_slots_with_distinct_candidates() -> None:
     copy = cand(b="5*success", d="-2*tcp_to_goal")  # the elite, its components reordered
-    ctx = deps(["critique: keep it", copy], oversample=1.5, numeric_children=3)
+    ctx = deps([copy], oversample=1.5, numeric_children=3)
     result = run_round(build_graph(), {"round": 1, "n_wanted": 2, "elites": [ELITE]}, "r1", ctx)
     assert ctx.llm.usage["by_tag"]["propose"]["calls"] == 3  # the model copied the elite three times
     assert len(result.accepted) == 2 and result.attempts == 1
@@ -94,14 +94,14 @@ def test_a_model_that_copies_the_elite_still_fills_the_slots_with_distinct_candi
     copies = [r for r in result.rejected if r["reason"].startswith("duplicate")]
     assert len(copies) == 3  # every copy of the elite is refused by its key
     again = run_round(build_graph(), {"round": 1, "n_wanted": 2, "elites": [ELITE]}, "r1",
-                      deps(["critique: keep it", copy], oversample=1.5, numeric_children=3))
+                      deps([copy], oversample=1.5, numeric_children=3))
     assert [r["components"] for r in again.accepted] == [r["components"] for r in result.accepted]  # seeded
 
 
 def test_dedupe_spans_the_llm_candidates_the_elites_and_the_children() -> None:
     other = cand(d="-3*tcp_to_goal", b="5*success")  # a valid new reward, given twice in one answer
     answer = {"candidates": [other, other, cand(b="5*success", d="-2*tcp_to_goal")]}
-    ctx = deps(["critique", answer], per_call=3, oversample=3.0, numeric_children=4)
+    ctx = deps([answer], per_call=3, oversample=3.0, numeric_children=4)
     result = run_round(build_graph(), {"round": 1, "n_wanted": 1, "elites": [ELITE]}, "r1", ctx)
     judged = [*result.accepted, *result.rejected]
     dup = [r for r in judged if r["reason"].startswith("duplicate")]

@@ -76,7 +76,7 @@ class PendulumServer(FakeOpenAI):
 
     def answer(self, path: str, headers: Message, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         user = str(body["messages"][-1]["content"])
-        if user.startswith("# Step: propose"):
+        if "# Step: propose" in user:
             with self.lock:
                 answer = json.dumps({"candidates": [CANDIDATES[self.proposals % len(CANDIDATES)]]})
                 self.proposals += 1

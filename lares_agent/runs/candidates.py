@@ -42,6 +42,7 @@ class CandidateRow:
     progress_closed: float | None = None  # mean share of the start distance closed, in [-1, 1]
     complexity_penalty: float | None = None  # complexity_lambda * complexity
     action_jerk: float | None = None  # mean squared action change per step (Pareto selection's smoothness)
+    origin: str | None = None  # "child": constants of `parent_id` perturbed, not written by the LLM
     proxy: float | None = None  # the offline pre-screen's score on the round's sample (accepted/rejected lines)
 
     @property
@@ -70,6 +71,7 @@ class CandidateRow:
             "progress_closed": self.progress_closed,
             "complexity_penalty": self.complexity_penalty,
             "action_jerk": self.action_jerk,
+            "origin": self.origin,
             "proxy": self.proxy,
         }
         return {k: v for k, v in data.items() if v is not None}
@@ -102,5 +104,6 @@ class CandidateRow:
             progress_closed=as_opt_float(row.get("progress_closed")),
             complexity_penalty=as_opt_float(row.get("complexity_penalty")),
             action_jerk=as_opt_float(row.get("action_jerk")),
+            origin=row.get("origin") if isinstance(row.get("origin"), str) else None,
             proxy=as_opt_float(row.get("proxy")),
         )

@@ -53,7 +53,12 @@ def _normal(reason: str) -> str:
 def llm_health(log: RunLog) -> LLMHealth:
     rows = log.candidates.read()
     accepted = [r for r in rows if r.verdict == "accepted"]
-    from_llm = {r.id for r in accepted if (r.reason or "") not in NOT_FROM_LLM}
+    # A numeric child has the LLM's structure only when its parent came from the LLM: children of fallback or
+    # given rewards would otherwise make a run that never got an LLM candidate look like a search (issue 13).
+    from_llm: set[str] = set()
+    for r in accepted:
+        if (r.reason or "") not in NOT_FROM_LLM and (r.origin != "child" or r.parent_id in from_llm):
+            from_llm.add(r.id)
     fallbacks = {r.id for r in accepted if r.reason == "fallback"}
     rejected = [r.reason or "" for r in rows if r.verdict == "rejected"]
     refused = sum(1 for r in rejected if "not called for" in r or "refused" in r)

@@ -170,6 +170,7 @@ class GraphProposer:
                 parent_id=rec.get("parent_id") or parent,
                 critique_id=rec.get("critique_id"),
                 attempt=rec.get("attempt"),
+                origin=rec.get("origin"),
                 proxy=rec.get("proxy"),
             ),
         )
