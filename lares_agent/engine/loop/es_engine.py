@@ -4,7 +4,8 @@ Each of the K reward slots has its own OpenAI-ES policy trained on that slot's r
 vectorised from the task's features over the rollouts' raw states). Every reward period the engine evaluates
 every policy deterministically, scores the slots with the SAC engine's fitness code (success rate - lambda *
 complexity, same tie-breaks), picks elites by truncation or tournament, measures population diversity, and
-calls the ``propose`` hook for the other slots (``RewardSlots.update``, shared with the SAC engine). A replaced
+calls the ``propose`` hook for the other slots (``RewardSlots`` through ``loop/update_schedule.py``, shared
+with the SAC engine). A replaced
 slot's policy restarts from the best slot's parameters, optimiser moments and observation statistics. ES keeps
 no buffer, so nothing is relabelled and the install step refuses nothing: proposals are validated by the
 propose hook (the search layer's validator). In the ``init`` setting an extra ES policy trains on the human
@@ -36,10 +37,9 @@ from lares_agent.engine.contracts import (
     ProposeFn,
     RewardFunction,
     SlotEvaluation,
-    UpdateContext,
 )
 from lares_agent.engine.es.learner import ESBackend, LearnerSettings, LocalBackend
-from lares_agent.engine.loop.background import ProposalRunner
+from lares_agent.engine.loop.engine_base import RewardLoopEngine
 from lares_agent.engine.loop.es_config import ESSearchConfig
 from lares_agent.engine.loop.selection import choose_elites, measure_diversity
 from lares_agent.engine.loop.slots import LearnerHooks, RewardSlots, SlotRules, initial_slot_rewards
@@ -51,6 +51,7 @@ from lares_agent.engine.loop.state import (
     load_counters,
     rewards_from_state,
 )
+from lares_agent.engine.loop.update_schedule import UpdateSchedule
 from lares_agent.engine.policy_artefact import write_policies
 from lares_agent.engine.rollouts.episodes import EVAL_STREAM, episode_seed
 from lares_agent.engine.tasks import TaskSpec
@@ -84,13 +85,16 @@ def _make_backend(task: TaskSpec, rewards: Sequence[RewardFunction], config: ESS
     return LocalBackend(task, rewards, settings, config.seed)
 
 
-class ESEngine:
+class ESEngine(RewardLoopEngine):
     """The ES reward search over one task. Drive it with :meth:`run` or :meth:`step_generation`.
 
     ``initial_rewards``: scratch -> K candidates; init -> K - 1 (slot 0 starts on the human reward);
     baseline -> none. ``rewards`` (instead): every learner's reward as a checkpoint holds them.
     ``propose`` is called at every reward update with an :class:`UpdateContext` that carries the diversity.
     """
+
+    config: ESSearchConfig
+    counters: ESCounters
 
     def __init__(
         self,
@@ -107,8 +111,6 @@ class ESEngine:
                 config.setting, config.num_slots, initial_rewards, task.has_human_reward, task.name
             )
         self.task, self.config, self.propose = task, config, propose
-        # ES waits for the proposal (its generations are short and, with Ray, run elsewhere): timed only.
-        self.proposals = ProposalRunner()
         self.num_slots = config.num_slots
         self.counters = ESCounters()
         self.log = EngineLog(run_dir)
@@ -140,43 +142,13 @@ class ESEngine:
             event_fields=lambda: {"learner": LEARNER, "generation": self.counters.generation,
                                   "selection": config.selection.method},
         )
+        # ES waits for the proposal (its generations are short and, with Ray, run elsewhere): timed only.
+        self.updates = UpdateSchedule(self.slots, self._hooks, self._update_due)
 
-    # ------------------------------------------------------------------ views
-    @property
-    def rewards(self) -> list[RewardFunction]:
-        """Every learner's reward: the K slots, then the ``init`` setting's extra learner."""
-        return self.slots.rewards
-
-    @property
-    def env_steps(self) -> int:
-        return self.counters.env_steps
-
-    @property
-    def round(self) -> int:
-        return self.counters.round
-
+    # ------------------------------------------------------------------ views and driving (also engine_base.py)
     @property
     def generation(self) -> int:
         return self.counters.generation
-
-    @property
-    def best_slot(self) -> int:
-        return self.counters.best_slot
-
-    @property
-    def events(self) -> list[dict[str, Any]]:
-        """Every event logged so far (also in ``events.jsonl`` with a run directory)."""
-        return self.log.events
-
-    @property
-    def run_dir(self) -> Path | None:
-        return self.log.run_dir
-
-    # ------------------------------------------------------------------ driving
-    @property
-    def done(self) -> bool:
-        """True once the counted env-step budget is spent."""
-        return self.counters.env_steps >= self.config.total_steps
 
     def run(self, until_steps: int | None = None, progress: Callable[[GenerationInfo], None] | None = None,
             should_stop: Callable[[], bool] | None = None) -> int:
@@ -192,8 +164,7 @@ class ESEngine:
 
     def step_generation(self) -> GenerationInfo:
         """A due reward update, then one ES generation for every learner (policies update every generation)."""
-        if self._update_due():
-            self.reward_update()
+        self.updates.step(self.propose)
         c, cfg = self.counters, self.config
         metrics = self.backend.generation()
         steps = int(sum(m["steps"] for m in metrics))
@@ -249,23 +220,7 @@ class ESEngine:
         self._es_sum[:] = 0.0
         self._es_count = 0
 
-    # ------------------------------------------------------------------ reward update (RewardSlots + ES hooks)
-    def reward_update(self) -> UpdateContext:
-        """Evaluate, rank, select elites, measure diversity, refill the other slots via ``propose`` (blocking)."""
-        pending = self.slots.start(self._hooks)
-        proposals, llm_s = self.proposals.blocking(self.propose, pending.ctx)
-        return self.slots.finish(self._hooks, pending, proposals, {"llm_s": llm_s, "waited_s": llm_s})
-
-    @property
-    def update_in_flight(self) -> bool:
-        """ES never proposes in the background."""
-        return False
-
-    @property
-    def llm_wait(self) -> dict[str, float]:
-        """Seconds the learners waited for ``propose`` (``waited_s``) and that it ran (``llm_s``), this session."""
-        return {"waited_s": self.proposals.waited_s, "llm_s": self.proposals.llm_s}
-
+    # ------------------------------------------------------------------ reward update hooks (update_schedule.py)
     def _choose_elites(self, ranking: Sequence[int], slots: Sequence[SlotEvaluation]) -> Sequence[int]:
         return choose_elites(ranking, slots, self.config.elites, self.config.selection, self.rng)
 
@@ -310,15 +265,6 @@ class ESEngine:
             setattr(self.counters, name, value)
         self.rng.bit_generator.state = state["rng"]
         self.backend.load_state_dicts(state["learners"])
-
-    def save_checkpoint(self, name: str | None = None) -> Path | None:
-        """Atomically checkpoint under ``run_dir/checkpoints`` (no-op without a run directory)."""
-        return self.log.checkpoint(self.state_dict, name, self.counters)
-
-    def _round_checkpoint(self, name: str) -> None:
-        """A reward update's checkpoint, then the selected policy under the same name (issue 15)."""
-        if self.save_checkpoint(name) is not None:
-            self.save_policy(name)
 
     def save_policy(self, name: str, every_slot: bool = False) -> Path | None:
         """The ranked-first slot's ES mean as ``policies/<name>.pt`` (engine/policy_artefact.py; no-op without a

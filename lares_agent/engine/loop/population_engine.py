@@ -9,7 +9,8 @@ the search layer); a new slot's column is relabelled over the whole buffer, scal
 learner inherits the best learner with an L2 pull toward it (§5-7). The engine never imports LLM or graph code.
 
 Settings as in ``loop/slots.py`` (scratch, init with its extra human-reward learner, baseline). The reward update
-itself is ``RewardSlots.update``; this module passes it the buffer side: relabelling as the install step (the
+itself is ``RewardSlots.start``/``finish``, run by ``loop/update_schedule.py`` (blocking, or with ``propose`` on a
+worker thread: ``--sync-llm`` off); this module passes it the buffer side: relabelling as the install step (the
 buffer refuses a constant or non-finite column) and inheritance with an L2 anchor. The learner kind is
 ``EngineConfig.learner``; the loop sees it only through ``contracts.PopulationLearner``.
 """
@@ -35,12 +36,11 @@ from lares_agent.engine.contracts import (
     PopulationLearner,
     ProposeFn,
     RewardFunction,
-    UpdateContext,
 )
 from lares_agent.engine.errors import EngineError
 from lares_agent.engine.learners.factory import make_population
-from lares_agent.engine.loop.background import ProposalRunner
 from lares_agent.engine.loop.config import EngineConfig
+from lares_agent.engine.loop.engine_base import RewardLoopEngine
 from lares_agent.engine.loop.interaction import Interaction, IterationInfo
 from lares_agent.engine.loop.selection import choose_elites
 from lares_agent.engine.loop.slots import LearnerHooks, RewardSlots, SlotRules, initial_slot_rewards, learner_count
@@ -53,6 +53,7 @@ from lares_agent.engine.loop.state import (
     rewards_from_state,
 )
 from lares_agent.engine.loop.thompson import ThompsonSampler
+from lares_agent.engine.loop.update_schedule import UpdateSchedule
 from lares_agent.engine.policy_artefact import write_policies
 from lares_agent.engine.rollouts.episodes import EVAL_STREAM, EnvPool, episode_seed
 from lares_agent.engine.rollouts.evaluation import evaluate_members
@@ -62,8 +63,7 @@ from lares_agent.runs import RunLayout
 __all__ = ["LaResEngine"]
 
 
-
-class LaResEngine:
+class LaResEngine(RewardLoopEngine):
     """The LaRes engine over one task and a population of ``config.learner`` learners. Drive it with
     :meth:`run` or :meth:`step_iteration`.
 
@@ -72,6 +72,9 @@ class LaResEngine:
     :meth:`restore`). ``propose`` is called at every reward update; ``run_dir`` receives ``metrics.jsonl``,
     ``events.jsonl`` and ``checkpoints/`` (None: nothing is written, events are kept in ``self.events``).
     """
+
+    config: EngineConfig
+    counters: SACCounters
 
     def __init__(
         self,
@@ -88,7 +91,6 @@ class LaResEngine:
                 config.setting, config.num_slots, initial_rewards, task.has_human_reward, task.name
             )
         self.task, self.config, self.propose = task, config, propose
-        self.proposals = ProposalRunner()
         self.num_slots = config.num_slots
         self.num_learners = learner_count(config.setting, self.num_slots)
         self.horizon = config.horizon or task.horizon
@@ -140,43 +142,18 @@ class LaResEngine:
             event_fields=lambda: {} if config.selection.method == "truncation"
             else {"selection": config.selection.method},
         )
+        # An update is due every reward_period steps; a background proposal is overdue once the next one is.
+        self.updates = UpdateSchedule(
+            self.slots, self._hooks,
+            lambda: config.reward_period > 0 and self.slots.may_update()
+            and self.counters.env_steps - self.counters.last_update_steps >= config.reward_period,
+            background=config.propose_in_background,
+            overdue=lambda ctx: self.counters.env_steps - ctx.env_steps >= config.reward_period)
 
-    # ------------------------------------------------------------------ views
-    @property
-    def rewards(self) -> list[RewardFunction]:
-        """Every learner's reward: the K slots, then the ``init`` setting's extra learner."""
-        return self.slots.rewards
-
-    @property
-    def env_steps(self) -> int:
-        return self.counters.env_steps
-
-    @property
-    def round(self) -> int:
-        return self.counters.round
-
-    @property
-    def best_slot(self) -> int:
-        return self.counters.best_slot
-
+    # ------------------------------------------------------------------ views and driving (also engine_base.py)
     @property
     def warmed_up(self) -> bool:
         return self.counters.warmed_up
-
-    @property
-    def events(self) -> list[dict[str, Any]]:
-        """Every event logged so far (also in ``events.jsonl`` with a run directory)."""
-        return self.log.events
-
-    @property
-    def run_dir(self) -> Path | None:
-        return self.log.run_dir
-
-    # ------------------------------------------------------------------ driving
-    @property
-    def done(self) -> bool:
-        """True once the counted env-step budget is spent."""
-        return self.counters.env_steps >= self.config.total_steps
 
     def run(
         self,
@@ -203,7 +180,7 @@ class LaResEngine:
         c = self.counters
         if not c.warmed_up:
             self.warmup()
-        self._reward_step()
+        self.updates.step(self.propose)
         select = self.ts.select if self.config.thompson else self.ts.select_uniform
         arms = select(self.num_slots, self.rng)
         extra = [self.extra] if self.extra is not None and self.extra not in self.quarantined else []
@@ -222,7 +199,7 @@ class LaResEngine:
             self._log_evaluation("eval", self.evaluate(range(self.num_learners), self.config.eval_episodes))
         # No periodic checkpoint while a proposal is in flight: it would hold a state from which the resume could
         # not rerun the round that started before it (the next iteration after the install writes it).
-        if c.next_checkpoint is not None and c.env_steps >= c.next_checkpoint and self.proposals.pending is None:
+        if c.next_checkpoint is not None and c.env_steps >= c.next_checkpoint and not self.updates.in_flight:
             while c.next_checkpoint <= c.env_steps:
                 c.next_checkpoint += self.config.checkpoint_every
             self.save_checkpoint()
@@ -247,55 +224,7 @@ class LaResEngine:
         self.log.event({"event": "quarantine", "learner": learner, "reason": reason,
                         "env_steps": self.counters.env_steps})
 
-    # ------------------------------------------------------------------ reward update (RewardSlots + SAC hooks)
-    def _update_due(self) -> bool:
-        if self.config.reward_period <= 0 or not self.slots.may_update():
-            return False
-        return self.counters.env_steps - self.counters.last_update_steps >= self.config.reward_period
-
-    def reward_update(self) -> UpdateContext:
-        """Evaluate, rank, refill non-elite slots via ``propose``, relabel + rescale + inherit (§3, §5-7), with
-        the learners waiting for ``propose`` (a proposal in flight is installed first)."""
-        self.finish_update()
-        pending = self.slots.start(self._hooks)
-        proposals, llm_s = self.proposals.blocking(self.propose, pending.ctx)
-        return self.slots.finish(self._hooks, pending, proposals, {"llm_s": llm_s, "waited_s": llm_s})
-
-    @property
-    def update_in_flight(self) -> bool:
-        """Whether a reward proposal is running in the background."""
-        return self.proposals.pending is not None
-
-    @property
-    def llm_wait(self) -> dict[str, float]:
-        """Seconds the learners waited for ``propose`` (``waited_s``) and that it ran (``llm_s``), this session."""
-        return {"waited_s": self.proposals.waited_s, "llm_s": self.proposals.llm_s}
-
-    def _reward_step(self) -> None:
-        """Install a background proposal that returned; start a due update (in the background when configured).
-
-        A proposal still running when the next update is due is waited for (that wait is counted) so that
-        rounds keep their cadence and never overlap."""
-        pending = self.proposals.pending
-        if pending is not None:
-            overdue = self.counters.env_steps - pending.ctx.env_steps >= self.config.reward_period
-            if not (self.proposals.ready or overdue):
-                return
-            self.finish_update()
-        if not self._update_due():
-            return
-        if self.config.propose_in_background and self.propose is not None:
-            self.proposals.submit(self.propose, self.slots.start(self._hooks, background=True))
-        else:
-            self.reward_update()
-
-    def finish_update(self) -> UpdateContext | None:
-        """Install the proposal in flight (waiting for it if needed); None when there is none."""
-        if self.proposals.pending is None:
-            return None
-        pending, proposals, timing = self.proposals.collect()
-        return self.slots.finish(self._hooks, pending, proposals, timing)
-
+    # ------------------------------------------------------------------ reward update hooks (update_schedule.py)
     def _install(self, slot: int, fn: RewardFunction, best: int) -> Mapping[str, float]:
         """Relabel the slot's column with ``fn`` (over the whole buffer unless the no-relabel ablation), scaled
         to the best slot's column; the buffer raises RewardColumnError for a constant or non-finite column."""
@@ -408,19 +337,6 @@ class LaResEngine:
         columns = self.rewards if self.counters.warmed_up else None
         self.buffer.load_state_dict(state["buffer"], columns)
 
-    def save_checkpoint(self, name: str | None = None) -> Path | None:
-        """Atomically checkpoint under ``run_dir/checkpoints`` (no-op without a run directory).
-
-        Default name ``step-<env_steps>`` (only the newest periodic one is kept); reward updates use
-        ``round-<n>`` names, which are kept.
-        """
-        return self.log.checkpoint(self.state_dict, name, self.counters)
-
-    def _round_checkpoint(self, name: str) -> None:
-        """A reward update's checkpoint, then the selected policy under the same name (issue 15)."""
-        if self.save_checkpoint(name) is not None:
-            self.save_policy(name)
-
     def save_policy(self, name: str, every_slot: bool = False) -> Path | None:
         """The ranked-first slot's policy as ``policies/<name>.pt`` (engine/policy_artefact.py; no-op without a
         run directory). ``every_slot``: also each slot's own file (the end of a run)."""
@@ -461,6 +377,6 @@ class LaResEngine:
 
     def close(self) -> None:
         """Close environments and log files (and let the proposal worker go)."""
-        self.proposals.close()
+        self.updates.close()
         self.pool.close()
         self.log.close()

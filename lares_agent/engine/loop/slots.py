@@ -26,7 +26,6 @@ from lares_agent.engine.contracts import (
     Diversity,
     HumanReward,
     MemberEvaluation,
-    ProposeFn,
     RewardFunction,
     SlotEvaluation,
     UpdateContext,
@@ -204,13 +203,6 @@ class RewardSlots:
         if self.rules.setting == "baseline":
             return False
         return self.rules.max_rounds is None or self.counters.round < self.rules.max_rounds
-
-    def update(self, hooks: LearnerHooks, propose: ProposeFn | None) -> UpdateContext:
-        """evaluate -> rank -> propose -> accept/reject -> install -> inherit -> events -> checkpoint: ``start``
-        and ``finish`` back to back (the blocking path; the engine may run ``propose`` between them elsewhere)."""
-        pending = self.start(hooks)
-        proposals = list(propose(pending.ctx)) if propose is not None else []
-        return self.finish(hooks, pending, proposals)
 
     def start(self, hooks: LearnerHooks, background: bool = False) -> PendingUpdate:
         """The first half of an update: evaluate every learner, rank the slots, choose the elites and build the
