@@ -17,7 +17,7 @@ from lares_agent.cli.app import app
 from lares_agent.llm import LLMClient, LLMConfig, LLMError, make_client
 from lares_agent.llm.formats import FORMAT_STEPS, Endpoint, FormatSteps
 from lares_agent.llm.openai_compat import make_openai_chat_model
-from lares_agent.runs import LLM_CALLS_NAME, LLMCallRow, RecordFile
+from lares_agent.runs import EVENTS_NAME, LLM_CALLS_NAME, Event, LLMCallRow, RecordFile
 
 SCHEMA = {"type": "object", "properties": {"components": {"type": "object"}}, "required": ["components"]}
 MESSAGES = [SystemMessage("Answer in JSON."), HumanMessage("propose a reward")]
@@ -205,6 +205,11 @@ def test_a_run_against_a_server_answering_json_schema_with_500_steps_down_and_su
         schema_rows = [r for r in rows if r.schema is not None]
         assert schema_rows[0].response_format == "json_schema" and not schema_rows[0].ok
         assert schema_rows[1:] and all(r.ok and r.response_format == "json_object" for r in schema_rows[1:])
+        # the step is in the run's events, once: endpoint, refused and next format, the server's error
+        steps = [e for e in RecordFile(run / EVENTS_NAME, Event.from_json).read() if e.event == "llm_format_step"]
+        assert len(steps) == 1, steps
+        assert steps[0].get("refused") == "json_schema" and steps[0].get("next") == "json_object"
+        assert srv.url in steps[0].get("endpoint") and steps[0].get("error") and steps[0].time is not None
         # the step is remembered for the endpoint in this process: a later client starts at json_object
         assert FORMAT_STEPS.level(Endpoint(srv.url, "fake")) == 1
         later = make_client(LLMConfig(backend="openai", model="fake", base_url=srv.url), None)

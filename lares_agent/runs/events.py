@@ -42,6 +42,7 @@ EventKind = Literal[
     "fallback",  # search: the LLM gave no valid candidate; the slot got the fallback reward
     "llm_breaker",  # search: the LLM endpoint failed the same way repeatedly; not called for a round or the run
     "llm_fault",  # llm/faults.py: an injected fault (tests and benchmarks write these to their own file)
+    "llm_format_step",  # search: the endpoint refused a response_format; the client steps down (llm/formats.py)
 ]
 EVENT_KINDS: tuple[EventKind, ...] = get_args(EventKind)
 _COMMON = ("event", "round", "env_steps", "time")

@@ -4,7 +4,7 @@ A resumed engine replays every step after its checkpoint, and used to write thos
 a second time (issue 16, defect 6). Each checkpoint records the byte sizes of `metrics.jsonl` and `events.jsonl`
 when it was taken (`log_sizes`); a resume truncates both files back to them (to nothing when no checkpoint was
 taken yet) before anything is written. Lines of the sessions themselves (`run_start`, `run_end`, `resumed`,
-`llm_breaker`), which the replay does not write again, are kept in order after the cut.
+`llm_breaker`, `llm_format_step`), which the replay does not write again, are kept in order after the cut.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from lares_agent.runs.layout import EVENTS_NAME, METRICS_NAME, RunLayout
 
 __all__ = ["SESSION_EVENTS", "log_sizes", "truncate_logs"]
 
-SESSION_EVENTS = ("run_start", "run_end", "resumed", "llm_breaker")
+SESSION_EVENTS = ("run_start", "run_end", "resumed", "llm_breaker", "llm_format_step")
 
 
 def log_sizes(layout: RunLayout) -> dict[str, int]:

@@ -149,6 +149,8 @@ class Search:
             self.llm.deadline = self.started + 60 * cfg.max_minutes
         self.llm.on_trip = lambda trip, message: self.log.event(
             "llm_breaker", round=trip.round, kind=trip.kind, failures=trip.count, for_run=trip.for_run, reason=message)
+        self.llm.on_format_step = lambda endpoint, refused, step, error: self.log.event(
+            "llm_format_step", endpoint=str(endpoint), refused=refused, next=step, error=error)
         self._cases = CaseStore() if uses_retrieval(cfg) else None
         context = RunContext(
             llm=self.llm,
