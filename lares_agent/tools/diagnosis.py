@@ -18,6 +18,7 @@ import numpy as np
 
 from lares_agent.rewards import CompiledReward, Limits, RewardTask, compile_record
 from lares_agent.tools.facts import Fact
+from lares_agent.tools.series import is_flag, is_speed, true_runs
 from lares_agent.tools.trajectory import Rollout
 
 __all__ = ["component_facts", "diagnose", "rollout_facts"]
@@ -44,23 +45,6 @@ def _units(task: RewardTask) -> dict[str, str]:
     return {f.name: str(f.unit) for f in task.features}
 
 
-def _is_speed(name: str, unit: str) -> bool:
-    return ("/s" in unit and "/s^2" not in unit) or name.endswith("speed")
-
-
-def _is_flag(name: str, unit: str, values: np.ndarray) -> bool:
-    if unit in ("bool", "0/1", "flag"):
-        return True
-    finite = values[np.isfinite(values)]
-    return finite.size > 0 and bool(np.all((finite == 0) | (finite == 1)))
-
-
-def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
-    padded = np.concatenate([[False], mask, [False]])
-    edges = np.flatnonzero(np.diff(padded.astype(np.int8)))
-    return [(int(a), int(b)) for a, b in zip(edges[::2], edges[1::2], strict=True)]
-
-
 # ---------------------------------------------------------------------------------------------- behaviour
 def _progress_facts(name: str, series: list[np.ndarray], source: str, success: list[np.ndarray]) -> list[Fact]:
     starts = np.array([x[0] for x in series])
@@ -85,7 +69,7 @@ def _progress_facts(name: str, series: list[np.ndarray], source: str, success: l
         tol = 1e-3 * max(abs(float(x[0])), 1e-3)
         done = success[i] > 0.5 if i < len(success) else np.zeros(t, bool)
         still = np.concatenate([[False], (np.abs(np.diff(x)) <= tol) & ~done[1:]])
-        for a, b in _runs(still):
+        for a, b in true_runs(still):
             a = max(a - 1, 0)
             value = float(np.mean(x[a:b]))
             if b - a >= max(5, t // 5) and value > 0.05 * abs(float(x[0])) + tol:
@@ -173,9 +157,9 @@ def rollout_facts(rollouts: Sequence[Rollout], task: RewardTask) -> list[Fact]:
             series = [e[name] for e in episodes if name in e]
             if name == task.progress_feature or name == task.approach_feature:
                 facts += _progress_facts(name, series, source, success if name == task.progress_feature else [])
-            elif _is_speed(name, units.get(name, "")):
+            elif is_speed(name, units.get(name, "")):
                 facts += _speed_facts(name, series, source)
-            elif name != "human_reward" and _is_flag(name, units.get(name, ""), np.concatenate(series)):
+            elif name != "human_reward" and is_flag(units.get(name, ""), np.concatenate(series)):
                 facts.append(_flag_fact(name, series, source))
     order = {"success": 0, "progress": 1, "regressed": 2, "stall": 3, "oscillation": 4, "contact": 5}
     return sorted(facts, key=lambda f: (order.get(f.kind, 6), f.source))
@@ -241,7 +225,7 @@ def _sensitivity(reward: CompiledReward, name: str, sample: Mapping[str, np.ndar
 
 
 def _is_effort(used: set[str], units: Mapping[str, str]) -> bool:
-    return bool(used) and all("action" in n or _is_speed(n, units.get(n, "")) for n in used)
+    return bool(used) and all("action" in n or is_speed(n, units.get(n, "")) for n in used)
 
 
 def component_facts(elites: Sequence[Mapping[str, Any]], rollouts: Sequence[Rollout],

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from lares_agent.tools.series import is_flag, is_speed, true_runs
+
 __all__ = ["FeatureInfo", "Rollout", "encode_rollout", "encode_rollouts", "estimate_tokens"]
 
 _CHARS_PER_TOKEN = 4
@@ -58,22 +60,8 @@ def _fmt(x: float) -> str:
     return f"{x:.3g}"
 
 
-def _is_flag(values: np.ndarray, info: FeatureInfo | None) -> bool:
-    if info is not None and info.unit in ("bool", "0/1", "flag"):
-        return True
-    finite = values[np.isfinite(values)]
-    return finite.size > 0 and bool(np.all((finite == 0) | (finite == 1)))
-
-
-def _is_speed(name: str, info: FeatureInfo | None) -> bool:
-    return (info is not None and "/s" in info.unit and "/s^2" not in info.unit) or name.endswith("speed")
-
-
-def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
-    """[start, end) of every run of True in a boolean array."""
-    padded = np.concatenate([[False], mask, [False]])
-    edges = np.flatnonzero(np.diff(padded.astype(np.int8)))
-    return [(int(a), int(b)) for a, b in zip(edges[::2], edges[1::2], strict=True)]
+def _unit(info: FeatureInfo | None) -> str:
+    return info.unit if info is not None else ""
 
 
 def _progress_lines(name: str, x: np.ndarray) -> list[str]:
@@ -99,7 +87,7 @@ def _progress_lines(name: str, x: np.ndarray) -> list[str]:
 def _speed_lines(name: str, v: np.ndarray) -> list[str]:
     vmax = float(np.max(np.abs(v))) if v.size else 0.0
     threshold = 0.05 * vmax if vmax > 0 else 0.0
-    stops = [r for r in _runs(np.abs(v) <= threshold) if r[1] - r[0] >= _STOP_MIN_STEPS]
+    stops = [r for r in true_runs(np.abs(v) <= threshold) if r[1] - r[0] >= _STOP_MIN_STEPS]
     lines = [f"{name}: mean {_fmt(float(np.mean(v)))}, max {_fmt(vmax)}"]
     if stops:
         spans = ", ".join(f"t{a}-t{b - 1}" for a, b in stops[:4])
@@ -117,7 +105,7 @@ def _flag_lines(name: str, f: np.ndarray) -> list[str]:
     on = f > 0.5
     if not on.any():
         return [f"{name}: never"]
-    runs = _runs(on)
+    runs = true_runs(on)
     longest = max(b - a for a, b in runs)
     drops = len(runs) - 1 if runs[-1][1] == on.shape[0] else len(runs)
     return [
@@ -176,9 +164,9 @@ def encode_rollout(
     rest = [n for n in sorted(arrays) if n not in ("success", "human_reward", progress_feature)]
     for name in rest:
         x = arrays[name]
-        if _is_speed(name, info.get(name)):
+        if is_speed(name, _unit(info.get(name))):
             ranked += [(3, line) for line in _speed_lines(name, x)]
-        elif _is_flag(x, info.get(name)):
+        elif is_flag(_unit(info.get(name)), x):
             ranked += [(4, line) for line in _flag_lines(name, x)]
         else:
             ranked += [(5, line) for line in _other_lines(name, x)]
