@@ -57,7 +57,7 @@ def reacher_answer(body: dict[str, Any], n: int) -> dict[str, Any]:
     """The n-th answer of a server that proposes distinct valid Reacher candidates and says a sentence to the other
     nodes (60 tokens a call)."""
     user = str(body["messages"][-1]["content"])
-    text = "The arm overshoots." if not "# Step: propose" in user else json.dumps({"candidates": [{
+    text = "The arm overshoots." if "# Step: propose" not in user else json.dumps({"candidates": [{
         "components": {"reach": f"-{1 + 0.25 * n}*fingertip_to_target", "calm": "-0.01*joint_speed"},
         "rationale": f"variant {n}"}]})
     return chat_completion(text, body.get("model", "fake"), 50, 10)

@@ -38,7 +38,7 @@ class Useless(FakeOpenAI):
             self.requests += 1
             n = self.requests
         user = str(body["messages"][-1]["content"])
-        text = "The arm overshoots." if not "# Step: propose" in user else json.dumps({"candidates": [{
+        text = "The arm overshoots." if "# Step: propose" not in user else json.dumps({"candidates": [{
             "components": {"reach": f"-{n}*banana_distance"}, "rationale": f"variant {n}"}]})
         return 200, chat_completion(text, body.get("model", "fake"), 50, 10)
 

@@ -100,7 +100,8 @@ def _children(ctx: RunContext, elites: list[EliteInfo], round_: int, attempt: in
             rationale = f"numeric child of {elite.get('id', '?')}: constants x exp(N(0, {limits.mutation_sigma:g}))"
             out.append(CandidateRecord(
                 id=f"{ctx.id_prefix}r{round_}-a{attempt}-{first + len(out)}", round=round_, attempt=attempt,
-                parent_id=elite.get("id"), critique_id=critique_id, components=child, rationale=rationale, origin="child",
+                parent_id=elite.get("id"), critique_id=critique_id, components=child, rationale=rationale,
+                origin="child",
                 candidate={"components": child, "rationale": rationale},
             ))
     return out
