@@ -63,7 +63,8 @@ def bench_task(task_name: str, n: int, args: argparse.Namespace, run_dir: Path) 
     while asked < n:
         want = min(args.per_round, n - asked)
         asked += want
-        result = run_round(graph, {"round": rnd, "n_wanted": want}, f"bench-{rnd}", ctx)
+        # as a search does: a reward the task's earlier rounds accepted is not accepted again (`tried`)
+        result = run_round(graph, {"round": rnd, "n_wanted": want, "tried": sorted(set(keys))}, f"bench-{rnd}", ctx)
         for rec in (*result.accepted, *result.rejected):
             llm_cands += 1
             reason = "accepted" if rec.get("accepted") else str(rec.get("reason", ""))

@@ -109,3 +109,15 @@ def test_dedupe_spans_the_llm_candidates_the_elites_and_the_children() -> None:
     valid = [r for r in judged if not r["reason"].startswith("duplicate")]
     assert len(valid) == 1 + 4 and len({r["key"] for r in valid}) == 5
     assert record_key(ELITE, TASK) not in {r["key"] for r in valid}
+
+
+def test_a_reward_the_run_tried_before_is_not_accepted_again() -> None:
+    tried = cand(a="-tcp_to_goal")  # accepted in an earlier round, then discarded
+    fresh = cand(a="-tcp_to_goal**2")
+    key = record_key(tried, TASK)
+    assert key is not None
+    result = run_round(build_graph(), {"round": 2, "n_wanted": 1, "tried": [key]}, "r2", deps([tried, fresh]))
+    assert [r["components"] for r in result.accepted] == [{"a": "-tcp_to_goal**2"}]
+    assert result.rejected[0]["reason"].startswith("duplicate")
+    again = run_round(build_graph(), {"round": 2, "n_wanted": 1}, "r2", deps([tried, fresh]))
+    assert [r["components"] for r in again.accepted] == [{"a": "-tcp_to_goal"}]  # without the history it passes

@@ -174,9 +174,11 @@ def propose(state: RoundState, runtime: Runtime[RunContext]) -> dict[str, Any]:
 
 
 def _taken(state: RoundState, ctx: RunContext) -> set[str]:
-    """`reward_key`s a new candidate must differ from: the elites' and this round's accepted ones."""
+    """`reward_key`s a new candidate must differ from: the elites', every reward the run tried before (a discarded
+    reward trained once already) and this round's accepted ones."""
     limits = ctx.limits.checks.limits
     keys = {record_key(e, ctx.task, limits) for e in state.get("elites") or []}
+    keys |= set(state.get("tried") or [])
     keys |= {r.get("key") for r in state.get("accepted") or []}
     return {k for k in keys if k}
 

@@ -61,6 +61,7 @@ class RoundInput(TypedDict, total=False):
     n_wanted: int
     explore: bool
     rejections: list[str]  # failure reasons from earlier rounds, for the critique
+    tried: list[str]  # `reward_key`s of every reward the run accepted before: a discarded one is not proposed again
 
 
 class RoundState(RoundInput, total=False):

@@ -25,7 +25,7 @@ from lares_agent.graphs.context import GraphTask, RunContext
 from lares_agent.graphs.round import RoundResult, run_round
 from lares_agent.graphs.state import EliteInfo, RoundInput
 from lares_agent.memory.cases import Case
-from lares_agent.rewards import CompiledReward, compile_record
+from lares_agent.rewards import CompiledReward, compile_record, record_key
 from lares_agent.runs import CandidateRow, RunLog, Verdict
 from lares_agent.tools.trajectory import Rollout
 
@@ -96,7 +96,7 @@ class GraphProposer:
             explore = len(keys) > 1 and distinct_fraction(keys) < EXPLORE_BELOW
         round_input = RoundInput(round=ctx.round, n_wanted=len(ctx.refill), elites=elites,
                                  rollout_ids=list(rollouts), explore=bool(explore),
-                                 rejections=self._recent_rejections())
+                                 rejections=self._recent_rejections(), tried=self._tried())
         result = self._round(round_input, self.context.for_round(ctx.feature_sample, rollouts))
         return self._accepted(result, slots=list(ctx.refill), parent=ctx.rewards[ctx.best].id)
 
@@ -220,6 +220,13 @@ class GraphProposer:
                 rid = f"r{ctx.round}-s{slot}-e{i}"
                 out[rid] = Rollout(features=feats, components=comps, policy_id=f"slot-{slot}", reward_id=reward.id)
         return out
+
+    def _tried(self) -> list[str]:
+        """The identity of every reward the run has accepted so far (from candidates.jsonl, so a resume agrees)."""
+        limits = self.context.limits.checks.limits
+        keys = {record_key({"components": r.components or {}}, self.context.task, limits)
+                for r in self.log.candidates.read() if r.verdict == "accepted"}
+        return sorted(k for k in keys if k)
 
     def _recent_rejections(self, k: int = 6) -> list[str]:
         reasons = [r.reason or "" for r in self.log.candidates.read() if r.verdict == "rejected"]
