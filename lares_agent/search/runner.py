@@ -92,8 +92,10 @@ class RunOutcome:
 
     def wait_sentence(self) -> str:
         """The last screen's line on the time the LLM cost the learners."""
+        initial = self.initial_llm_s / self.session_wall_s if self.session_wall_s > 0 else 0.0
         return (f"learners waited {self.llm_wait_s:.0f} s for the LLM ({self.llm_wait_share:.0%} of wall time); "
-                f"reward rounds ran {self.llm_s:.0f} s, the initial proposals {self.initial_llm_s:.0f} s")
+                f"reward rounds ran {self.llm_s:.0f} s, the initial proposals {self.initial_llm_s:.0f} s "
+                f"({initial:.0%}, before any learner had a reward)")
 
 
 def uses_retrieval(cfg: SearchConfig) -> bool:
