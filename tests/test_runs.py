@@ -271,3 +271,14 @@ def test_the_report_reads_a_run_the_writers_wrote(tmp_path: Path) -> None:
     s = summarize(data)
     assert s.best_success == 0.5 and s.wall_s == 99.0 and s.llm_calls == 1 and s.prompt_tokens == 100
     assert s.n_accepted == 2  # r1 and r2 (r0's last line is its evaluation)
+
+
+def test_a_run_records_which_code_ran() -> None:
+    import re
+
+    from lares_agent.runs.provenance import source_revision
+
+    source = source_revision()
+    assert isinstance(source["version"], str) and source["version"]
+    if "commit" in source:  # a git checkout (the test suite runs in one; an installed wheel has none)
+        assert re.fullmatch(r"[0-9a-f]{40}", str(source["commit"])) and isinstance(source["dirty"], bool)

@@ -39,6 +39,7 @@ from lares_agent.runs import (
     spent_wall_s,
 )
 from lares_agent.runs.oserrors import cause_of, run_file_error
+from lares_agent.runs.provenance import source_revision
 from lares_agent.search.config import SearchConfig, engine_config, llm_config
 from lares_agent.search.resume_checks import ResumePlan, prepare_resume
 from lares_agent.search.signals import StopRequest, graceful_signals
@@ -228,7 +229,7 @@ class Search:
 
         earlier = spent_wall_s(self.log)  # a resumed run reports its whole wall time
         resumed = self.resume.summary() if self.resume is not None else {}
-        self.log.event("run_start", env_steps=engine.env_steps, round=engine.round, **resumed)
+        self.log.event("run_start", env_steps=engine.env_steps, round=engine.round, source=source_revision(), **resumed)
         steps = engine.run(progress=on_iteration, should_stop=stop)
         engine.save_checkpoint()
         engine.save_policy(FINAL_POLICY, every_slot=True)

@@ -1,0 +1,29 @@
+"""Which code a run ran: the lares-agent version and, in a git checkout, the commit (issue 14: experiments say
+exactly what ran on which commit, and a resumed run may continue on other code than it started with)."""
+
+from __future__ import annotations
+
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+__all__ = ["source_revision"]
+
+
+def source_revision() -> dict[str, object]:
+    """`{"version": ..., "commit": ..., "dirty": ...}`; commit and dirty only where the package is a git checkout."""
+    try:
+        version: str | None = metadata.version("lares-agent")
+    except metadata.PackageNotFoundError:
+        version = None
+    out: dict[str, object] = {"version": version}
+    root = Path(__file__).resolve().parents[2]
+    try:
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                timeout=5, check=True).stdout.strip()
+        status = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "--",
+                                 "lares_agent"], capture_output=True, text=True, timeout=5, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return out
+    out.update(commit=commit, dirty=bool(status.strip()))
+    return out
