@@ -12,6 +12,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 from lares_agent.engine.buffer import Affine, ReplayBuffer
+from lares_agent.engine.column_map import REWARD_NORMALISATIONS, ColumnMap, RewardNormalisation
 from lares_agent.engine.contracts import (
     GRADIENT_LEARNERS,
     HUMAN_REWARD_FEATURE,
@@ -93,10 +94,12 @@ __all__ = [
     "GRADIENT_LEARNERS",
     "HUMAN_REWARD_FEATURE",
     "NEXT_PREFIX",
+    "REWARD_NORMALISATIONS",
     "SETTINGS",
     "Affine",
     "Batch",
     "CheckpointError",
+    "ColumnMap",
     "ComponentStats",
     "ConstantRewardError",
     "CrossQConfig",
@@ -123,6 +126,7 @@ __all__ = [
     "ReplayBuffer",
     "RewardColumnError",
     "RewardFunction",
+    "RewardNormalisation",
     "SACConfig",
     "SelectionConfig",
     "SlotEvaluation",

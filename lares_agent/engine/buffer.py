@@ -3,29 +3,24 @@
 LaRes keeps one transition store for the whole policy population and gives every stored transition a
 reward under every reward candidate (docs/lares-reference.md §4). The reference keeps Python tuples with info
 dicts and relabels in a per-transition loop (§12 items 19, 23, 24); here everything is a preallocated
-array, a reward column is relabelled with one vectorised call, and each column keeps one fixed affine
-map for its whole life, so old and new rows are scaled alike (no drift, §12 item 4).
+array, a reward column is relabelled with one vectorised call, and each column keeps one fixed map
+(`ColumnMap`: LaRes' affine match, optionally after a sigmoid/tanh squash) for its whole life, so old and new
+rows are scaled alike (no drift, §12 item 4).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from lares_agent.engine.column_map import REWARD_NORMALISATIONS, Affine, ColumnMap, RewardNormalisation
 from lares_agent.engine.contracts import Batch, RewardFunction
 from lares_agent.engine.errors import ConstantRewardError, NonFiniteRewardError, RewardColumnError
 
 
-@dataclass(frozen=True)
-class Affine:
-    """Map from a raw reward to the reward learners see: `raw * scale + shift`."""
-
-    shift: float = 0.0
-    scale: float = 1.0
-
+__all__ = ["Affine", "ColumnMap", "ReplayBuffer"]
 
 # A column whose standard deviation is below this fraction of its magnitude is treated as constant:
 # dividing by it would blow float noise up to reward scale.
@@ -35,8 +30,9 @@ _CONSTANT_RTOL = 1e-6
 class ReplayBuffer:
     """FIFO ring buffer of transitions, features and a [capacity x K] reward matrix.
 
-    Reward column j stores `fn_j(features) - center_j` as float32 (centring keeps float32 precision for
-    rewards with a large offset) and samples `raw * scale_j + shift_j` with the `Affine` fixed by
+    Reward column j stores `squash_j(fn_j(features)) - center_j` as float32 (centring keeps float32 precision
+    for rewards with a large offset; squash_j is the identity unless the column is sigmoid/tanh-normalised) and
+    samples `stored * scale_j + shift_j` (plus the centre), i.e. `ColumnMap.apply(raw)` with the map fixed by
     `set_column`. `add` evaluates every set column's function on the new rows, through the same map.
     """
 
@@ -65,7 +61,7 @@ class ReplayBuffer:
         self.features = np.zeros((capacity, len(self.feature_names)), np.float32)
         self.raw_reward = np.zeros((capacity, num_columns), np.float32)
         self._center = np.zeros(num_columns, np.float64)
-        self._affine: list[Affine | None] = [None] * num_columns
+        self._affine: list[ColumnMap | None] = [None] * num_columns
         self._fns: list[RewardFunction | None] = [None] * num_columns
         self.nonfinite_count = np.zeros(num_columns, np.int64)
         """Rows added after `set_column` whose reward was NaN/inf and was stored as the column's mean."""
@@ -124,20 +120,27 @@ class ReplayBuffer:
                 continue
             raw = self._evaluate(fn, stored, n)
             bad = ~np.isfinite(raw)
+            column_map = self._affine[j]
+            assert column_map is not None  # set together with the function
+            with np.errstate(all="ignore"):  # the non-finite rows are replaced just below
+                pre = column_map.squash(raw)
             if bad.any():
                 # A run must not die on one state where, say, log(0) occurs; the column's set-time mean is
                 # the neutral value (it maps to the reference mean). Counted so the loop can report it.
-                raw[bad] = self._center[j]
+                pre[bad] = self._center[j]
                 self.nonfinite_count[j] += int(bad.sum())
-            self.raw_reward[rows, j] = (raw - self._center[j]).astype(np.float32)
+            self.raw_reward[rows, j] = (pre - self._center[j]).astype(np.float32)
 
     # ------------------------------------------------------------------ reward columns
     def set_column(self, j: int, fn: RewardFunction, reference: int | None, relabel: bool = True,
-                   allow_constant: bool = False) -> Affine:
-        """Relabel column j over every stored row with `fn`, and fix its affine map for life.
+                   allow_constant: bool = False, normalisation: RewardNormalisation = "affine") -> ColumnMap:
+        """Relabel column j over every stored row with `fn`, and fix its `ColumnMap` for life.
 
-        With a `reference` column, the new column's mean/std over the buffer are matched to the reference
-        column's *scaled* mean/std (LaRes, docs/lares-reference.md §6); without one the map is the identity.
+        `normalisation` 'sigmoid'/'tanh' first squashes the raw reward standardised by its buffer mean/std
+        (fixed now, like the rest of the map; a constant column, allowed only without a reference, uses std 1).
+        With a `reference` column, the (squashed) column's mean/std over the buffer are then matched to the
+        reference column's *scaled* mean/std (LaRes, docs/lares-reference.md §6); without one that affine part
+        is the identity.
         `relabel=False` (ablation of LaRes' relabelling) fixes the map from `fn`'s statistics as usual but
         leaves the stored rows with the values they already had (as learners sampled them); only rows added
         later get `fn`'s reward. An unset column is always labelled (its rows have no value yet).
@@ -162,20 +165,30 @@ class ReplayBuffer:
             raise NonFiniteRewardError(
                 f"reward {fn.id!r} is NaN or infinite on {int(bad.sum())} of {self.size} stored steps"
             )
-        mean = float(raw.mean()) if self.size else 0.0
-        std = float(raw.std()) if self.size else 0.0
-        constant = self.size >= 2 and std <= _CONSTANT_RTOL * max(1.0, abs(mean))
-        if constant and not (allow_constant and reference is None):
+        if normalisation not in REWARD_NORMALISATIONS:
+            raise ValueError(f"unknown reward normalisation {normalisation!r}")
+        raw_mean = float(raw.mean()) if self.size else 0.0
+        raw_std = float(raw.std()) if self.size else 0.0
+        constant = self.size < 2 or raw_std <= _CONSTANT_RTOL * max(1.0, abs(raw_mean))
+        if constant and self.size >= 2 and not (allow_constant and reference is None):
             raise ConstantRewardError(
-                f"reward {fn.id!r} is constant ({mean:.6g}) on all {self.size} stored steps"
+                f"reward {fn.id!r} is constant ({raw_mean:.6g}) on all {self.size} stored steps"
             )
+        squash = ColumnMap(kind=normalisation, mean=raw_mean if normalisation != "affine" else 0.0,
+                           std=raw_std if normalisation != "affine" and not constant else 1.0)
+        pre = squash.squash(raw)
+        mean = float(pre.mean()) if self.size else 0.0
+        std = float(pre.std()) if self.size else 0.0
         if reference is None:
-            affine = Affine(shift=0.0, scale=1.0)
-        else:  # (x - m_j) * sigma_E / sigma_j + mu_E, docs/lares-reference.md §6
+            affine = squash
+        else:  # (x - m_j) * sigma_E / sigma_j + mu_E, docs/lares-reference.md §6 (x squashed, if asked)
+            if std <= _CONSTANT_RTOL * max(1.0, abs(mean)):  # only a squash saturated on every row gets here
+                raise ConstantRewardError(f"reward {fn.id!r} is constant on the buffer after its {normalisation}")
             scale = ref_std / std
-            affine = Affine(shift=ref_mean - mean * scale, scale=scale)
+            affine = ColumnMap(shift=ref_mean - mean * scale, scale=scale, kind=normalisation, mean=squash.mean,
+                               std=squash.std)
         if relabel or self._affine[j] is None:
-            self.raw_reward[: self.size, j] = (raw - mean).astype(np.float32)
+            self.raw_reward[: self.size, j] = (pre - mean).astype(np.float32)
         else:  # keep the old sampled values: store them so that the new map gives them back unchanged
             kept = self.rewards(j).astype(np.float64)
             self.raw_reward[: self.size, j] = ((kept - affine.shift) / affine.scale - mean).astype(np.float32)
@@ -185,7 +198,7 @@ class ReplayBuffer:
         self.nonfinite_count[j] = 0
         return affine
 
-    def affine(self, j: int) -> Affine | None:
+    def affine(self, j: int) -> ColumnMap | None:
         """The map of column j (None while the column is unset)."""
         self._check_column(j)
         return self._affine[j]
@@ -260,6 +273,8 @@ class ReplayBuffer:
             "raw_reward": self.raw_reward[:n].copy(),
             "center": self._center.copy(),
             "affine": np.array([(a.shift, a.scale) if a else (np.nan, np.nan) for a in self._affine]),
+            "map_kind": [a.kind if a else None for a in self._affine],
+            "map_stats": np.array([(a.mean, a.std) if a else (0.0, 1.0) for a in self._affine]),
             "column_ids": [fn.id if fn is not None else None for fn in self._fns],
             "nonfinite_count": self.nonfinite_count.copy(),
         }
@@ -288,9 +303,13 @@ class ReplayBuffer:
             getattr(self, name)[:n] = d[name]
         self.size, self.ptr = n, int(d["ptr"])
         self._center[:] = d["center"]
+        # Checkpoints from before the squash (no map_kind / map_stats) hold affine maps only.
+        kinds = list(d.get("map_kind", ["affine"] * self.num_columns))
+        stats = np.asarray(d.get("map_stats", np.tile([0.0, 1.0], (self.num_columns, 1))), np.float64)
         self._affine = [
-            None if saved is None else Affine(float(s), float(c))
-            for saved, (s, c) in zip(ids, np.asarray(d["affine"]), strict=True)
+            None if saved is None else ColumnMap(float(s), float(c), kind=kind or "affine", mean=float(m),
+                                                 std=float(sd))
+            for saved, (s, c), kind, (m, sd) in zip(ids, np.asarray(d["affine"]), kinds, stats, strict=True)
         ]
         self._fns = [fn if saved is not None else None for saved, fn in zip(ids, fns, strict=True)]
         self.nonfinite_count[:] = d["nonfinite_count"]
