@@ -162,6 +162,9 @@ def run_command(
              "them, checked against the facts.")] = "facts",
     personas: Annotated[str | None, typer.Option(
         help="Critic ensemble: persona names or files separated by commas; defects are merged by vote.")] = None,
+    reward_normalisation: Annotated[str, typer.Option(
+        help="affine: LaRes' match of a new reward to the best elite's scale; sigmoid or tanh: squash the reward "
+             "standardised on the buffer first (for wildly varying rewards; --learner sac or crossq).")] = "affine",
 ) -> None:
     """Search reward functions with an LLM while a population of policies learns from them (LaRes).
 
@@ -200,6 +203,7 @@ def run_command(
         numeric_children=numeric_children,
         analysis=analysis,
         personas=tuple(p.strip() for p in personas.split(",")) if personas is not None else None,
+        reward_normalisation=reward_normalisation,
     )
     check_start(cfg)  # one error line before the progress bar appears
     from lares_agent.runs import RunLayout

@@ -19,7 +19,6 @@ from lares_agent.engine.column_map import REWARD_NORMALISATIONS, Affine, ColumnM
 from lares_agent.engine.contracts import Batch, RewardFunction
 from lares_agent.engine.errors import ConstantRewardError, NonFiniteRewardError, RewardColumnError
 
-
 __all__ = ["Affine", "ColumnMap", "ReplayBuffer"]
 
 # A column whose standard deviation is below this fraction of its magnitude is treated as constant:

@@ -25,6 +25,10 @@ Preset = Literal["demo", "paper"]
 BaselineReward = Literal["human", "success"]
 BASELINE_REWARDS: tuple[BaselineReward, ...] = get_args(BaselineReward)
 Analysis = Literal["facts", "llm"]  # --analysis: computed facts and defects only, or LLM-worded and fact-checked
+# --reward-normalisation: LaRes' affine match alone, or a sigmoid/tanh squash before it. The engine's names
+# (engine/column_map.py), repeated like SETTINGS so that this module loads without the engine's imports.
+RewardNormalisation = Literal["affine", "sigmoid", "tanh"]
+REWARD_NORMALISATIONS: tuple[RewardNormalisation, ...] = get_args(RewardNormalisation)
 # Ablations of LaRes' parts (issue 7); each switches one part off, default none (full LaRes).
 Ablation = Literal["no-relabel", "no-thompson", "no-scaling", "no-constraint", "no-reflection", "no-retrieval"]
 SETTINGS: tuple[Setting, ...] = get_args(Setting)
@@ -73,6 +77,7 @@ __all__ = [
     "PAPER_TS_WINDOW_DEFAULT",
     "PRESETS",
     "PRESET_NAMES",
+    "REWARD_NORMALISATIONS",
     "SELECTIONS",
     "SETTINGS",
     "Ablation",
@@ -82,6 +87,7 @@ __all__ = [
     "LLMBackend",
     "Learner",
     "Preset",
+    "RewardNormalisation",
     "SearchConfig",
     "Selection",
     "Setting",
@@ -160,6 +166,7 @@ class SearchConfig:
     numeric_children: int = 2  # numeric children of the elites per propose pass (constants perturbed, issue 13)
     analysis: Analysis = "facts"  # GraphLimits.analysis: "facts" calls no LLM in analyse/critique (issue 13)
     personas: tuple[str, ...] = ()  # the critic ensemble (--personas a,b); () : `persona` critiques alone
+    reward_normalisation: RewardNormalisation = "affine"  # EngineConfig.reward_normalisation (SAC/CrossQ only)
 
     def __post_init__(self) -> None:
         problems = [
@@ -171,6 +178,7 @@ class SearchConfig:
             *_choice("--preset", self.preset, PRESET_NAMES),
             *_choice("--reward", self.baseline_reward, BASELINE_REWARDS),
             *_choice("--analysis", self.analysis, ANALYSES),
+            *_choice("--reward-normalisation", self.reward_normalisation, REWARD_NORMALISATIONS),
         ]
         if self.baseline_reward != "human" and self.setting != "baseline":
             problems.append(f"--reward {self.baseline_reward} is the baseline's reward (`lares baseline`)")
@@ -216,6 +224,10 @@ class SearchConfig:
             problems.append("--critic-hidden sets CrossQ's critics (--learner crossq); SAC's critics use --hidden")
         if self.critic_layer_norm and self.learner != "sac":
             problems.append("--critic-layer-norm applies to SAC's critics (--learner sac)")
+        if self.reward_normalisation != "affine" and self.learner == "es":
+            # ES has no buffer whose statistics could fix a squash per column (es_engine.py swaps rewards only)
+            problems.append(f"--reward-normalisation {self.reward_normalisation} applies to the replay-buffer "
+                            "engine (--learner sac or crossq)")
         if self.obs_norm and self.learner == "es":
             problems.append("--obs-norm applies to --learner sac or crossq (ES keeps its own observation statistics)")
         if problems:
@@ -325,7 +337,8 @@ def engine_config(cfg: SearchConfig) -> EngineConfig | ESSearchConfig:
     ablations -> `relabel`, `thompson`, `scale_to_best`, `anchor_weight` 0; `selection` -> `selection.method`
     (truncation or pareto); ES: `reward_period` ->
     `reward_every_steps`, `es_population` -> `es.population_size`, `selection`, `tournament_size` ->
-    `selection.method`, `selection.tournament_size`; SAC/CrossQ: `sync_llm` -> not `propose_in_background`.
+    `selection.method`, `selection.tournament_size`; SAC/CrossQ: `sync_llm` -> not `propose_in_background`,
+    `reward_normalisation` -> `reward_normalisation`.
     """
     from lares_agent.engine import EngineConfig, ESSearchConfig
 
@@ -364,6 +377,7 @@ def engine_config(cfg: SearchConfig) -> EngineConfig | ESSearchConfig:
         thompson="no-thompson" not in cfg.ablations,
         buffer_capacity=max(cfg.budget + cfg.warmup_steps + 1_000, 10_000) if cfg.budget < 1_000_000 else 1_000_000,
         learner=cfg.learner, selection=SelectionConfig(method=cfg.selection), **chosen,
+        reward_normalisation=cfg.reward_normalisation,
     )
 
 

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from lares_agent.engine.column_map import REWARD_NORMALISATIONS, RewardNormalisation
 from lares_agent.engine.contracts import GRADIENT_LEARNERS, SETTINGS, GradientLearner
 from lares_agent.engine.errors import EngineError
 from lares_agent.engine.learners.crossq import CrossQConfig
@@ -88,8 +89,15 @@ class EngineConfig:
     """Run the ``propose`` hook on a worker thread while the learners keep training on their current rewards;
     its proposals are installed at the first iteration boundary after it returns (issue 13 item 8, ``loop/
     background.py``). False: the learners wait for it, as in the reference (``lares run --sync-llm``)."""
+    reward_normalisation: RewardNormalisation = "affine"
+    """How a reward column's raw values become stored rewards (``engine/column_map.py``): 'affine' is LaRes' map
+    alone; 'sigmoid' / 'tanh' first squash the reward standardised by its buffer mean/std (fixed when the column
+    is set), then match the reference as usual (the seed text's section 3.2: for wildly fluctuating rewards)."""
 
     def __post_init__(self) -> None:
+        if self.reward_normalisation not in REWARD_NORMALISATIONS:
+            raise ConfigError(f"unknown reward normalisation {self.reward_normalisation!r}; choose one of "
+                              f"{', '.join(REWARD_NORMALISATIONS)}")
         if self.learner not in GRADIENT_LEARNERS:
             raise ConfigError(f"unknown learner {self.learner!r}; choose one of {', '.join(GRADIENT_LEARNERS)}")
         if self.setting not in SETTINGS:
@@ -135,7 +143,8 @@ class EngineConfig:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> EngineConfig:
         """Inverse of :meth:`to_json` (the learner configs turn JSON lists back into tuples themselves); a
-        config written before CrossQ existed has neither ``learner`` nor ``crossq`` and loads as SAC."""
+        config written before CrossQ existed has neither ``learner`` nor ``crossq`` and loads as SAC; one written before
+        ``reward_normalisation`` loads as 'affine' (the field's default)."""
         d = dict(data)
         sac, crossq = dict(d.pop("sac", {})), dict(d.pop("crossq", {}))
         selection = SelectionConfig(**dict(d.pop("selection", {})))  # absent before Pareto selection: truncation

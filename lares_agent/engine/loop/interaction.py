@@ -100,7 +100,8 @@ class Interaction:
         for j, fn in enumerate(rewards):
             try:
                 # the baseline's one reward is taken as it is: a sparse success reward is 0 on random warm-up data
-                self.buffer.set_column(j, fn, reference=None, allow_constant=self.config.setting == "baseline")
+                self.buffer.set_column(j, fn, reference=None, allow_constant=self.config.setting == "baseline",
+                                       normalisation=self.config.reward_normalisation)
             except RewardColumnError as exc:
                 self.log.event({"event": "candidate_rejected", "slot": j, "reward_id": fn.id, "reason": exc.reason})
                 rejected.append(j)
@@ -108,7 +109,8 @@ class Interaction:
         for j in rejected:
             if not donors:
                 raise EngineError("no initial reward candidate is usable on the warm-up data")
-            self.buffer.set_column(j, rewards[donors[0]], reference=None)
+            self.buffer.set_column(j, rewards[donors[0]], reference=None,
+                                   normalisation=self.config.reward_normalisation)
             rewards[j] = rewards[donors[0]]
             self.quarantine(j, f"initial reward rejected; sharing slot {donors[0]}'s reward until the next update")
         self.counters.warmed_up = True

@@ -229,7 +229,8 @@ class LaResEngine(RewardLoopEngine):
         """Relabel the slot's column with ``fn`` (over the whole buffer unless the no-relabel ablation), scaled
         to the best slot's column; the buffer raises RewardColumnError for a constant or non-finite column."""
         affine = self.buffer.set_column(slot, fn, reference=best if self.config.scale_to_best else None,
-                                        relabel=self.config.relabel)
+                                        relabel=self.config.relabel,
+                                        normalisation=self.config.reward_normalisation)
         return {"scale": affine.scale, "shift": affine.shift}
 
     def _inherit(self, slots: Sequence[int], best: int) -> None:
