@@ -224,7 +224,8 @@ def resume_command(
 ) -> None:
     """Continue a stopped or killed run from its newest checkpoint and graph state."""
     from lares_agent.runs import RunLayout
-    from lares_agent.search.runner import check_llm, finished_outcome, read_config, resume_run
+    from lares_agent.search.runner import finished_outcome, read_config, resume_run
+    from lares_agent.search.start_checks import check_llm
 
     layout = RunLayout.open(run)
     cfg = read_config(layout)  # refuses a folder that is not a lares run, before anything is written

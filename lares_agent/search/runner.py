@@ -9,9 +9,7 @@ newest atomic checkpoint.
 from __future__ import annotations
 
 import json
-import socket
 import time
-import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,11 +36,12 @@ from lares_agent.runs import (
     recorded_outcome,
     spent_wall_s,
 )
-from lares_agent.runs.oserrors import cause_of, run_file_error
+from lares_agent.runs.oserrors import run_file_error
 from lares_agent.runs.provenance import source_revision
 from lares_agent.search.config import SearchConfig, engine_config, llm_config
 from lares_agent.search.resume_checks import ResumePlan, prepare_resume
 from lares_agent.search.signals import StopRequest, graceful_signals
+from lares_agent.search.start_checks import check_case_store, check_llm
 
 ProgressFn = Callable[["RunStatus"], None]
 NotifyFn = Callable[[str], None]
@@ -341,61 +340,6 @@ def check_start(cfg: SearchConfig) -> None:
     if cfg.rewards_file:
         load_rewards_file(Path(cfg.rewards_file), task)
     check_llm(cfg)
-
-
-def check_case_store() -> None:
-    """The shared case store opens (a read-only `LARES_HOME` used to leave a run folder holding only config.json)."""
-    import sqlite3
-
-    from lares_agent.memory.cases import CaseStore, default_case_path
-
-    path = default_case_path()
-    try:
-        CaseStore(path).close()
-    except (OSError, sqlite3.Error) as exc:
-        cause = cause_of(exc)[0] if isinstance(exc, OSError) else str(exc)
-        raise LaresError(f"cannot open the case store {path}: {cause}; fix: set LARES_HOME to a writable folder, "
-                         "or pass --no-retrieval") from None
-
-
-def check_llm(cfg: SearchConfig) -> None:
-    """The model file, model name, replay record or endpoint a run needs, in about a second.
-
-    The graph's nodes turn every LLM failure into a rejected candidate (by design, so one bad answer never
-    stops a run); without this check an unreachable endpoint would surface only as a run of fallback rewards.
-    """
-    if cfg.llm_backend == "replay":
-        if not cfg.replay_from:
-            raise LaresError("--llm replay needs --replay-from RUN (the run whose llm_calls.jsonl to replay)")
-        from lares_agent.llm.replay import load_record
-
-        load_record(Path(cfg.replay_from))
-    elif cfg.llm_backend == "local":
-        from lares_agent.llm.models import resolve_model
-
-        resolve_model(cfg.llm_model)
-    else:
-        from lares_agent.llm.openai_compat import make_openai_chat_model
-
-        make_openai_chat_model(llm_config(cfg))
-        if cfg.base_url:
-            probe_endpoint(cfg.base_url)
-
-
-def probe_endpoint(base_url: str, timeout_s: float = 3.0) -> None:
-    """Open (and close) a TCP connection to the endpoint's host and port: no request is sent."""
-    parts = urllib.parse.urlsplit(base_url)
-    try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError:
-        port = None
-    if parts.scheme not in ("http", "https") or not parts.hostname or port is None:
-        raise LaresError(f"--base-url {base_url!r} is not an http(s) URL; e.g. http://127.0.0.1:8080/v1")
-    try:
-        socket.create_connection((parts.hostname, port), timeout=timeout_s).close()
-    except OSError as exc:
-        raise LaresError(f"cannot reach the LLM endpoint {base_url} ({exc.strerror or exc}); "
-                         "fix: start the server or correct --base-url") from None
 
 
 def _stopping(notify: NotifyFn | None) -> Callable[[int], None]:
