@@ -87,7 +87,8 @@ def traced_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         rewards = tuple(proposer.initial(2, sample))
         slots = tuple(
             SlotEvaluation(slot=i, reward_id=r.id, success_rate=s, task_return=-5.0, own_return=1.0,
-                           final_progress=0.1, complexity=r.complexity, fitness=s, tie_break=0.0)
+                           final_progress=0.1, complexity=r.complexity, fitness=s, tie_break=0.0,
+                           learner_success=(0.25, 0.75) if i == 0 else ())  # slot 0: two learners per reward
             for i, (r, s) in enumerate(zip(rewards, (0.5, 0.0), strict=True))
         )
         episode = {k: np.asarray(v[:50]) for k, v in sample.items()}
@@ -135,6 +136,7 @@ def test_verdicts_and_lineage_of_a_child(traced_run: Path) -> None:
     x = _by_components(trace, X["components"], "accepted")
     z = _by_components(trace, Z["components"], "accepted")
     assert (x.round, x.slot) == (0, 0) and x.evaluations[0]["fitness"] == pytest.approx(0.5)
+    assert x.evaluations[0]["learner_success"] == [0.25, 0.75]  # the grouping's spread (issue 17)
     assert (z.round, z.attempt, z.slot) == (1, 3, 1)
     lineage = trace.lineage(z.id)
     assert [a.id for a in lineage.ancestors] == [x.id] and z.id in trace.lineage(x.id).children
@@ -240,6 +242,8 @@ def test_cli_candidate_shows_lineage_critique_and_answer(traced_run: Path) -> No
     assert result.exit_code == 0, result.output
     assert f"lineage: {z.id} <- {x.id}" in result.output
     assert CRITIQUE in result.output and '"calm": "-0.05*joint_speed"' in result.output
+    shown = _invoke(str(traced_run), "--candidate", x.id)
+    assert "success 0.5 (its learners: 0.25, 0.75)" in shown.output, shown.output
 
 
 def test_cli_json_matches_the_reader(traced_run: Path) -> None:

@@ -47,7 +47,14 @@ def resolve_policy(run: Path | None, which: str) -> tuple[Any, Path | str]:
 
 def _from_checkpoint(layout: Any, slot: int | None) -> tuple[Any, str]:
     """A slot's policy (None: the ranked-first slot) built from the newest engine checkpoint."""
-    from lares_agent.engine import PolicyArtefact, artefact_from_state, get_task, latest_checkpoint, load_checkpoint
+    from lares_agent.engine import (
+        PolicyArtefact,
+        artefact_from_state,
+        get_task,
+        latest_checkpoint,
+        load_checkpoint,
+        slot_member,
+    )
 
     checkpoint = latest_checkpoint(layout.checkpoints)
     if checkpoint is None:
@@ -62,7 +69,7 @@ def _from_checkpoint(layout: Any, slot: int | None) -> tuple[Any, str]:
         env.close()
     rewards = state.get("rewards") or []
     reward_id = str(rewards[chosen].get("id", "?")) if 0 <= chosen < len(rewards) else "?"
-    data = artefact_from_state(state, chosen, low, high, reward_id)
+    data = artefact_from_state(state, slot_member(state, chosen), low, high, reward_id, slot=chosen)
     return PolicyArtefact(data), f"checkpoint {checkpoint.name}, slot {chosen}"
 
 

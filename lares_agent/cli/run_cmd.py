@@ -165,6 +165,9 @@ def run_command(
     reward_normalisation: Annotated[str, typer.Option(
         help="affine: LaRes' match of a new reward to the best elite's scale; sigmoid or tanh: squash the reward "
              "standardised on the buffer first (for wildly varying rewards; --learner sac or crossq).")] = "affine",
+    learners_per_reward: Annotated[int, typer.Option(
+        help="Learners (distinct seeds) per reward candidate, all on its buffer column; a candidate's fitness is "
+             "their mean (1: LaRes; --learner sac or crossq). Total learners = --population x this.")] = 1,
 ) -> None:
     """Search reward functions with an LLM while a population of policies learns from them (LaRes).
 
@@ -204,6 +207,7 @@ def run_command(
         analysis=analysis,
         personas=tuple(p.strip() for p in personas.split(",")) if personas is not None else None,
         reward_normalisation=reward_normalisation,
+        learners_per_reward=learners_per_reward,
     )
     check_start(cfg)  # one error line before the progress bar appears
     from lares_agent.runs import RunLayout

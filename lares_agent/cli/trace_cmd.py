@@ -194,7 +194,10 @@ def _show_lineage(lineage: Any) -> None:
         f"rationale: {c.rationale or '-'}",
     ]
     for e in c.evaluations:
-        lines.append(f"evaluated at round {e.get('round')}: fitness {e.get('fitness')}, success {e.get('success')}")
+        spread = e.get("learner_success")
+        each = f" (its learners: {', '.join(f'{v:.2f}' for v in spread)})" if spread else ""
+        lines.append(f"evaluated at round {e.get('round')}: fitness {e.get('fitness')}, success {e.get('success')}"
+                     f"{each}")
     chain = " <- ".join([c.id, *(a.id for a in lineage.ancestors)])
     lines.append(f"lineage: {chain}" if lineage.ancestors else "lineage: written from scratch (no parent elite)")
     for a in lineage.ancestors:

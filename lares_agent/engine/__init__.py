@@ -60,7 +60,7 @@ if TYPE_CHECKING:
     from lares_agent.engine.loop.es_engine import ESEngine, GenerationInfo
     from lares_agent.engine.loop.interaction import IterationInfo
     from lares_agent.engine.loop.population_engine import LaResEngine
-    from lares_agent.engine.policy_artefact import PolicyArtefact, artefact_from_state, save_artefact
+    from lares_agent.engine.policy_artefact import PolicyArtefact, artefact_from_state, save_artefact, slot_member
     from lares_agent.engine.policy_eval import VideoError, evaluate_policy, record_video
 
 # name -> module, for the names that import torch (see the module docstring); the TYPE_CHECKING block above
@@ -85,6 +85,7 @@ _LAZY = {
     "PolicyArtefact": "lares_agent.engine.policy_artefact",
     "artefact_from_state": "lares_agent.engine.policy_artefact",
     "save_artefact": "lares_agent.engine.policy_artefact",
+    "slot_member": "lares_agent.engine.policy_artefact",
     "VideoError": "lares_agent.engine.policy_eval",
     "evaluate_policy": "lares_agent.engine.policy_eval",
     "record_video": "lares_agent.engine.policy_eval",
@@ -149,6 +150,7 @@ __all__ = [
     "run_episodes",
     "save_artefact",
     "save_checkpoint",
+    "slot_member",
     "uniform_actions",
     "verify_checkpoint",
 ]

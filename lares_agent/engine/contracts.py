@@ -211,10 +211,13 @@ class MemberEvaluation:
     action_jerk: float = float("nan")
     """Mean over episodes of the mean squared change of the policy-space action per step, ||a_t - a_{t-1}||^2
     (lower is smoother; an objective of Pareto selection)."""
+    learner_success: tuple[float, ...] = ()
+    """A slot with several learners (``--learners-per-reward``, ``loop/groups.py``): each learner's success rate,
+    in learner order; the fields above are then their means. Empty for one learner."""
 
     def summary(self) -> dict[str, Any]:
         """JSON-ready scalars (no rollouts), for metrics.jsonl."""
-        return {
+        out: dict[str, Any] = {
             "member": self.member,
             "success": self.success_rate,
             "task_return": self.task_return,
@@ -223,6 +226,9 @@ class MemberEvaluation:
             "episode_length": self.episode_length,
             "nonfinite": self.nonfinite,
         }
+        if self.learner_success:
+            out["learner_success"] = list(self.learner_success)
+        return out
 
 
 @dataclass(frozen=True)
@@ -254,6 +260,8 @@ class SlotEvaluation:
     """complexity_lambda * complexity, subtracted from the graded value."""
     action_jerk: float = float("nan")
     """``MemberEvaluation.action_jerk`` of the slot's policy (Pareto selection's smoothness objective)."""
+    learner_success: tuple[float, ...] = ()
+    """Each of the slot's learners' success rate when it has several (the fields above are their means)."""
 
     @property
     def graded(self) -> float:
@@ -277,6 +285,7 @@ class SlotEvaluation:
             "progress_closed": self.progress_closed,
             "complexity_penalty": self.complexity_penalty,
             "action_jerk": self.action_jerk,
+            **({"learner_success": list(self.learner_success)} if self.learner_success else {}),
         }
 
 

@@ -31,7 +31,7 @@ from torch import Tensor
 from lares_agent.engine.errors import EngineError
 from lares_agent.runs import RunLayout
 
-__all__ = ["POLICY_FORMAT", "PolicyArtefact", "artefact_from_state", "save_artefact", "write_policies"]
+__all__ = ["POLICY_FORMAT", "PolicyArtefact", "artefact_from_state", "save_artefact", "slot_member", "write_policies"]
 
 POLICY_FORMAT = "lares-policy/1"
 _ES_NORM_EPS = 1e-8  # engine/es/policies.py RunningNorm.apply
@@ -91,30 +91,33 @@ def _es_actor(learner: Mapping[str, Any], hidden: list[int], normalize: bool) ->
     return out
 
 
-def artefact_from_state(state: Mapping[str, Any], slot: int, action_low: np.ndarray, action_high: np.ndarray,
-                        reward_id: str) -> dict[str, Any]:
-    """The policy file's dict for one slot of an engine state (`LaResEngine`/`ESEngine.state_dict()` or a
-    checkpoint's; only ``learner``, ``task``, ``config``, ``counters`` and ``population``/``learners`` are read)."""
+def artefact_from_state(state: Mapping[str, Any], member: int, action_low: np.ndarray, action_high: np.ndarray,
+                        reward_id: str, slot: int | None = None) -> dict[str, Any]:
+    """The policy file's dict for one learner of an engine state (`LaResEngine`/`ESEngine.state_dict()` or a
+    checkpoint's; only ``learner``, ``task``, ``config``, ``counters`` and ``population``/``learners`` are read).
+    ``slot``: the reward slot it stands for (default: ``member``, one learner per slot)."""
     learner, config = str(state["learner"]), state["config"]
     if learner == "es":
         learners = state["learners"]
-        if not 0 <= slot < len(learners):
-            raise EngineError(f"slot {slot} does not exist (the run has slots 0..{len(learners) - 1})")
+        if not 0 <= member < len(learners):
+            raise EngineError(f"slot {member} does not exist (the run has slots 0..{len(learners) - 1})")
         normalize = bool(config.get("es", {}).get("normalize_obs", True))
-        actor = _es_actor(learners[slot], [int(h) for h in config.get("hidden", ())], normalize)
+        actor = _es_actor(learners[member], [int(h) for h in config.get("hidden", ())], normalize)
     else:
         population = state["population"]
-        if not 0 <= slot < int(population["k"]):
-            raise EngineError(f"slot {slot} does not exist (the run has slots 0..{int(population['k']) - 1})")
+        if not 0 <= member < int(population["k"]):
+            raise EngineError(f"slot {member if slot is None else slot} does not exist (the run has learners "
+                              f"0..{int(population['k']) - 1})")
         renorm = learner == "crossq" and bool(config.get("crossq", {}).get("actor_renorm", True))
-        actor = _torch_actor(population, slot, int(population["act_dim"]), renorm)
+        actor = _torch_actor(population, member, int(population["act_dim"]), renorm)
         if renorm:
             actor["renorm_eps"] = float(config["crossq"]["renorm_eps"])
     counters = state.get("counters", {})
     dtype = actor["actor.0.weight"].dtype
     return {
         "format": POLICY_FORMAT, "learner": learner, "task": str(state["task"]), "reward_id": reward_id,
-        "slot": int(slot), "env_steps": int(counters.get("env_steps", 0)), "round": int(counters.get("round", 0)),
+        "slot": int(member if slot is None else slot), "env_steps": int(counters.get("env_steps", 0)),
+        "round": int(counters.get("round", 0)),
         **actor,
         "action_low": torch.as_tensor(np.asarray(action_low, np.float64), dtype=dtype),
         "action_high": torch.as_tensor(np.asarray(action_high, np.float64), dtype=dtype),
@@ -131,14 +134,28 @@ def save_artefact(artefact: Mapping[str, Any], path: Path) -> Path:
 
 
 def write_policies(layout: RunLayout, name: str, state: Mapping[str, Any], best: int, low: np.ndarray,
-                   high: np.ndarray, reward_ids: Sequence[str], every_slot: bool = False) -> Path:
+                   high: np.ndarray, reward_ids: Sequence[str], every_slot: bool = False,
+                   members: Sequence[int] | None = None) -> Path:
     """``policies/<name>.pt`` for the ranked-first slot ``best``; with ``every_slot`` also ``slot-<k>.pt`` for
-    every slot (a few actor weights each: cheap). Returns the selected policy's path."""
-    path = save_artefact(artefact_from_state(state, best, low, high, reward_ids[best]), layout.policy(name))
+    every slot (a few actor weights each: cheap). ``members[k]``: the learner that stands for slot k (its leader,
+    with several learners per reward; default k). Returns the selected policy's path."""
+    member = list(members) if members is not None else list(range(len(reward_ids)))
+    path = save_artefact(artefact_from_state(state, member[best], low, high, reward_ids[best], slot=best),
+                         layout.policy(name))
     if every_slot:
         for slot, reward_id in enumerate(reward_ids):
-            save_artefact(artefact_from_state(state, slot, low, high, reward_id), layout.slot_policy(slot))
+            save_artefact(artefact_from_state(state, member[slot], low, high, reward_id, slot=slot),
+                          layout.slot_policy(slot))
     return path
+
+
+def slot_member(state: Mapping[str, Any], slot: int) -> int:
+    """The learner of an engine state that stands for ``slot``: its leader at the last reward update with several
+    learners per reward (``LaResEngine.state_dict()["leaders"]``), else the slot itself."""
+    leaders = state.get("leaders")
+    if leaders and 0 <= slot < len(leaders):
+        return int(leaders[slot][0])
+    return slot
 
 
 @dataclass(frozen=True)

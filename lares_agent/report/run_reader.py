@@ -27,6 +27,7 @@ from lares_agent.runs import (
     RewardUpdateRecord,
     RunLayout,
     RunLog,
+    SlotMetric,
 )
 from lares_agent.runs.coerce import as_float, as_int
 
@@ -87,6 +88,8 @@ class RewardUpdate:
     graded_by: Mapping[int, str] = field(default_factory=dict)  # "success" or "progress"
     graded: Mapping[int, float] = field(default_factory=dict)  # the success rate or the start distance closed
     complexity_penalty: Mapping[int, float] = field(default_factory=dict)
+    learner_success: Mapping[int, tuple[float, ...]] = field(default_factory=dict)
+    """Each learner's success per slot, with several learners per reward (the fitness used their mean)."""
 
 
 @dataclass(frozen=True)
@@ -184,6 +187,10 @@ def _at(values: tuple[float, ...] | None, k: int) -> float:
 
 def _evaluation(row: MetricRow) -> Evaluation:
     losses = row.losses or {}
+
+    def first(s: SlotMetric) -> int:  # the slot's first learner (slot * N with N learners per reward)
+        return s.slot * max(1, len(s.learner_success or ()))
+
     slots = tuple(
         SlotEval(
             slot=s.slot,
@@ -191,9 +198,9 @@ def _evaluation(row: MetricRow) -> Evaluation:
             success=s.success,
             task_return=s.task_return,
             own_return=s.own_return,
-            alpha=_at(row.alpha, s.slot),
-            q_loss=_at(losses.get("q_loss"), s.slot),
-            actor_loss=_at(losses.get("actor_loss"), s.slot),
+            alpha=_at(row.alpha, first(s)),
+            q_loss=_at(losses.get("q_loss"), first(s)),
+            actor_loss=_at(losses.get("actor_loss"), first(s)),
         )
         for s in row.slots
     )
@@ -225,6 +232,7 @@ def _update(rec: RewardUpdateRecord) -> RewardUpdate:
         graded={j.slot: j.success if j.graded_by == "success" else j.progress_closed
                 for j in rec.slots if j.graded_by is not None},
         complexity_penalty={j.slot: j.complexity_penalty for j in rec.slots if j.graded_by is not None},
+        learner_success={j.slot: j.learner_success for j in rec.slots if j.learner_success},
     )
 
 

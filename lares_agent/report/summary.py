@@ -37,19 +37,25 @@ class LineageCell:
     """What the fitness was graded on at this update: "success" or "progress" (None: a run before graded fitness)."""
     graded: float = math.nan
     complexity_penalty: float = math.nan
+    learner_success: tuple[float, ...] = ()
+    """Each of the slot's learners' success (several learners per reward: the fitness used their mean)."""
 
     @property
     def breakdown(self) -> str:
         """What the fitness was made of, e.g. "progress 0.37 - 0.03 cx" ("" when the run did not record it)."""
-        return fitness_breakdown(self.graded_by, self.graded, self.complexity_penalty)
+        return fitness_breakdown(self.graded_by, self.graded, self.complexity_penalty, self.learner_success)
 
 
-def fitness_breakdown(graded_by: str | None, graded: float, penalty: float) -> str:
-    """"<graded_by> <value> - <penalty> cx" (docs/DESIGN.md, "Graded fitness"); "" without a grade."""
+def fitness_breakdown(graded_by: str | None, graded: float, penalty: float,
+                      learner_success: tuple[float, ...] = ()) -> str:
+    """"<graded_by> <value> - <penalty> cx" (docs/DESIGN.md, "Graded fitness"), with the learners' success
+    spread when a slot has several, e.g. "success 0.60 [0.20-1.00 over 3] - 0.01 cx"; "" without a grade."""
     if graded_by is None or not math.isfinite(graded):
         return ""
     cx = f" - {penalty:.2f} cx" if math.isfinite(penalty) else ""
-    return f"{graded_by} {graded:.2f}{cx}"
+    values = [v for v in learner_success if math.isfinite(v)]
+    spread = f" [{min(values):.2f}-{max(values):.2f} over {len(values)}]" if len(values) > 1 else ""
+    return f"{graded_by} {graded:.2f}{spread}{cx}"
 
 
 @dataclass(frozen=True)
@@ -141,6 +147,7 @@ def _walk(run: RunData) -> tuple[list[LineageCell], dict[int, str]]:
                     graded_by=u.graded_by.get(slot),
                     graded=u.graded.get(slot, math.nan),
                     complexity_penalty=u.complexity_penalty.get(slot, math.nan),
+                    learner_success=u.learner_success.get(slot, ()),
                 )
             )
         holders.update(u.replaced)

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-from lares_agent.runs.coerce import as_int, as_mapping, as_opt_float, as_opt_str, as_stats
+from lares_agent.runs.coerce import as_float_list, as_int, as_mapping, as_opt_float, as_opt_str, as_stats
 
 __all__ = ["VERDICTS", "CandidateRow", "Verdict"]
 
@@ -44,6 +44,7 @@ class CandidateRow:
     action_jerk: float | None = None  # mean squared action change per step (Pareto selection's smoothness)
     origin: str | None = None  # "child": constants of `parent_id` perturbed, not written by the LLM
     proxy: float | None = None  # the offline pre-screen's score on the round's sample (accepted/rejected lines)
+    learner_success: tuple[float, ...] | None = None  # evaluated lines: each learner's (--learners-per-reward > 1)
 
     @property
     def key(self) -> tuple[str, int | None, str | None, int | None]:
@@ -73,6 +74,7 @@ class CandidateRow:
             "action_jerk": self.action_jerk,
             "origin": self.origin,
             "proxy": self.proxy,
+            "learner_success": None if self.learner_success is None else list(self.learner_success),
         }
         return {k: v for k, v in data.items() if v is not None}
 
@@ -106,4 +108,5 @@ class CandidateRow:
             action_jerk=as_opt_float(row.get("action_jerk")),
             origin=row.get("origin") if isinstance(row.get("origin"), str) else None,
             proxy=as_opt_float(row.get("proxy")),
+            learner_success=as_float_list(row["learner_success"]) if row.get("learner_success") else None,
         )

@@ -15,6 +15,7 @@ from typing import Any, Literal, get_args
 
 from lares_agent.runs.coerce import (
     as_float,
+    as_float_list,
     as_int,
     as_int_list,
     as_mapping,
@@ -119,11 +120,14 @@ class SlotFitness:
     progress_closed: float = math.nan
     complexity_penalty: float = math.nan
     action_jerk: float = math.nan
+    learner_success: tuple[float, ...] = ()  # each learner's success, with --learners-per-reward > 1 (issue 17)
 
     def to_json(self) -> dict[str, Any]:
         graded = {} if self.graded_by is None else {
             "graded_by": self.graded_by, "progress_closed": self.progress_closed,
             "complexity_penalty": self.complexity_penalty, "action_jerk": self.action_jerk}
+        if self.learner_success:
+            graded["learner_success"] = list(self.learner_success)
         return {
             "slot": self.slot,
             "reward_id": self.reward_id,
@@ -158,6 +162,7 @@ class SlotFitness:
             progress_closed=as_float(row.get("progress_closed")),
             complexity_penalty=as_float(row.get("complexity_penalty")),
             action_jerk=as_float(row.get("action_jerk")),
+            learner_success=as_float_list(row.get("learner_success")),
         )
 
 

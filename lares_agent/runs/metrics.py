@@ -48,6 +48,7 @@ class SlotMetric:
     member: int | None = None  # the engine's learner index (equal to the slot)
     es_fitness: float | None = None
     lr: float | None = None
+    learner_success: tuple[float, ...] | None = None  # each learner's success (--learners-per-reward > 1)
 
     def to_json(self) -> dict[str, Any]:
         return _drop_none(
@@ -63,8 +64,9 @@ class SlotMetric:
                 "reward_id": self.reward_id,
                 "es_fitness": self.es_fitness,
                 "lr": self.lr,
+                "learner_success": None if self.learner_success is None else list(self.learner_success),
             },
-            ("member", "es_fitness", "lr"),
+            ("member", "es_fitness", "lr", "learner_success"),
         )
 
     @classmethod
@@ -85,6 +87,8 @@ class SlotMetric:
             member=as_int(row.get("member")),
             es_fitness=as_opt_float(row.get("es_fitness")),
             lr=as_opt_float(row.get("lr")),
+            learner_success=None if row.get("learner_success") is None
+            else as_float_list(row.get("learner_success")),
         )
 
 

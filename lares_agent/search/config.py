@@ -167,6 +167,7 @@ class SearchConfig:
     analysis: Analysis = "facts"  # GraphLimits.analysis: "facts" calls no LLM in analyse/critique (issue 13)
     personas: tuple[str, ...] = ()  # the critic ensemble (--personas a,b); () : `persona` critiques alone
     reward_normalisation: RewardNormalisation = "affine"  # EngineConfig.reward_normalisation (SAC/CrossQ only)
+    learners_per_reward: int = 1  # EngineConfig.learners_per_reward (SAC/CrossQ only; issue 17)
 
     def __post_init__(self) -> None:
         problems = [
@@ -228,6 +229,11 @@ class SearchConfig:
             # ES has no buffer whose statistics could fix a squash per column (es_engine.py swaps rewards only)
             problems.append(f"--reward-normalisation {self.reward_normalisation} applies to the replay-buffer "
                             "engine (--learner sac or crossq)")
+        if not 1 <= self.learners_per_reward <= 16:
+            problems.append(f"--learners-per-reward must be between 1 and 16, not {self.learners_per_reward}")
+        elif self.learners_per_reward > 1 and self.learner == "es":
+            # each ES slot is one ES learner with its own perturbation population (es_engine.py)
+            problems.append("--learners-per-reward applies to the replay-buffer engine (--learner sac or crossq)")
         if self.obs_norm and self.learner == "es":
             problems.append("--obs-norm applies to --learner sac or crossq (ES keeps its own observation statistics)")
         if problems:
@@ -338,7 +344,7 @@ def engine_config(cfg: SearchConfig) -> EngineConfig | ESSearchConfig:
     (truncation or pareto); ES: `reward_period` ->
     `reward_every_steps`, `es_population` -> `es.population_size`, `selection`, `tournament_size` ->
     `selection.method`, `selection.tournament_size`; SAC/CrossQ: `sync_llm` -> not `propose_in_background`,
-    `reward_normalisation` -> `reward_normalisation`.
+    `reward_normalisation` -> `reward_normalisation`, `learners_per_reward` -> `learners_per_reward`.
     """
     from lares_agent.engine import EngineConfig, ESSearchConfig
 
@@ -377,7 +383,7 @@ def engine_config(cfg: SearchConfig) -> EngineConfig | ESSearchConfig:
         thompson="no-thompson" not in cfg.ablations,
         buffer_capacity=max(cfg.budget + cfg.warmup_steps + 1_000, 10_000) if cfg.budget < 1_000_000 else 1_000_000,
         learner=cfg.learner, selection=SelectionConfig(method=cfg.selection), **chosen,
-        reward_normalisation=cfg.reward_normalisation,
+        reward_normalisation=cfg.reward_normalisation, learners_per_reward=cfg.learners_per_reward,
     )
 
 

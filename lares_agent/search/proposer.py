@@ -187,7 +187,8 @@ class GraphProposer:
                              complexity=ev.complexity,
                              component_stats={k: v.to_json() for k, v in ev.component_stats.items()},
                              graded_by=ev.graded_by, progress_closed=_opt(ev.progress_closed),
-                             complexity_penalty=_opt(ev.complexity_penalty), action_jerk=_opt(ev.action_jerk)),
+                             complexity_penalty=_opt(ev.complexity_penalty), action_jerk=_opt(ev.action_jerk),
+                             learner_success=ev.learner_success or None),
             )
             if self.context.cases is not None:
                 self.context.cases.update_fitness(

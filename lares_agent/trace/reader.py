@@ -111,7 +111,7 @@ class CandidateTrace:
     slot: int | None = None
     parent_id: str | None = None
     critique_id: str | None = None
-    evaluations: tuple[Mapping[str, Any], ...] = ()  # {"round", "slot", "fitness", "success"}
+    evaluations: tuple[Mapping[str, Any], ...] = ()  # {"round", "slot", "fitness", "success"[, "learner_success"]}
 
 
 @dataclass(frozen=True)
@@ -372,7 +372,8 @@ def _candidates(steps: Iterable[TraceStep], rows: Iterable[CandidateRow]) -> dic
     for record in rows:
         cid, row = record.id, record.to_json()
         if record.verdict == "evaluated":
-            evaluations[cid].append({k: row.get(k) for k in ("round", "slot", "fitness", "success")})
+            evaluations[cid].append({k: row.get(k) for k in ("round", "slot", "fitness", "success")}
+                                    | ({"learner_success": row["learner_success"]} if "learner_success" in row else {}))
             found.setdefault(cid, {"verdict": "evaluated", "complexity": row.get("complexity")})
             continue
         merged = found.setdefault(cid, {})

@@ -32,7 +32,11 @@ class EngineConfig:
     and an extra learner trains on it throughout (acting once per iteration outside TS, never replaced);
     'baseline': the chosen learner alone on the human reward with the same code (one slot, no reward updates)."""
     population_size: int = 5
-    """K reward candidates / learners (ignored by 'baseline', which has one)."""
+    """K reward candidates (ignored by 'baseline', which has one)."""
+    learners_per_reward: int = 1
+    """N learners per reward slot, each with its own parameters, minibatches and Thompson arm, all on the slot's
+    column (``loop/groups.py``; the seed text's 2.3). A slot's fitness is their mean. 1: LaRes' one learner per
+    reward. The baseline trains N learners on its one reward too."""
     elites: int = 3
     """E candidates kept at each reward update; the other K - E slots are refilled."""
     total_steps: int = 1_000_000
@@ -109,6 +113,8 @@ class EngineConfig:
                 raise ConfigError(f"elites must be in 1..{self.population_size}, got {self.elites}")
             if self.setting == "init" and self.population_size < 2:
                 raise ConfigError("setting 'init' needs population_size >= 2 (slot 0 is the human reward)")
+        if not 1 <= self.learners_per_reward <= 16:
+            raise ConfigError(f"learners_per_reward must be in 1..16, got {self.learners_per_reward}")
         for name in ("total_steps", "warmup_steps", "reward_period", "eval_every", "checkpoint_every",
                      "feature_sample", "rollout_slots", "rollouts_kept"):
             if getattr(self, name) < 0:

@@ -72,6 +72,7 @@ def slot_evaluation(
         progress_closed=closed,
         complexity_penalty=penalty,
         action_jerk=ev.action_jerk,
+        learner_success=ev.learner_success,
     )
 
 

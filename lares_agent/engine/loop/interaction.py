@@ -21,6 +21,7 @@ from lares_agent.engine.contracts import HUMAN_REWARD_FEATURE, NEXT_PREFIX, Popu
 from lares_agent.engine.errors import EngineError, RewardColumnError
 from lares_agent.engine.learners.factory import LEARNER_NAMES
 from lares_agent.engine.loop.config import EngineConfig
+from lares_agent.engine.loop.groups import LearnerGroups
 from lares_agent.engine.loop.state import EngineLog, SACCounters
 from lares_agent.engine.rollouts.episodes import (
     TRAIN_STREAM,
@@ -58,7 +59,8 @@ class Interaction:
     """Warm-up, episodes into the buffer and population updates, over objects the engine owns.
 
     ``quarantined`` is the engine's set (read here, changed only through ``quarantine``); the loss sums since
-    the last logged evaluation live here (``loss_sum``, counted in ``counters.loss_count``).
+    the last logged evaluation live here (``loss_sum``, counted in ``counters.loss_count``). ``groups`` maps
+    learners to their reward columns.
     """
 
     def __init__(
@@ -75,11 +77,16 @@ class Interaction:
         log: EngineLog,
         quarantined: set[int],
         quarantine: Quarantine,
+        groups: LearnerGroups,
     ) -> None:
         self.task, self.config, self.horizon, self.pool = task, config, horizon, pool
         self.buffer, self.population, self.rng, self.torch_gen = buffer, population, rng, torch_gen
         self.counters, self.log, self.quarantined, self.quarantine = counters, log, quarantined, quarantine
         self.num_learners = population.k
+        self.groups = groups
+        self.column_of = self.groups.column_of
+        if len(self.column_of) != self.num_learners:
+            raise EngineError(f"{self.num_learners} learners but the grouping has {len(self.column_of)}")
         self.loss_sum = {key: np.zeros(self.num_learners) for key in LOSS_KEYS}
         self._loss_reason = f"non-finite {LEARNER_NAMES[config.learner]} loss"
 
@@ -112,7 +119,9 @@ class Interaction:
             self.buffer.set_column(j, rewards[donors[0]], reference=None,
                                    normalisation=self.config.reward_normalisation)
             rewards[j] = rewards[donors[0]]
-            self.quarantine(j, f"initial reward rejected; sharing slot {donors[0]}'s reward until the next update")
+            for learner in self.groups.learners(j):
+                self.quarantine(learner, f"initial reward rejected; sharing slot {donors[0]}'s reward until the "
+                                         "next update")
         self.counters.warmed_up = True
         self.log.event({"event": "warmup", "steps": stored, "rewards": [fn.id for fn in rewards]})
 
@@ -154,7 +163,8 @@ class Interaction:
         out = [bool(np.any(success[offsets[i] : offsets[i + 1]] > 0.5)) for i in range(m)]
         if members is not None:
             for j in np.flatnonzero(self.buffer.nonfinite_count > before):
-                self.quarantine(int(j), "reward is NaN/inf on new steps")
+                for learner in self.groups.learners(int(j)):
+                    self.quarantine(learner, "reward is NaN/inf on new steps")
             for i in np.flatnonzero(batch.nonfinite):
                 self.quarantine(int(members[int(i)]), "policy emitted non-finite actions")
         return out
@@ -167,7 +177,7 @@ class Interaction:
         updates = round(learner.utd_ratio * steps)
         done = 0
         while done < updates and members:
-            batch = self.buffer.sample(learner.batch_size, members, self.rng)
+            batch = self.buffer.sample(learner.batch_size, self.column_of[members].tolist(), self.rng)
             stats = self.population.update(batch, members)
             for key in LOSS_KEYS:
                 self.loss_sum[key] += np.nan_to_num(np.asarray(stats[key], np.float64), nan=0.0)

@@ -41,6 +41,7 @@ from lares_agent.engine.errors import EngineError
 from lares_agent.engine.learners.factory import make_population
 from lares_agent.engine.loop.config import EngineConfig
 from lares_agent.engine.loop.engine_base import RewardLoopEngine
+from lares_agent.engine.loop.groups import LearnerGroups
 from lares_agent.engine.loop.interaction import Interaction, IterationInfo
 from lares_agent.engine.loop.selection import choose_elites
 from lares_agent.engine.loop.slots import LearnerHooks, RewardSlots, SlotRules, initial_slot_rewards, learner_count
@@ -92,7 +93,12 @@ class LaResEngine(RewardLoopEngine):
             )
         self.task, self.config, self.propose = task, config, propose
         self.num_slots = config.num_slots
-        self.num_learners = learner_count(config.setting, self.num_slots)
+        self.groups = LearnerGroups(self.num_slots, config.learners_per_reward, config.setting == "init")
+        self.num_learners = self.groups.num_learners
+        self.leaders = self.groups.default_leaders()
+        """Each slot's best learner at the last reward update (the policy it hands over, the one inherited)."""
+        self._ranked: list[list[int]] = [self.groups.learners(s) for s in range(self.num_slots)]
+        self._learner_evals: list[MemberEvaluation] = []
         self.horizon = config.horizon or task.horizon
         self.counters = SACCounters(
             next_eval=config.eval_every if config.eval_every > 0 else None,
@@ -101,7 +107,7 @@ class LaResEngine(RewardLoopEngine):
         self.log = EngineLog(run_dir)
         self.slots = RewardSlots(list(rewards), SlotRules.of(config, task.has_human_reward), self.counters,
                                  self.log.event)
-        self.extra = self.slots.extra
+        self.extra = self.groups.extra_learner
         seeds = np.random.SeedSequence(config.seed).spawn(4)
         self.rng = np.random.default_rng(seeds[0])
         self.torch_gen = torch.Generator().manual_seed(int(seeds[1].generate_state(1)[0]))
@@ -113,31 +119,34 @@ class LaResEngine(RewardLoopEngine):
         self.act_dim = int(np.prod(env.action_space.shape or (1,)))
         names = [f.name for f in task.features]
         self.feature_names = tuple(dict.fromkeys([*names, "success", HUMAN_REWARD_FEATURE]))
-        self.buffer = ReplayBuffer(
-            config.buffer_capacity, self.obs_dim, self.act_dim, self.feature_names, self.num_learners
+        self.buffer = ReplayBuffer(  # one column per slot (and the extra learner), shared by its learners
+            config.buffer_capacity, self.obs_dim, self.act_dim, self.feature_names,
+            learner_count(config.setting, self.num_slots)
         )
         pop_seed = int(seeds[2].generate_state(1)[0] >> 1)
         self.population: PopulationLearner = make_population(
             config.learner_config, self.num_learners, self.obs_dim, self.act_dim, pop_seed)
-        self.ts = ThompsonSampler(self.num_slots, config.ts_window)
+        # The arms are the slots' learners: with one learner per reward, LaRes' one arm per slot; with several, each
+        # learner keeps its own record (they differ by seed), and K*N draws keep the env steps per iteration of
+        # K*N learners with one reward each (issue 17).
+        self.ts = ThompsonSampler(self.groups.slot_learners, config.ts_window)
         self.quarantined: set[int] = set()  # one set, changed in place: the interaction reads it
         self.acted = np.zeros(self.num_learners, np.int64)
         self.interaction = Interaction(task, config, self.horizon, self.pool, self.buffer, self.population,
                                        self.rng, self.torch_gen, self.counters, self.log, self.quarantined,
-                                       self._quarantine)
+                                       self._quarantine, self.groups)
         self._start = time.monotonic()
         self.last_metrics: dict[str, Any] | None = None
         self._hooks = LearnerHooks(
-            evaluate=lambda: self.evaluate(range(self.num_learners), config.update_eval_episodes,
-                                           keep_rollouts=config.rollouts_kept),
-            quarantined=lambda slot: slot in self.quarantined,
+            evaluate=self._update_evaluation,
+            quarantined=lambda slot: all(i in self.quarantined for i in self.groups.learners(slot)),
             choose_elites=lambda ranking, slots: choose_elites(ranking, slots, config.elites, config.selection,
                                                                self.rng),
             feature_sample=lambda: self.interaction.feature_sample(config.feature_sample),
             install=self._install,
             reward_nonfinite=lambda slot, _ev: bool(self.buffer.nonfinite_count[slot] > 0),
             inherit=self._inherit,
-            log_evaluation=lambda evals: self._log_evaluation("update", evals),
+            log_evaluation=lambda _slot_evals: self._log_evaluation("update", self._learner_evals),
             checkpoint=self._round_checkpoint,
             event_fields=lambda: {} if config.selection.method == "truncation"
             else {"selection": config.selection.method},
@@ -182,7 +191,7 @@ class LaResEngine(RewardLoopEngine):
             self.warmup()
         self.updates.step(self.propose)
         select = self.ts.select if self.config.thompson else self.ts.select_uniform
-        arms = select(self.num_slots, self.rng)
+        arms = select(self.groups.slot_learners, self.rng)
         extra = [self.extra] if self.extra is not None and self.extra not in self.quarantined else []
         members = arms + extra
         if not members:
@@ -219,7 +228,7 @@ class LaResEngine(RewardLoopEngine):
         if learner in self.quarantined:
             return
         self.quarantined.add(learner)
-        if learner < self.num_slots:
+        if learner < self.groups.slot_learners:
             self.ts.block(learner)
         self.log.event({"event": "quarantine", "learner": learner, "reason": reason,
                         "env_steps": self.counters.env_steps})
@@ -234,16 +243,33 @@ class LaResEngine(RewardLoopEngine):
         return {"scale": affine.scale, "shift": affine.shift}
 
     def _inherit(self, slots: Sequence[int], best: int) -> None:
-        """Replaced and broken learners copy the best one and are pulled toward it (L2 anchor, §7); the others
-        drop their anchors; every reset learner acts again, and TS starts fresh windows (§8)."""
-        if slots:
-            self.population.inherit(list(slots), best, self.config.anchor_weight)
-        self.population.release_anchor([i for i in range(self.num_learners) if i not in slots])
-        # Every quarantined slot was just reset; only a diverged extra (human-reward) learner stays out.
-        self.quarantined.difference_update(slots)
+        """The learners of replaced and broken slots, and any diverged learner of a kept slot, copy the best slot's
+        best healthy learner and are pulled toward it (L2 anchor, §7); the others drop their anchors; every reset
+        learner acts again, and TS starts fresh windows (§8)."""
+        source = next((i for i in self._ranked[best] if i not in self.quarantined), self._ranked[best][0])
+        dst = {i for s in slots for i in self.groups.learners(s)}
+        dst |= {i for i in self.quarantined if i < self.groups.slot_learners}
+        dst.discard(source)
+        reset = sorted(dst)
+        if reset:
+            self.population.inherit(reset, source, self.config.anchor_weight)
+        self.population.release_anchor([i for i in range(self.num_learners) if i not in dst])
+        # Every quarantined slot learner was just reset; only a diverged extra (human-reward) learner stays out.
+        self.quarantined.difference_update(reset)
         self.ts.reset()
 
     # ------------------------------------------------------------------ evaluation
+    def _update_evaluation(self) -> list[MemberEvaluation]:
+        """A reward update's evaluation of every learner, seen per slot (``LearnerGroups.slot_view``: the mean
+        over a slot's learners); the slots' leaders are chosen here, the learners' own rows kept for the log."""
+        cfg = self.config
+        evals = self.evaluate(range(self.num_learners), cfg.update_eval_episodes, keep_rollouts=cfg.rollouts_kept)
+        self._learner_evals = evals
+        self._ranked = self.groups.leaders(evals, self.rewards, cfg.complexity_lambda, self.slots.rules.use_task_return,
+                                           lambda i: i in self.quarantined)
+        self.leaders = [order[0] for order in self._ranked]
+        return self.groups.slot_view(evals, self._ranked, lambda i: i in self.quarantined)
+
     def evaluate(
         self, learners: Sequence[int] | range, episodes: int, keep_rollouts: int = 0
     ) -> list[MemberEvaluation]:
@@ -259,7 +285,7 @@ class LaResEngine(RewardLoopEngine):
             self.task.raw_state,
             self.task.features,
             learners,
-            [self.rewards[i] for i in learners],
+            [self.rewards[int(self.groups.column_of[i])] for i in learners],
             episodes,
             self.horizon,
             seeds,
@@ -273,8 +299,10 @@ class LaResEngine(RewardLoopEngine):
         return evals
 
     def _log_evaluation(self, kind: str, evals: Sequence[MemberEvaluation]) -> None:
+        """One metrics row of every learner's evaluation, per slot (the mean over its learners, each learner's
+        success in ``learner_success``)."""
         c = self.counters
-        slot_evals = [e for e in evals if e.member < self.num_slots]
+        slot_evals = self.groups.slot_view(evals, self._ranked, lambda i: i in self.quarantined)[: self.num_slots]
         succ = [e.success_rate for e in slot_evals]
         losses = self.interaction.loss_means()
         record: dict[str, Any] = {
@@ -318,6 +346,7 @@ class LaResEngine(RewardLoopEngine):
             "population": self.population.state_dict(),
             "buffer": self.buffer.state_dict(),
             "rewards": [fn.to_json() for fn in self.rewards],
+            "leaders": [list(order) for order in self._ranked],
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -334,6 +363,9 @@ class LaResEngine(RewardLoopEngine):
         self.rng.bit_generator.state = state["rng"]
         self.torch_gen.set_state(state["torch_gen"])
         self.ts.load_state_dict(state["ts"])
+        # Checkpoints from before learners_per_reward hold no leaders: one learner per slot, in slot order.
+        self._ranked = [[int(i) for i in order] for order in state.get("leaders", self._ranked)]
+        self.leaders = [order[0] for order in self._ranked]
         self.population.load_state_dict(state["population"])
         columns = self.rewards if self.counters.warmed_up else None
         self.buffer.load_state_dict(state["buffer"], columns)
@@ -347,7 +379,8 @@ class LaResEngine(RewardLoopEngine):
                  "counters": dataclasses.asdict(self.counters), "population": self.population.state_dict()}
         box: Any = self.pool.get(1)[0].action_space
         ids = [fn.id for fn in self.rewards[: self.num_slots]]
-        return write_policies(RunLayout(self.run_dir), name, state, self.best_slot, box.low, box.high, ids, every_slot)
+        return write_policies(RunLayout(self.run_dir), name, state, self.best_slot, box.low, box.high, ids, every_slot,
+                              members=self.leaders)
 
     @classmethod
     def restore(

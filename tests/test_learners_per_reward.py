@@ -1,0 +1,151 @@
+"""--learners-per-reward N (issue 17): N learners per reward slot on the slot's one column, fitness the mean over
+them, the best slot's best learner inherited, the grouping kept through checkpoints, metrics, events and policies."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from test_checkpoint import assert_same_state
+from test_lares_engine import LaResEngine, Proposer, load_reward, scratch_rewards, tiny_config, tiny_task
+
+from lares_agent.engine import MemberEvaluation, PolicyArtefact
+from lares_agent.engine.loop.fitness import slot_evaluations
+from lares_agent.engine.loop.groups import LearnerGroups
+from lares_agent.errors import ConfigError
+from lares_agent.report.run_reader import read_run
+from lares_agent.report.summary import lineage
+from lares_agent.runs import RunLayout
+from lares_agent.runs.jsonl import read_jsonl
+from lares_agent.search.config import SearchConfig, engine_config
+
+torch.set_num_threads(1)
+
+
+def _eval(member: int, success: float, closed: float = float("nan"), jerk: float = 1.0) -> MemberEvaluation:
+    return MemberEvaluation(member=member, episodes=2, success_rate=success, task_return=10.0 * success,
+                            own_return=-1.0, mean_progress=0.5, final_progress=1.0 - success, episode_length=15,
+                            progress_closed=closed, action_jerk=jerk)
+
+
+def test_groups_map_learners_to_columns() -> None:
+    g = LearnerGroups(num_slots=3, per_reward=2, extra=True)
+    assert g.num_learners == 7 and g.slot_learners == 6 and g.extra_learner == 6
+    assert g.column_of.tolist() == [0, 0, 1, 1, 2, 2, 3]
+    assert g.learners(1) == [2, 3] and g.learners(3) == [6] and g.default_leaders() == [0, 2, 4]
+    with pytest.raises(IndexError):
+        g.learners(4)
+
+
+def test_slot_fitness_is_the_mean_over_its_healthy_learners() -> None:
+    g = LearnerGroups(num_slots=2, per_reward=3)
+    evals = [_eval(0, 0.2), _eval(1, 1.0), _eval(2, 0.6), _eval(3, 0.0), _eval(4, 0.4), _eval(5, 0.9)]
+    rewards = [type("R", (), {"id": f"r{s}", "complexity": 1.0})() for s in range(2)]
+    ranked = g.leaders(evals, rewards, 0.0, True, lambda i: i == 5)  # learner 5 is quarantined
+    assert ranked == [[1, 2, 0], [4, 3, 5]]  # best first, the quarantined learner last
+    view = g.slot_view(evals, ranked, lambda i: i == 5)
+    assert [v.member for v in view] == [0, 1]
+    assert view[0].success_rate == pytest.approx(0.6) and view[0].learner_success == (0.2, 1.0, 0.6)
+    assert view[1].success_rate == pytest.approx(0.2)  # 0.0 and 0.4: the quarantined learner's 0.9 is left out
+    assert view[1].learner_success == (0.0, 0.4, 0.9) and view[0].task_return == pytest.approx(6.0)
+    slots = slot_evaluations(view, rewards, 0.0, True, [False, False])
+    assert [s.fitness for s in slots] == pytest.approx([0.6, 0.2])
+    assert slots[0].to_json()["learner_success"] == [0.2, 1.0, 0.6]
+    # One learner per reward is LaRes: the evaluations pass through unchanged, with no spread field.
+    one = LearnerGroups(num_slots=2)
+    assert one.slot_view(evals[:2], [[0], [1]], lambda i: False) == evals[:2]
+    assert "learner_success" not in slot_evaluations(evals[:2], rewards, 0.0, True, [False, False])[0].to_json()
+
+
+def test_a_slot_whose_learners_all_diverged_grades_as_broken() -> None:
+    g = LearnerGroups(num_slots=1, per_reward=2)
+    evals = [dataclasses.replace(_eval(0, 0.5), nonfinite=True), _eval(1, 0.5)]
+    view = g.slot_view(evals, [[1, 0]], lambda i: i == 1)
+    assert view[0].nonfinite  # no healthy learner left: the mean of both, marked broken
+    assert slot_evaluations(view, [type("R", (), {"id": "r", "complexity": 1.0})()], 0.0, True,
+                            [False])[0].quarantined
+
+
+def test_scratch_run_with_two_learners_per_reward(tmp_path: Path) -> None:
+    cfg = tiny_config(learners_per_reward=2, max_rounds=1, total_steps=120)
+    engine = LaResEngine(tiny_task(), cfg, scratch_rewards(), Proposer(), run_dir=tmp_path)
+    try:
+        assert engine.population.k == 6 and engine.buffer.num_columns == 3 and engine.ts.num_arms == 6
+        engine.run(until_steps=120)
+        before = [p.detach().clone() for p in engine.population.actor]
+        ctx = engine.reward_update()
+        best, leader = ctx.best, engine.leaders[ctx.best]
+        assert leader in engine.groups.learners(best)
+        pop = engine.population
+        for slot in ctx.refill:  # every learner of a replaced slot starts from the best slot's best learner
+            for i in engine.groups.learners(slot):
+                assert all(torch.equal(p[i], p[leader]) for p in pop.actor) and pop.anchor_weight[i].item() == 1.0
+        for slot in ctx.elites:  # elites keep all their learners
+            for i in engine.groups.learners(slot):
+                assert all(torch.equal(p[i], b[i]) for p, b in zip(pop.actor, before, strict=True))
+        for s in ctx.slots:
+            assert len(s.learner_success) == 2
+            assert s.success_rate == pytest.approx(float(np.mean(s.learner_success)))
+        engine.step_iteration()  # every learner acts through its own TS arm, on its slot's column
+        engine.save_policy("round-0001", every_slot=True)
+    finally:
+        engine.close()
+    update = next(e for e in read_jsonl(tmp_path / "events.jsonl") if e["event"] == "reward_update")
+    assert all(len(s["learner_success"]) == 2 for s in update["slots"])
+    row = [m for m in read_jsonl(tmp_path / "metrics.jsonl") if m["kind"] == "update"][-1]
+    assert [len(s["learner_success"]) for s in row["slots"]] == [2, 2, 2] and len(row["acted"]) == 6
+    assert row["success_best_slot"] == pytest.approx(np.mean(row["slots"][best]["learner_success"]))
+    # The policy a slot hands over is its leader's.
+    layout = RunLayout(tmp_path)
+    obs = np.random.default_rng(0).standard_normal((8, 4)).astype(np.float32)
+    chosen = PolicyArtefact.load(layout.policy("round-0001"))
+    want = engine.population.act(obs, np.full(8, leader), True, torch.Generator())
+    assert chosen.data["slot"] == best and np.allclose(chosen.act(obs), want, atol=1e-5)
+    # The report shows each slot's spread over its learners next to the fitness.
+    cells = lineage(read_run(tmp_path))
+    assert cells and all(len(c.learner_success) == 2 for c in cells)
+    assert all("over 2]" in c.breakdown for c in cells) and all(c.graded_by for c in cells)
+
+
+def test_grouping_survives_checkpoint_and_resume(tmp_path: Path) -> None:
+    cfg = tiny_config(learners_per_reward=2, total_steps=400, checkpoint_every=100, reward_period=120)
+    a = LaResEngine(tiny_task(), cfg, scratch_rewards(), Proposer(), run_dir=tmp_path / "a")
+    a.run(until_steps=150)
+    saved = a.save_checkpoint()
+    assert saved is not None and a.round == 1
+    kept = shutil.copytree(saved, tmp_path / "kept")
+    leaders = list(a.leaders)
+    a.run(until_steps=300)
+    b = LaResEngine.restore(kept, tiny_task(), load_reward, Proposer(), tmp_path / "b")
+    assert b.config.learners_per_reward == 2 and b.population.k == 6 and b.leaders == leaders
+    b.run(until_steps=300)
+    assert b.round == a.round == 2 and b.leaders == a.leaders
+    assert_same_state(a.population.state_dict(), b.population.state_dict(), "population")
+    assert np.array_equal(a.buffer.raw_reward[: len(a.buffer)], b.buffer.raw_reward[: len(b.buffer)])
+    a.close()
+    b.close()
+
+
+def test_init_setting_keeps_one_extra_learner_after_the_groups() -> None:
+    cfg = tiny_config(setting="init", learners_per_reward=2, total_steps=60)
+    engine = LaResEngine(tiny_task(), cfg, scratch_rewards()[:2], Proposer())
+    try:
+        assert engine.population.k == 7 and engine.extra == 6 and engine.buffer.num_columns == 4
+        info = engine.step_iteration()
+        assert 6 in info.acted
+    finally:
+        engine.close()
+
+
+def test_config_checks() -> None:
+    with pytest.raises(ConfigError, match="learners_per_reward"):
+        tiny_config(learners_per_reward=0)
+    with pytest.raises(ConfigError, match="--learners-per-reward applies to the replay-buffer engine"):
+        SearchConfig(learner="es", learners_per_reward=2)
+    with pytest.raises(ConfigError, match="--learners-per-reward must be between 1 and 16"):
+        SearchConfig(learners_per_reward=17)
+    assert engine_config(SearchConfig(learners_per_reward=3)).learners_per_reward == 3  # type: ignore[union-attr]
