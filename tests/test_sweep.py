@@ -73,8 +73,13 @@ def test_sweep_runs_the_grid_and_reports_it(tmp_path: Path) -> None:
         assert [r["env_steps"] for r in tune_rows] == [150, 300]
     sparse = read_jsonl(out / "runs" / "Reacher-v5-sparse-s0" / "metrics.jsonl")
     assert all(s["own_return"] == 0 or s["success"] > 0 for r in sparse for s in r["slots"])  # trained on success
+    end = [e for e in read_jsonl(out / "runs" / "Reacher-v5-sparse-s0" / "events.jsonl") if e["event"] == "run_end"]
+    assert end[-1]["learn_s"] > 0 and end[-1]["sim_s"] > 0 and end[-1]["learn_s"] + end[-1]["sim_s"] < end[-1]["wall_s"]
     report = finish(lares("report", "--sweep", str(out), home=tmp_path / "home"))
     assert "| Reacher-v5 | sparse | 1/1 |" in report
+    header = next(line for line in report.splitlines() if line.startswith("| task |")).split("|")
+    row = next(line for line in report.splitlines() if line.startswith("| Reacher-v5 | sparse |")).split("|")
+    assert row[header.index(" learn s ")].strip() != "n/a" and row[header.index(" sim s ")].strip() != "n/a"
     assert {p.name for p in (out / "report").iterdir()} >= {"table.md", "table.csv", "success.png"}
 
 

@@ -67,7 +67,9 @@ def read_trial(path: Path, task: str, method: str, seed: int) -> TrialCurve | No
     ranked = [_ranked(r) for r in rows]
     done = recorded_outcome(log)
     ends = [e for e in log.events.read() if e.event == "run_end"]
-    split = {k: float(ends[-1].get(k)) for k in SPLIT_KEYS if ends and ends[-1].get(k) is not None}
+    # Each session's run_end holds that session's split: a resumed trial's is their sum.
+    split = {k: sum(float(e.get(k)) for e in ends if e.get(k) is not None) for k in SPLIT_KEYS
+             if any(e.get(k) is not None for e in ends)}
     tokens = sum(c.prompt_tokens + c.completion_tokens for c in log.llm_calls.read())
     return TrialCurve(task, method, seed, done.finished, tuple(r.env_steps for r in rows),
                       tuple(s for s, _ in ranked), ranked[-1][1] if ranked else math.nan,

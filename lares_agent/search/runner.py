@@ -243,8 +243,9 @@ class Search:
             extra["only_fallbacks"] = health.sentence()
         wait = dict(getattr(engine, "llm_wait", {}) or {})
         waited, llm_s = float(wait.get("waited_s", 0.0)), float(wait.get("llm_s", 0.0))
+        timing = {k: float(v) for k, v in (getattr(engine, "timing", None) or {}).items()}  # ES: none yet
         self.log.event("run_end", env_steps=steps, finished=finished, wall_s=wall, session_wall_s=session,
-                       best_success=best[0], llm=usage, llm_wait_s=waited, llm_s=llm_s,
+                       best_success=best[0], llm=usage, llm_wait_s=waited, llm_s=llm_s, **timing,
                        initial_llm_s=self.initial_llm_s, llm_wait_share=waited / session if session > 0 else 0.0,
                        **extra)
         return RunOutcome(self.run, steps, finished, best[0], wall, _ranked_success(engine), self.stop.name or None,

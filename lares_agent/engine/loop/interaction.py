@@ -10,6 +10,7 @@ whose policy, reward or loss goes non-finite is reported to ``quarantine`` and s
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -88,6 +89,9 @@ class Interaction:
         if len(self.column_of) != self.num_learners:
             raise EngineError(f"{self.num_learners} learners but the grouping has {len(self.column_of)}")
         self.loss_sum = {key: np.zeros(self.num_learners) for key in LOSS_KEYS}
+        self.seconds = {"sim_s": 0.0, "learn_s": 0.0}
+        """Wall seconds this session in training episodes (and the engine's evaluations) and in learner updates:
+        the run's wall-time split (issue 14), not checkpointed, like the LLM wait."""
         self._loss_reason = f"non-finite {LEARNER_NAMES[config.learner]} loss"
 
     # ------------------------------------------------------------------ warm-up
@@ -130,6 +134,7 @@ class Interaction:
         """One stochastic training episode per member (seeded from the train stream), stored; returns the batch
         and each episode's any-step success."""
         c = self.counters
+        start = time.monotonic()
         seeds = [episode_seed(self.config.seed, TRAIN_STREAM, c.train_episodes + i) for i in range(len(members))]
         c.train_episodes += len(members)
         member_arr = np.asarray(members, np.int64)
@@ -140,6 +145,7 @@ class Interaction:
             self.horizon,
             seeds,
         )
+        self.seconds["sim_s"] += time.monotonic() - start
         return batch, self.store(batch, members)
 
     def store(self, batch: EpisodeBatch, members: Sequence[int] | None) -> list[bool]:
@@ -175,7 +181,7 @@ class Interaction:
         members = [i for i in range(self.num_learners) if i not in self.quarantined]
         learner = self.config.learner_config
         updates = round(learner.utd_ratio * steps)
-        done = 0
+        done, start = 0, time.monotonic()
         while done < updates and members:
             batch = self.buffer.sample(learner.batch_size, self.column_of[members].tolist(), self.rng)
             stats = self.population.update(batch, members)
@@ -187,6 +193,7 @@ class Interaction:
             for m in diverged:  # a diverged learner stops training and acting until the next update resets it
                 self.quarantine(m, self._loss_reason)
                 members.remove(m)
+        self.seconds["learn_s"] += time.monotonic() - start
         return done
 
     def feature_sample(self, n: int) -> dict[str, np.ndarray]:

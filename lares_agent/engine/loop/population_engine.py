@@ -275,7 +275,7 @@ class LaResEngine(RewardLoopEngine):
     ) -> list[MemberEvaluation]:
         """Deterministic evaluation of ``learners`` on common reset seeds (not counted in the budget)."""
         learners = list(learners)
-        c = self.counters
+        c, start = self.counters, time.monotonic()
         seeds = [episode_seed(self.config.seed, EVAL_STREAM, c.eval_episode_counter + e) for e in range(episodes)]
         c.eval_episode_counter += episodes
         drop = frozenset({HUMAN_REWARD_FEATURE}) if self.config.setting == "scratch" else frozenset()
@@ -296,7 +296,14 @@ class LaResEngine(RewardLoopEngine):
         for ev in evals:
             if ev.nonfinite:
                 self._quarantine(ev.member, "non-finite actions or reward during evaluation")
+        self.interaction.seconds["sim_s"] += time.monotonic() - start
         return evals
+
+    @property
+    def timing(self) -> dict[str, float]:
+        """Wall seconds this session in episodes (training and evaluation: ``sim_s``) and in learner updates
+        (``learn_s``); the run's ``run_end`` event records them beside the LLM wait."""
+        return dict(self.interaction.seconds)
 
     def _log_evaluation(self, kind: str, evals: Sequence[MemberEvaluation]) -> None:
         """One metrics row of every learner's evaluation, per slot (the mean over its learners, each learner's
