@@ -13,7 +13,8 @@ population minus truth of the ranked-first).
 
 squash: one population of three candidates whose scales differ by 100x (the same shaping at x0.01, x1, x100,
 plus a success bonus at the same relative size), no reward updates, trained with each ``--reward-normalisation``
-on 3 seeds; reported: each slot's final success and the population's mean.
+on 3 seeds; reported: each slot's final success (mean ± std over seeds, the mean share of the start distance
+closed in brackets) and the population's mean.
 
     python benchmarks/selection_accuracy.py selection --task reach-v3 --out runs/issue17/reach
     python benchmarks/selection_accuracy.py squash --task reach-v3 --out runs/issue17/squash
@@ -170,10 +171,11 @@ def squash(args: argparse.Namespace) -> None:
             row = done.get(key) or _record(out, key, _train(args.task, _engine_config(
                 args.task, args.budget, seed, population=len(SCALES), reward_normalisation=norm),
                 _rewards(args.task, comps, "x")))
-            per_slot.append([s["success"] for s in row["slots"]])
-        m, sd = np.mean(per_slot, axis=0), np.std(per_slot, axis=0)
-        cells = " | ".join(f"{a:.2f} ± {b:.2f}" for a, b in zip(m, sd, strict=True))
-        table.append(f"| {norm} | {cells} | {float(np.mean(per_slot)):.2f} |")
+            per_slot.append([(s["success"], s["progress_closed"]) for s in row["slots"]])
+        succ, closed = np.asarray(per_slot)[..., 0], np.asarray(per_slot)[..., 1]
+        cells = " | ".join(f"{a:.2f} ± {b:.2f} ({c:.2f})" for a, b, c in zip(
+            succ.mean(axis=0), succ.std(axis=0), np.nanmean(closed, axis=0), strict=True))
+        table.append(f"| {norm} | {cells} | {float(succ.mean()):.2f} ({float(np.nanmean(closed)):.2f}) |")
     _report(out, [f"{args.task}, {args.budget} steps, {len(args.seeds)} seeds, candidates {comps}", "", *table])
 
 

@@ -4,8 +4,10 @@ them, the best slot's best learner inherited, the grouping kept through checkpoi
 from __future__ import annotations
 
 import dataclasses
+import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -149,3 +151,39 @@ def test_config_checks() -> None:
     with pytest.raises(ConfigError, match="--learners-per-reward must be between 1 and 16"):
         SearchConfig(learners_per_reward=17)
     assert engine_config(SearchConfig(learners_per_reward=3)).learners_per_reward == 3  # type: ignore[union-attr]
+
+
+def test_lares_run_with_two_learners_per_reward_end_to_end(tmp_path: Path) -> None:
+    """The CLI run (search layer, background rounds against an OpenAI-compatible server), then its report and
+    trace: the grouping reaches config.json, the checkpoints, the metrics and what the user reads."""
+    from fake_openai import FakeOpenAI, reacher_answer, serving
+    from typer.testing import CliRunner
+
+    from lares_agent.cli.app import app
+
+    class Server(FakeOpenAI):
+        def answer(self, path: str, headers: Any, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+            with self.lock:
+                self.n = getattr(self, "n", 0) + 1
+                return 200, reacher_answer(body, self.n)
+
+    def lares(*args: str) -> Any:
+        return CliRunner().invoke(app, list(args), env={"LARES_HOME": str(tmp_path / "home"), "COLUMNS": "240",
+                                                        "OPENAI_API_KEY": ""})
+
+    with serving(Server()) as server:
+        result = lares("run", "--task", "Reacher-v5", "--budget", "300", "--reward-period", "150", "--population",
+                       "2", "--elites", "1", "--learners-per-reward", "2", "--no-retrieval", "--llm", "openai",
+                       "--model", "fake", "--base-url", server.url, "--run-dir", str(tmp_path / "runs"))
+    assert result.exit_code == 0, result.output
+    (run,) = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]
+    assert json.loads((run / "config.json").read_text())["learners_per_reward"] == 2
+    rows = list(read_jsonl(run / "metrics.jsonl"))
+    assert rows and all(len(s["learner_success"]) == 2 for r in rows for s in r["slots"])
+    assert all(len(r["acted"]) == 4 for r in rows if "acted" in r)
+    html = (run / "report" / "index.html").read_text()
+    assert "over 2]" in html  # the fitness breakdown shows the spread over the slot's learners
+    evaluated = [r for r in read_jsonl(run / "candidates.jsonl") if r.get("verdict") == "evaluated"]
+    assert evaluated and all(len(r["learner_success"]) == 2 for r in evaluated)
+    shown = lares("trace", str(run), "--candidate", evaluated[0]["id"])
+    assert shown.exit_code == 0 and "its learners:" in shown.output, shown.output
