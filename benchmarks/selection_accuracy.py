@@ -50,6 +50,12 @@ CANDIDATES: Mapping[str, Sequence[Mapping[str, str]]] = {
         {"progress": "3*exp(-20*tcp_to_target)", "effort": "-0.01*action_norm"},
         {"progress": "-tcp_to_target", "effort": "-0.5*action_norm"},
     ),
+    "fingertip_to_target": (
+        {"progress": "-fingertip_to_target"},
+        {"progress": "-5*fingertip_to_target", "bonus": "5*success"},
+        {"progress": "3*exp(-20*fingertip_to_target)", "effort": "-0.01*action_norm"},
+        {"progress": "-fingertip_to_target", "effort": "-0.5*action_norm"},
+    ),
     "obj_to_target": (
         {"approach": "-tcp_to_obj", "progress": "-5*obj_to_target", "bonus": "5*success"},
         {"approach": "-tcp_to_obj", "progress": "3*exp(-20*obj_to_target)", "effort": "-0.01*action_norm"},
@@ -66,9 +72,11 @@ def _rewards(task_name: str, comps: Sequence[Mapping[str, str]], tag: str) -> li
             for i, c in enumerate(comps)]
 
 
-def _engine_config(task: str, budget: int, seed: int, **overrides: Any) -> EngineConfig:
-    cfg = engine_config(preset_config("demo", task=task, budget=budget, seed=seed, population=max(
-        1, overrides.pop("population", 1)), elites=1, learners_per_reward=overrides.pop("per_reward", 1)))
+def _engine_config(args: argparse.Namespace, seed: int, population: int = 1, per_reward: int = 1,
+                   **overrides: Any) -> EngineConfig:
+    """The demo preset's learner at ``--budget`` steps, no reward updates, ``--eval-episodes`` per learner."""
+    cfg = engine_config(preset_config("demo", task=args.task, budget=args.budget, seed=seed, population=population,
+                                      elites=1, learners_per_reward=per_reward, eval_episodes=args.eval_episodes))
     assert isinstance(cfg, EngineConfig)
     return dataclasses.replace(cfg, max_rounds=0, eval_every=0, checkpoint_every=0, **overrides)
 
@@ -127,10 +135,11 @@ def selection(args: argparse.Namespace) -> None:
     for c, seed in itertools.product(range(len(comps)), args.seeds):
         key = f"truth-c{c}-s{seed}"
         row = done.get(key) or _record(out, key, _train(args.task, _engine_config(
-            args.task, args.budget, seed, setting="baseline"), _rewards(args.task, [comps[c]], f"c{c}-")))
+            args, seed, setting="baseline"), _rewards(args.task, [comps[c]], f"c{c}-")))
         truth[c].append((row["slots"][0]["success"], row["slots"][0]["progress_closed"]))
     score = {c: (float(np.mean([s for s, _ in v])), float(np.nanmean([p for _, p in v]))) for c, v in truth.items()}
-    lines = [f"truth after {args.budget} steps, {len(args.seeds)} seeds each (mean success, mean share closed):"]
+    lines = [f"{args.task}: truth after {args.budget} steps, {len(args.seeds)} seeds each, {args.eval_episodes} "
+             "evaluation episodes (mean success, mean share closed):"]
     lines += [f"  c{c} {dict(comps[c])}: {score[c][0]:.2f}, {score[c][1]:.2f}" for c in score]
     table = ["| learners per reward | candidates per population | populations | top-1 accuracy (chance) | "
              "pairwise accuracy | mean regret (success) |", "|---|---|---|---|---|---|"]
@@ -141,7 +150,7 @@ def selection(args: argparse.Namespace) -> None:
             for group in _groups(len(comps), k, seed):
                 key = f"pop-n{n}-s{seed}-{'-'.join(map(str, group))}"
                 row = done.get(key) or _record(out, key, _train(args.task, _engine_config(
-                    args.task, args.budget, seed, population=len(group), per_reward=n),
+                    args, seed, population=len(group), per_reward=n),
                     _rewards(args.task, [comps[c] for c in group], f"c{'-'.join(map(str, group))}-")))
                 first = group[row["ranking"][0]]
                 best = max(group, key=lambda c: score[c])
@@ -169,7 +178,7 @@ def squash(args: argparse.Namespace) -> None:
         for seed in args.seeds:
             key = f"squash-{norm}-s{seed}"
             row = done.get(key) or _record(out, key, _train(args.task, _engine_config(
-                args.task, args.budget, seed, population=len(SCALES), reward_normalisation=norm),
+                args, seed, population=len(SCALES), reward_normalisation=norm),
                 _rewards(args.task, comps, "x")))
             per_slot.append([(s["success"], s["progress_closed"]) for s in row["slots"]])
         succ, closed = np.asarray(per_slot)[..., 0], np.asarray(per_slot)[..., 1]
@@ -189,7 +198,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("mode", choices=("selection", "squash"))
     ap.add_argument("--task", default="reach-v3")
-    ap.add_argument("--budget", type=int, default=5000)
+    ap.add_argument("--budget", type=int, default=10_000)
+    ap.add_argument("--eval-episodes", type=int, default=10, help="per learner, for the truth and the ranking")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--total-learners", type=int, default=4)
     ap.add_argument("--per-reward", type=int, nargs="+", default=[1, 2])
