@@ -38,7 +38,7 @@ def test_groups_map_learners_to_columns() -> None:
     g = LearnerGroups(num_slots=3, per_reward=2, extra=True)
     assert g.num_learners == 7 and g.slot_learners == 6 and g.extra_learner == 6
     assert g.column_of.tolist() == [0, 0, 1, 1, 2, 2, 3]
-    assert g.learners(1) == [2, 3] and g.learners(3) == [6] and g.default_leaders() == [0, 2, 4]
+    assert g.learners(1) == [2, 3] and g.learners(3) == [6]
     with pytest.raises(IndexError):
         g.learners(4)
 

@@ -67,10 +67,6 @@ class LearnerGroups:
             raise IndexError(f"column {column} out of range")
         return list(range(column * self.per_reward, (column + 1) * self.per_reward))
 
-    def default_leaders(self) -> list[int]:
-        """Each slot's first learner (before any evaluation, and for checkpoints that hold no leaders)."""
-        return [s * self.per_reward for s in range(self.num_slots)]
-
     def leaders(
         self,
         evals: Sequence[MemberEvaluation],

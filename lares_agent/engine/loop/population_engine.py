@@ -95,8 +95,7 @@ class LaResEngine(RewardLoopEngine):
         self.num_slots = config.num_slots
         self.groups = LearnerGroups(self.num_slots, config.learners_per_reward, config.setting == "init")
         self.num_learners = self.groups.num_learners
-        self.leaders = self.groups.default_leaders()
-        """Each slot's best learner at the last reward update (the policy it hands over, the one inherited)."""
+        # Each slot's learners, best first at the last reward update (before one: in order); see `leaders`.
         self._ranked: list[list[int]] = [self.groups.learners(s) for s in range(self.num_slots)]
         self._learner_evals: list[MemberEvaluation] = []
         self.horizon = config.horizon or task.horizon
@@ -160,6 +159,12 @@ class LaResEngine(RewardLoopEngine):
             overdue=lambda ctx: self.counters.env_steps - ctx.env_steps >= config.reward_period)
 
     # ------------------------------------------------------------------ views and driving (also engine_base.py)
+    @property
+    def leaders(self) -> list[int]:
+        """Each slot's best learner at the last reward update: the policy the slot hands over, and the one replaced
+        slots inherit when it is the best slot's (its first learner before any update)."""
+        return [order[0] for order in self._ranked]
+
     @property
     def warmed_up(self) -> bool:
         return self.counters.warmed_up
@@ -267,7 +272,6 @@ class LaResEngine(RewardLoopEngine):
         self._learner_evals = evals
         self._ranked = self.groups.leaders(evals, self.rewards, cfg.complexity_lambda, self.slots.rules.use_task_return,
                                            lambda i: i in self.quarantined)
-        self.leaders = [order[0] for order in self._ranked]
         return self.groups.slot_view(evals, self._ranked, lambda i: i in self.quarantined)
 
     def evaluate(
@@ -372,7 +376,6 @@ class LaResEngine(RewardLoopEngine):
         self.ts.load_state_dict(state["ts"])
         # Checkpoints from before learners_per_reward hold no leaders: one learner per slot, in slot order.
         self._ranked = [[int(i) for i in order] for order in state.get("leaders", self._ranked)]
-        self.leaders = [order[0] for order in self._ranked]
         self.population.load_state_dict(state["population"])
         columns = self.rewards if self.counters.warmed_up else None
         self.buffer.load_state_dict(state["buffer"], columns)
