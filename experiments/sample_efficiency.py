@@ -8,6 +8,11 @@ the same env-step budget (issue 7, issue 14). A thin wrapper over `lares sweep` 
     python experiments/sample_efficiency.py --out runs/sample_efficiency --resume
     lares report --sweep runs/sample_efficiency                                      # the table and the plot
 
+With ``--ablations`` the grid is the ablations of issue 14 instead: one task (button-press-v3, the last sitting's)
+x the same 3 seeds x lares and each ablation as a method (search/sweep_spec.py), private case stores, 50k steps:
+
+    python experiments/sample_efficiency.py --ablations --out runs/ablations       # (or --resume it)
+
 Extra arguments go to `lares sweep` unchanged (e.g. `--set llm_model=...`, `--ray-address ...`). The earlier
 hand-written version of this script (its own process pool, resume and aggregation) is in the git history; its
 figures are docs/sample_efficiency.png and docs/ablations.png (docs/RESULTS.md).
@@ -24,20 +29,27 @@ TASKS = ("window-close-v3", "window-open-v3", "button-press-v3", "door-close-v3"
 SEEDS = (0, 1, 2)
 METHODS = ("lares", "human", "sparse")
 BUDGET = 50_000
+ABLATION_TASK = "button-press-v3"
+ABLATION_METHODS = ("lares", "no-relabel", "no-thompson", "no-scaling", "no-constraint", "no-reflection",
+                    "no-retrieval")
 
 
 def sweep_args(argv: Sequence[str]) -> list[str]:
     """The `lares sweep` command line of the experiment (`--resume` continues the sweep in `--out`)."""
     args = list(argv)
+    ablations = "--ablations" in args
+    if ablations:
+        args.remove("--ablations")
     if "--resume" in args:
         i = args.index("--resume")
         out = args[args.index("--out") + 1] if "--out" in args else "runs/sample_efficiency"
         rest = [a for j, a in enumerate(args) if j != i and a != "--out" and (j == 0 or args[j - 1] != "--out")]
         return ["sweep", "--resume", out, *rest]
     if "--out" not in args:
-        args += ["--out", "runs/sample_efficiency"]
-    return ["sweep", "--tasks", ",".join(TASKS), "--seeds", ",".join(map(str, SEEDS)), "--methods",
-            ",".join(METHODS), "--set", f"budget={BUDGET}", *args]
+        args += ["--out", "runs/ablations" if ablations else "runs/sample_efficiency"]
+    tasks, methods = ((ABLATION_TASK,), ABLATION_METHODS) if ablations else (TASKS, METHODS)
+    return ["sweep", "--tasks", ",".join(tasks), "--seeds", ",".join(map(str, SEEDS)), "--methods",
+            ",".join(methods), "--set", f"budget={BUDGET}", *args]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

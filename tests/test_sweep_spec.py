@@ -41,6 +41,17 @@ def test_methods_fix_their_settings_and_share_the_options() -> None:
     assert SweepSpec.from_json(spec.to_json()) == spec
 
 
+def test_an_ablation_is_a_method_the_search_runs_without_that_part() -> None:
+    spec = SweepSpec(tasks=("reach-v3",), seeds=(0,), methods=("lares", "no-relabel", "no-retrieval"),
+                     options={"budget": 900})
+    configs = {t.id: spec.config(t) for t in spec.trials()}
+    assert configs["reach-v3-lares-s0"].ablations == ()
+    assert configs["reach-v3-no-relabel-s0"].ablations == ("no-relabel",)
+    assert configs["reach-v3-no-retrieval-s0"].setting == "scratch"
+    assert configs["reach-v3-no-retrieval-s0"].ablations == ("no-retrieval",)
+    assert SweepSpec.from_json(spec.to_json()) == spec
+
+
 def test_bad_grids_are_refused() -> None:
     with pytest.raises(ConfigError, match="unknown method"):
         SweepSpec(tasks=("reach-v3",), seeds=(0,), methods=("lares", "random"))  # type: ignore[arg-type]

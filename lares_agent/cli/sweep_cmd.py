@@ -17,7 +17,8 @@ def sweep_command(
     seeds: Annotated[str, typer.Option(help="Comma-separated seeds.")] = "0",
     methods: Annotated[str, typer.Option(
         help="Comma-separated: lares (reward search), human (the learner on the task's own reward), sparse (the "
-             "learner on the task's success indicator alone).")] = "lares,human",
+             "learner on the task's success indicator alone), or an ablation of the search (no-relabel, no-thompson, "
+             "no-scaling, no-constraint, no-reflection, no-retrieval).")] = "lares,human",
     set_: Annotated[list[str] | None, typer.Option(
         "--set", help="A `lares run` option for every trial as FIELD=VALUE (SearchConfig's names: budget=20000, "
                       "llm_backend=openai, hidden=256x256); repeat it.")] = None,

@@ -4,7 +4,10 @@ before a sweep folder or a Ray cluster exists (options are checked before a run 
 
 Methods (issue 14): ``lares`` is the reward search with the options given; ``human`` is the learner alone on the
 task's own reward (`setting="baseline"`, engine/loop/slots.py); ``sparse`` is the same learner on the task's
-success indicator alone (`baseline_reward="success"`). All three share every engine setting the options give.
+success indicator alone (`baseline_reward="success"`). Each ablation name (``no-relabel``, ``no-thompson``,
+``no-scaling``, ``no-constraint``, ``no-reflection``, ``no-retrieval``: search/config.py ABLATIONS) is the reward
+search without that part, so one sweep compares LaRes with its ablations. All share every engine setting the
+options give.
 """
 
 from __future__ import annotations
@@ -22,17 +25,19 @@ from typing import Any, Literal, get_args
 from lares_agent.errors import ConfigError
 from lares_agent.runs import atomic_write_text
 from lares_agent.runs.sweep_layout import trial_id
-from lares_agent.search.config import SearchConfig, preset_config
+from lares_agent.search.config import ABLATIONS, SearchConfig, preset_config
 
 __all__ = ["METHODS", "Method", "SweepSpec", "Trial", "parse_sets"]
 
-Method = Literal["lares", "human", "sparse"]
+Method = Literal["lares", "human", "sparse", "no-relabel", "no-thompson", "no-scaling", "no-constraint",
+                 "no-reflection", "no-retrieval"]
 METHODS: tuple[Method, ...] = get_args(Method)
 _BASELINE = {"setting": "baseline", "population": 1, "elites": 1}
 _METHOD_VALUES: dict[str, dict[str, Any]] = {
     "lares": {},
     "human": {**_BASELINE, "baseline_reward": "human"},
     "sparse": {**_BASELINE, "baseline_reward": "success"},
+    **{name: {"ablations": (name,)} for name in ABLATIONS},
 }
 _GRID_KEYS = {"task": "--tasks", "seed": "--seeds", "preset": "--preset"}
 _PATH_KEYS = ("rewards_file", "replay_from")  # trials run in other processes and folders: made absolute
