@@ -187,3 +187,9 @@ def test_lares_run_with_two_learners_per_reward_end_to_end(tmp_path: Path) -> No
     assert evaluated and all(len(r["learner_success"]) == 2 for r in evaluated)
     shown = lares("trace", str(run), "--candidate", evaluated[0]["id"])
     assert shown.exit_code == 0 and "its learners:" in shown.output, shown.output
+    # A sweep's "where the search fell short" section reads the same run: one line per reward update.
+    from lares_agent.report.sweep_why import explain_trial
+
+    told = explain_trial(run)
+    assert told[0].startswith("- round 1 at ") and "graded by " in told[0] and "ranked first: " in told[0]
+    assert told[-1].startswith("- last evaluation at 150 steps: slot 0 ")

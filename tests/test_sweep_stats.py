@@ -51,3 +51,19 @@ def test_area_under_the_curve_is_normalised_by_steps() -> None:
 def test_mean_std_skips_missing_values() -> None:
     assert mean_std([1.0, 3.0, float("nan")]) == (2.0, 1.0)
     assert all(math.isnan(v) for v in mean_std([]))
+
+
+def test_shortfalls_name_the_comparisons_lares_lost() -> None:
+    from lares_agent.report.sweep_why import shortfalls, why_markdown
+
+    def row(task: str, method: str, final: float, auc: float) -> dict[str, object]:
+        return {"task": task, "method": method, "final_success_mean": final, "auc_mean": auc}
+
+    rows = [row("a", "lares", 0.9, 0.5), row("a", "human", 0.8, 0.6), row("a", "sparse", 0.9, 0.1),
+            row("b", "lares", 1.0, 0.7), row("b", "human", 1.0, 0.7), row("b", "sparse", 0.0, 0.0),
+            row("c", "human", 1.0, 0.9)]
+    lost = shortfalls(rows)
+    assert lost == {"a": ["area under the success curve 0.50 below human's 0.60",
+                          "final success 0.90 not above sparse's 0.90"]}  # b ties the human reward: not a loss
+    assert why_markdown(rows[3:], {}) == ""
+    assert "### a: area under the success curve 0.50 below human's 0.60" in why_markdown(rows, {})

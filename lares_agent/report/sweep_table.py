@@ -23,7 +23,7 @@ import numpy as np
 
 from lares_agent.report.sweep_stats import bootstrap_interval, mean_std, steps_to_threshold, success_auc
 from lares_agent.runs import MetricRow, RunLayout, RunLog, atomic_write_text, recorded_outcome, spent_wall_s
-from lares_agent.runs.sweep_layout import SweepLayout
+from lares_agent.runs.sweep_layout import SweepLayout, trial_id
 
 __all__ = ["SPLIT_KEYS", "TrialCurve", "read_sweep", "summarise", "write_sweep_report"]
 
@@ -187,12 +187,19 @@ def plot_sweep(curves: Sequence[TrialCurve], path: Path) -> Path | None:
 
 
 def write_sweep_report(root: Path, seed: int = 0) -> list[Path]:
-    """DIR/report/table.md, table.csv and success.png; returns the paths written."""
+    """DIR/report/table.md (with the section on where the search fell short, ``report/sweep_why.py``), table.csv
+    and success.png; returns the paths written."""
+    from lares_agent.report.sweep_why import why_markdown
+
     layout, curves = read_sweep(root)
     rows = summarise(curves, np.random.default_rng(seed))
     layout.report.mkdir(parents=True, exist_ok=True)
+    lares: dict[str, list[Path]] = {}
+    for c in curves:
+        if c.method == "lares":
+            lares.setdefault(c.task, []).append(layout.run(trial_id(c.task, c.method, c.seed)))
     written = []
-    for name, text in ((TABLE_MD, to_markdown(rows)), (TABLE_CSV, to_csv(rows))):
+    for name, text in ((TABLE_MD, to_markdown(rows) + why_markdown(rows, lares)), (TABLE_CSV, to_csv(rows))):
         atomic_write_text(layout.report / name, text)
         written.append(layout.report / name)
     figure = plot_sweep(curves, layout.report / FIGURE)

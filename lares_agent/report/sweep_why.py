@@ -1,0 +1,107 @@
+"""Where the reward search fell short in a sweep, told from its runs (issue 14: when LaRes is not at least as good
+as the human reward, or not better than the sparse one, the report shows why).
+
+For each task where the ``lares`` rows lose (final success or area under the curve below ``human``'s, or final
+success not above ``sparse``'s), every LaRes trial's reward updates are listed: what the fitness was graded on,
+each slot's fitness, the elites kept, the ranked-first reward, and the first defect the computed critique named
+for the round that followed (trace.sqlite). Pure reading: the run folders are the record.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from lares_agent.errors import LaresError
+from lares_agent.report.run_reader import RunData, read_run
+
+__all__ = ["explain_trial", "shortfalls", "why_markdown"]
+
+
+def _row(rows: Sequence[Mapping[str, Any]], task: str, method: str) -> Mapping[str, Any] | None:
+    return next((r for r in rows if r["task"] == task and r["method"] == method), None)
+
+
+def _value(row: Mapping[str, Any] | None, key: str) -> float:
+    value = None if row is None else row.get(key)
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else math.nan
+
+
+def shortfalls(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[str]]:
+    """Task -> the comparisons ``lares`` lost (``sweep_table.summarise`` rows; a missing side compares nothing)."""
+    out: dict[str, list[str]] = {}
+    for task in dict.fromkeys(r["task"] for r in rows):
+        lares = _row(rows, task, "lares")
+        if lares is None:
+            continue
+        lost = []
+        for other, key, label, strict in (("human", "final_success_mean", "final success", False),
+                                          ("human", "auc_mean", "area under the success curve", False),
+                                          ("sparse", "final_success_mean", "final success", True)):
+            mine, theirs = _value(lares, key), _value(_row(rows, task, other), key)
+            if math.isfinite(mine) and math.isfinite(theirs) and (mine <= theirs if strict else mine < theirs):
+                word = "not above" if strict else "below"
+                lost.append(f"{label} {mine:.2f} {word} {other}'s {theirs:.2f}")
+        if lost:
+            out[task] = lost
+    return out
+
+
+def _components(run: RunData, reward_id: str | None) -> str:
+    cand = run.candidate(reward_id) if reward_id else None
+    if cand is None or not cand.components:
+        return reward_id or "?"
+    return ", ".join(f"{k}: {v}" for k, v in cand.components.items())
+
+
+def _critiques(path: Path) -> dict[int, str]:
+    """Round -> the first defect line of its critique (empty without a readable trace)."""
+    from lares_agent.trace import read_trace
+
+    try:
+        trace = read_trace(path)
+    except LaresError:
+        return {}
+    out: dict[int, str] = {}
+    for step in trace.select(node="critique"):
+        lines = [ln.strip("- ").strip() for ln in str(step.output.get("critique") or "").splitlines() if ln.strip()]
+        if lines:
+            out[step.round] = lines[0]
+    return out
+
+
+def explain_trial(path: Path) -> list[str]:
+    """Markdown bullets, one per reward update of a LaRes run, then its last ranked-first success."""
+    run = read_run(path)
+    critique = _critiques(path)
+    lines = []
+    for u in run.updates:
+        graded = "/".join(sorted(set(u.graded_by.values()))) or "success (no grade recorded)"
+        fitness = ", ".join(f"{s}: {v:.3f}" for s, v in sorted(u.fitness.items()) if math.isfinite(v))
+        best = _components(run, u.judged.get(u.best_slot)) if u.best_slot is not None else "?"
+        said = critique.get(u.round + 1)
+        lines.append(f"- round {u.round} at {u.env_steps:,} steps: graded by {graded}; fitness {{{fitness}}}; "
+                     f"kept {list(u.elites)}; ranked first: {best}"
+                     + (f"; the next round's critique: \"{said}\"" if said else ""))
+    if run.evaluations:
+        last = run.evaluations[-1]
+        lines.append(f"- last evaluation at {last.env_steps:,} steps: "
+                     + ", ".join(f"slot {s.slot} {s.success:.0%}" for s in last.slots))
+    return lines
+
+
+def why_markdown(rows: Sequence[Mapping[str, Any]], trials: Mapping[str, Sequence[Path]]) -> str:
+    """The "Where the search fell short" section for ``table.md`` ("" when it lost nowhere). ``trials``: task ->
+    its LaRes trials' run folders."""
+    lost = shortfalls(rows)
+    if not lost:
+        return ""
+    parts = ["", "## Where the search fell short", ""]
+    for task, reasons in lost.items():
+        parts += [f"### {task}: {'; '.join(reasons)}", ""]
+        for path in trials.get(task, ()):
+            if path.is_dir():
+                parts += [f"{path.name}:", *explain_trial(path), ""]
+    return "\n".join(parts)
