@@ -13,6 +13,11 @@ x the same 3 seeds x lares and each ablation as a method (search/sweep_spec.py),
 
     python experiments/sample_efficiency.py --ablations --out runs/ablations       # (or --resume it)
 
+``--archive SWEEP DEST`` copies the record of a sweep into the repository (its spec, its report and every trial's
+config, metrics, events and candidates: no checkpoints or policies), so what finished is committed:
+
+    python experiments/sample_efficiency.py --archive runs/sample_efficiency experiments/results/sample-efficiency
+
 Extra arguments go to `lares sweep` unchanged (e.g. `--set llm_model=...`, `--ray-address ...`). The earlier
 hand-written version of this script (its own process pool, resume and aggregation) is in the git history; its
 figures are docs/sample_efficiency.png and docs/ablations.png (docs/RESULTS.md).
@@ -20,8 +25,10 @@ figures are docs/sample_efficiency.png and docs/ablations.png (docs/RESULTS.md).
 
 from __future__ import annotations
 
+import shutil
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from lares_agent.cli.app import app
 
@@ -52,8 +59,27 @@ def sweep_args(argv: Sequence[str]) -> list[str]:
             ",".join(methods), "--set", f"budget={BUDGET}", *args]
 
 
+RECORD_FILES = ("config.json", "metrics.jsonl", "events.jsonl", "candidates.jsonl")
+
+
+def archive(sweep: Path, dest: Path) -> list[Path]:
+    """Copy the sweep's record (sweep.json, report/, each trial's RECORD_FILES) under ``dest``; returns the copies."""
+    copied = []
+    for src in [sweep / "sweep.json", *sorted((sweep / "report").glob("*")),
+                *(run / name for run in sorted((sweep / "runs").glob("*")) for name in RECORD_FILES)]:
+        if src.is_file():
+            target = dest / src.relative_to(sweep)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            copied.append(Path(shutil.copy2(src, target)))
+    return copied
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    app(sweep_args(sys.argv[1:] if argv is None else argv))
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["--archive"] and len(args) == 3:
+        print(f"{len(archive(Path(args[1]), Path(args[2])))} files copied to {args[2]}")
+        return 0
+    app(sweep_args(args))
     return 0
 
 
