@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from lares_agent.report.sweep_stats import bootstrap_interval, mean_std, steps_to_threshold, success_auc
+from lares_agent.report.sweep_why import why_markdown
 from lares_agent.runs import MetricRow, RunLayout, RunLog, atomic_write_text, recorded_outcome, spent_wall_s
 from lares_agent.runs.sweep_layout import SweepLayout, trial_id
 
@@ -189,8 +190,6 @@ def plot_sweep(curves: Sequence[TrialCurve], path: Path) -> Path | None:
 def write_sweep_report(root: Path, seed: int = 0) -> list[Path]:
     """DIR/report/table.md (with the section on where the search fell short, ``report/sweep_why.py``), table.csv
     and success.png; returns the paths written."""
-    from lares_agent.report.sweep_why import why_markdown
-
     layout, curves = read_sweep(root)
     rows = summarise(curves, np.random.default_rng(seed))
     layout.report.mkdir(parents=True, exist_ok=True)

@@ -11,6 +11,7 @@ N = 1 is LaRes: learner i is slot i and ``slot_view`` returns the evaluations un
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -53,9 +54,9 @@ class LearnerGroups:
     def extra_learner(self) -> int | None:
         return self.slot_learners if self.extra else None
 
-    @property
+    @functools.cached_property
     def column_of(self) -> np.ndarray:
-        """[num_learners] buffer column (= slot; K for the extra learner) of every learner."""
+        """[num_learners] buffer column (= slot; K for the extra learner) of every learner (computed once)."""
         cols = np.repeat(np.arange(self.num_slots, dtype=np.int64), self.per_reward)
         return np.append(cols, self.num_slots) if self.extra else cols
 
