@@ -178,6 +178,9 @@ def test_each_defect_comes_from_its_fact_with_a_concrete_edit() -> None:
     assert defects["near_goal"].subject == "d" and "near = 2*exp(-d/0.05)" in defects["near_goal"].edit
     assert "5*(d < 0.075)" in defects["bonus"].edit  # a threshold the policy reaches (best 0.05), not success
     assert all(d.voters == ("neutral",) for d in defects.values())
+    # The two kept episodes never succeeded, but the elite's evaluation did: no bonus is asked for.
+    lucky = {**e, "success": 0.4}
+    assert "bonus" not in {d.kind for d in defects_from_facts(facts, [lucky], "d", list(SAMPLE), ["neutral"])}
 
 
 def test_duplicates_of_the_same_fix_merge_with_their_facts_and_voters() -> None:
