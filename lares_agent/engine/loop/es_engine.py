@@ -48,6 +48,7 @@ from lares_agent.engine.loop.state import (
     EngineLog,
     ESCounters,
     check_state,
+    evaluation_row,
     load_counters,
     rewards_from_state,
 )
@@ -198,23 +199,13 @@ class ESEngine(RewardLoopEngine):
         return self.backend.evaluate(episodes, seeds, keep_rollouts, drop)
 
     def _log_evaluation(self, kind: str, evals: Sequence[MemberEvaluation]) -> None:
-        c = self.counters
-        slot_evals = [e for e in evals if e.member < self.num_slots]
-        succ = [e.success_rate for e in slot_evals]
         es_mean = self._es_sum / max(self._es_count, 1)
-        record: dict[str, Any] = {
-            "kind": kind, "learner": LEARNER, "env_steps": c.env_steps, "round": c.round,
-            "generation": c.generation,
-            "slots": [{**e.summary(), "slot": e.member, "reward_id": self.rewards[e.member].id,
-                       "es_fitness": float(es_mean[e.member, 0]), "lr": float(es_mean[e.member, 1])}
-                      for e in slot_evals],
-            "success_max": max(succ), "success_mean": float(np.mean(succ)),
-            "success_best_slot": succ[c.best_slot], "best_slot": c.best_slot,
-            "diversity": self.last_diversity.to_json() if self.last_diversity else None,
-            "wall_time": time.monotonic() - self._start,
-        }
-        if self.extra is not None:
-            record["extra"] = next((e.summary() for e in evals if e.member == self.extra), None)
+        record = evaluation_row(
+            kind, self.counters, [e for e in evals if e.member < self.num_slots], [fn.id for fn in self.rewards],
+            time.monotonic() - self._start, next((e for e in evals if e.member == self.extra), None),
+            lambda e: {"es_fitness": float(es_mean[e.member, 0]), "lr": float(es_mean[e.member, 1])})
+        record.update(learner=LEARNER, generation=self.counters.generation,
+                      diversity=self.last_diversity.to_json() if self.last_diversity else None)
         self.log.metrics(record)
         self.last_metrics = record
         self._es_sum[:] = 0.0

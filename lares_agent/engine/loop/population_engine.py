@@ -50,6 +50,7 @@ from lares_agent.engine.loop.state import (
     EngineLog,
     SACCounters,
     check_state,
+    evaluation_row,
     load_counters,
     rewards_from_state,
 )
@@ -312,28 +313,13 @@ class LaResEngine(RewardLoopEngine):
     def _log_evaluation(self, kind: str, evals: Sequence[MemberEvaluation]) -> None:
         """One metrics row of every learner's evaluation, per slot (the mean over its learners, each learner's
         success in ``learner_success``)."""
-        c = self.counters
         slot_evals = self.groups.slot_view(evals, self._ranked, lambda i: i in self.quarantined)[: self.num_slots]
-        succ = [e.success_rate for e in slot_evals]
         losses = self.interaction.loss_means()
-        record: dict[str, Any] = {
-            "kind": kind,
-            "env_steps": c.env_steps,
-            "round": c.round,
-            "slots": [{**e.summary(), "slot": e.member, "reward_id": self.rewards[e.member].id} for e in slot_evals],
-            # §12 item 16: report the max (the reference's number) AND the mean and the selected policy.
-            "success_max": max(succ) if succ else None,
-            "success_mean": float(np.mean(succ)) if succ else None,
-            "success_best_slot": next((e.success_rate for e in slot_evals if e.member == c.best_slot), None),
-            "best_slot": c.best_slot,
-            "acted": self.acted.tolist(),
-            "losses": {key: value for key, value in losses.items() if key != "alpha"},
-            "alpha": losses["alpha"],
-            "quarantined": sorted(self.quarantined),
-            "wall_time": time.monotonic() - self._start,
-        }
-        if self.extra is not None:
-            record["extra"] = next((e.summary() for e in evals if e.member == self.extra), None)
+        extra = next((e for e in evals if e.member == self.extra), None)
+        record = evaluation_row(kind, self.counters, slot_evals, [fn.id for fn in self.rewards],
+                                time.monotonic() - self._start, extra)
+        record.update(acted=self.acted.tolist(), losses={k: v for k, v in losses.items() if k != "alpha"},
+                      alpha=losses["alpha"], quarantined=sorted(self.quarantined))
         self.log.metrics(record)
         self.last_metrics = record
         self.acted[:] = 0

@@ -10,13 +10,15 @@ plays exactly the steps the original would have played next.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+import numpy as np
+
 from lares_agent.engine.checkpoint import save_checkpoint
-from lares_agent.engine.contracts import HumanReward, LoadReward, RewardFunction
+from lares_agent.engine.contracts import HumanReward, LoadReward, MemberEvaluation, RewardFunction
 from lares_agent.engine.errors import EngineError
 from lares_agent.runs import Event, MetricRow, RunLayout, RunLog, log_sizes
 
@@ -27,6 +29,7 @@ __all__ = [
     "EngineLog",
     "SACCounters",
     "check_state",
+    "evaluation_row",
     "load_counters",
     "rewards_from_state",
 ]
@@ -158,6 +161,36 @@ class EngineLog:
 
     def close(self) -> None:
         """Nothing stays open: every record is appended and flushed on its own (kept for the engines' close)."""
+
+
+def evaluation_row(
+    kind: str,
+    counters: Counters,
+    slot_evals: Sequence[MemberEvaluation],
+    reward_ids: Sequence[str],
+    wall_time: float,
+    extra: MemberEvaluation | None = None,
+    slot_fields: Callable[[MemberEvaluation], Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The part of a metrics row both engines write: every slot's evaluation (``slot_fields`` adds the engine's own
+    per-slot fields) and the success summaries; the engine adds its own fields to the returned dict."""
+    succ = [e.success_rate for e in slot_evals]
+    record: dict[str, Any] = {
+        "kind": kind,
+        "env_steps": counters.env_steps,
+        "round": counters.round,
+        "slots": [{**e.summary(), "slot": e.member, "reward_id": reward_ids[e.member],
+                   **(slot_fields(e) if slot_fields is not None else {})} for e in slot_evals],
+        # §12 item 16: report the max (the reference's number) AND the mean and the selected policy.
+        "success_max": max(succ) if succ else None,
+        "success_mean": float(np.mean(succ)) if succ else None,
+        "success_best_slot": next((e.success_rate for e in slot_evals if e.member == counters.best_slot), None),
+        "best_slot": counters.best_slot,
+        "wall_time": wall_time,
+    }
+    if extra is not None:
+        record["extra"] = extra.summary()
+    return record
 
 
 T = TypeVar("T")
