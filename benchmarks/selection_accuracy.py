@@ -137,7 +137,9 @@ def selection(args: argparse.Namespace) -> None:
         row = done.get(key) or _record(out, key, _train(args.task, _engine_config(
             args, seed, setting="baseline"), _rewards(args.task, [comps[c]], f"c{c}-")))
         truth[c].append((row["slots"][0]["success"], row["slots"][0]["progress_closed"]))
-    score = {c: (float(np.mean([s for s, _ in v])), float(np.nanmean([p for _, p in v]))) for c, v in truth.items()}
+    # rounded: means of success rates (tenths) must tie exactly when equal, not by float summation order
+    score = {c: (round(float(np.mean([s for s, _ in v])), 6), round(float(np.nanmean([p for _, p in v])), 6))
+             for c, v in truth.items()}
     lines = [f"{args.task}: truth after {args.budget} steps, {len(args.seeds)} seeds each, {args.eval_episodes} "
              "evaluation episodes (mean success, mean share closed):"]
     lines += [f"  c{c} {dict(comps[c])}: {score[c][0]:.2f}, {score[c][1]:.2f}" for c in score]
