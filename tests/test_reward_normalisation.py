@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from helpers import FeatureReward, point_task
+from test_buffer import FnReward
 from typer.testing import CliRunner
 
 from lares_agent.cli.app import app
@@ -23,21 +23,6 @@ NAMES = ("dist", "speed")
 SQUASHES = ("sigmoid", "tanh")
 BOUNDS = {"sigmoid": (0.0, 1.0), "tanh": (-1.0, 1.0)}
 
-
-class FnReward:
-    """A minimal RewardFunction around a vectorised callable."""
-
-    def __init__(self, id: str, fn: Callable[[Mapping[str, np.ndarray]], np.ndarray]) -> None:
-        self.id, self.key, self.complexity, self._fn = id, id, 1.0, fn
-
-    def __call__(self, features: Mapping[str, np.ndarray]) -> np.ndarray:
-        return self._fn(features)
-
-    def components(self, features: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return {"total": self(features)}
-
-    def to_json(self) -> dict[str, object]:
-        return {"id": self.id}
 
 
 SPEED = FnReward("speed", lambda f: np.asarray(f["speed"], np.float64))
