@@ -16,8 +16,12 @@ plus a success bonus at the same relative size), no reward updates, trained with
 on 3 seeds; reported: each slot's final success (mean ± std over seeds, the mean share of the start distance
 closed in brackets) and the population's mean.
 
-    python benchmarks/selection_accuracy.py selection --task reach-v3 --out runs/issue17/reach
-    python benchmarks/selection_accuracy.py squash --task reach-v3 --out runs/issue17/squash
+    python benchmarks/selection_accuracy.py selection --task reach-v3 --out experiments/results/issue17/reach
+    python benchmarks/selection_accuracy.py selection --task Reacher-v5 --out experiments/results/issue17/reacher
+    python benchmarks/selection_accuracy.py squash --task reach-v3 --budget 6000 \
+        --out experiments/results/issue17/squash
+
+(what docs/RESULTS.md reports; with the stored results a rerun trains nothing and prints the tables).
 
 Every finished unit is a line of ``<out>/results.jsonl``; a rerun skips them (resumable), then prints the table.
 """
