@@ -181,6 +181,13 @@ def test_each_defect_comes_from_its_fact_with_a_concrete_edit() -> None:
     # The two kept episodes never succeeded, but the elite's evaluation did: no bonus is asked for.
     lucky = {**e, "success": 0.4}
     assert "bonus" not in {d.kind for d in defects_from_facts(facts, [lucky], "d", list(SAMPLE), ["neutral"])}
+    # The fact itself says so, and the checker takes the evaluation's rate as the policy's.
+    (kept,) = [f for f in diagnose([rollout(stall)], [lucky], SAMPLE, TASK) if f.kind == "success"]
+    assert kept.numbers == {**kept.numbers, "rate": 0.0, "evaluated": 0.4} and "the evaluation: 40%" in kept.text
+    assert check_text("- It never succeeds.", [kept]).count == 1
+    assert check_text("- It succeeds sometimes.", [kept]).count == 0
+    (plain,) = [f for f in diagnose([rollout(stall)], [e], SAMPLE, TASK) if f.kind == "success"]
+    assert plain.numbers["evaluated"] == 0.0 and check_text("- It never succeeds.", [plain]).count == 0
 
 
 def test_duplicates_of_the_same_fix_merge_with_their_facts_and_voters() -> None:

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from lares_agent.tools.diagnosis import with_evaluation
 from lares_agent.tools.facts import Fact
 
 __all__ = ["Defect", "defects_from_facts", "defects_from_text", "merge_defects", "render_defects", "vote"]
@@ -62,14 +63,6 @@ def _expr(elites: Sequence[Mapping[str, Any]], fact: Fact) -> str:
     return fact.subject
 
 
-def _evaluated_success(elites: Sequence[Mapping[str, Any]], fact: Fact) -> float:
-    """The success rate the reward update measured for the fact's reward (over all its evaluation episodes; the
-    rollouts behind a fact are only the few kept of them); 0 when unknown."""
-    mine = [e for e in elites if e.get("id") == fact.source] if fact.source else list(elites)[:1]
-    values = [float(e["success"]) for e in mine if isinstance(e.get("success"), (int, float))]
-    return max(values) if values else 0.0
-
-
 def _best(facts: Sequence[Fact], feature: str) -> float | None:
     values = [f.numbers["best"] for f in facts if f.kind == "progress" and f.subject == feature]
     return min(values) if values else None
@@ -108,7 +101,7 @@ def _rule(fact: Fact, facts: Sequence[Fact], elites: Sequence[Mapping[str, Any]]
         return Defect("scale", fact.subject, fact.text,
                       f"add shaping whose scale is the stall value, so moving on from {_g(v)} pays: "
                       f"shape = 2*exp(-{fact.subject}/{_g(v)})", tie)
-    if fact.kind == "success" and n["rate"] == 0 and _evaluated_success(elites, fact) == 0:
+    if fact.kind == "success" and n["rate"] == 0 and with_evaluation(fact, elites).numbers.get("evaluated", 0) == 0:
         # The kept episodes may all have failed where the evaluation succeeded: no bonus "that can fire" then.
         best = _best(facts, progress)
         if best is None:

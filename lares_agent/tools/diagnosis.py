@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -21,7 +22,7 @@ from lares_agent.tools.facts import Fact
 from lares_agent.tools.series import is_flag, is_speed, true_runs
 from lares_agent.tools.trajectory import Rollout
 
-__all__ = ["component_facts", "diagnose", "rollout_facts"]
+__all__ = ["component_facts", "diagnose", "rollout_facts", "with_evaluation"]
 
 _ZERO = 1e-9  # |value| at or below this is "does not fire"
 _FLAT_REL = 1e-3  # a 10% move changing a component by < 1e-3 of its range is no signal
@@ -286,7 +287,23 @@ def component_facts(elites: Sequence[Mapping[str, Any]], rollouts: Sequence[Roll
     return facts
 
 
+def with_evaluation(fact: Fact, elites: Sequence[Mapping[str, Any]]) -> Fact:
+    """A success fact with the success rate the reward update measured for its reward (`numbers["evaluated"]`).
+
+    The rollouts behind a fact are the few episodes kept of an evaluation; "success never: 0% of 2 episode(s)"
+    beside a fitness of 40% over 5 made the critique ask for a bonus that already fired (issue 14's runs)."""
+    mine = [e for e in elites if e.get("id") == fact.source] if fact.source else list(elites)[:1]
+    values = [float(e["success"]) for e in mine if isinstance(e.get("success"), (int, float))]
+    if fact.kind != "success" or not values:
+        return fact
+    rate = max(values)
+    return replace(fact, numbers={**fact.numbers, "evaluated": rate},
+                   text=f"{fact.text} (kept episodes; the evaluation: {_pct(rate)})")
+
+
 def diagnose(rollouts: Sequence[Rollout], elites: Sequence[Mapping[str, Any]], sample: Mapping[str, np.ndarray],
              task: RewardTask, limits: Limits | None = None) -> list[Fact]:
-    """Every fact of a round: behaviour from the rollouts first, then the elites' rewards."""
-    return rollout_facts(rollouts, task) + component_facts(elites, rollouts, sample, task, limits)
+    """Every fact of a round: behaviour from the rollouts first (success with the evaluation's rate beside the
+    kept episodes'), then the elites' rewards."""
+    behaviour = [with_evaluation(f, elites) for f in rollout_facts(rollouts, task)]
+    return behaviour + component_facts(elites, rollouts, sample, task, limits)

@@ -94,15 +94,21 @@ def _progress(s: str, facts: Sequence[Fact]) -> str | None:
     return None
 
 
+def _rates(f: Fact) -> tuple[float, float]:
+    """(lowest, highest) success rate a fact knows: the kept episodes' and the evaluation's (`with_evaluation`)."""
+    rates = [f.numbers["rate"], f.numbers.get("evaluated", f.numbers["rate"])]
+    return min(rates), max(rates)
+
+
 def _success(s: str, facts: Sequence[Fact]) -> str | None:
     found = [f for f in facts if f.kind == "success"]
     if not found:
         return None
     if _NEVER_SUCCEEDS.search(s):
-        return f"success: {found[0].text}" if _all(found, lambda f: f.numbers["rate"] > 0) else None
+        return f"success: {found[0].text}" if _all(found, lambda f: _rates(f)[1] > 0) else None
     if _ALWAYS_SUCCEEDS.search(s):
-        return f"success: {found[0].text}" if _all(found, lambda f: f.numbers["rate"] < 1) else None
-    if _SUCCEEDS.search(s) and not _NEGATION.search(s) and _all(found, lambda f: f.numbers["rate"] == 0):
+        return f"success: {found[0].text}" if _all(found, lambda f: _rates(f)[0] < 1) else None
+    if _SUCCEEDS.search(s) and not _NEGATION.search(s) and _all(found, lambda f: _rates(f)[1] == 0):
         return f"success: {found[0].text}"
     return None
 
