@@ -111,6 +111,16 @@ def test_scratch_run_with_two_learners_per_reward(tmp_path: Path) -> None:
     cells = lineage(read_run(tmp_path))
     assert cells and all(len(c.learner_success) == 2 for c in cells)
     assert all("over 2]" in c.breakdown for c in cells) and all(c.graded_by for c in cells)
+    # Its alpha and losses are the means over the slot's learners, not its first learner's.
+    last = read_run(tmp_path).evaluations[-1]
+    for ev in last.slots:
+        pair = row_of(tmp_path)["alpha"][2 * ev.slot:2 * ev.slot + 2]
+        assert pair[0] != pair[1] and ev.alpha == pytest.approx(np.mean(pair))
+
+
+def row_of(run: Path) -> dict[str, Any]:
+    """The run's last metrics row."""
+    return read_jsonl(run / "metrics.jsonl")[-1]
 
 
 def test_grouping_survives_checkpoint_and_resume(tmp_path: Path) -> None:

@@ -180,16 +180,19 @@ class RunData:
 # from the record schemas to the report's views
 
 
-def _at(values: tuple[float, ...] | None, k: int) -> float:
-    """Slot ``k`` of a per-learner array (the engine logs losses and alpha as [K] arrays)."""
-    return values[k] if values is not None and 0 <= k < len(values) else math.nan
+def _mean_at(values: tuple[float, ...] | None, start: int, n: int) -> float:
+    """The mean of a slot's learners' entries ``start .. start+n-1`` of a per-learner array (the engine logs
+    losses and alpha as [K*N] arrays); NaN where none is there."""
+    got = [v for v in (values or ())[start:start + n] if math.isfinite(v)] if start >= 0 else []
+    return sum(got) / len(got) if got else math.nan
 
 
 def _evaluation(row: MetricRow) -> Evaluation:
     losses = row.losses or {}
 
-    def first(s: SlotMetric) -> int:  # the slot's first learner (slot * N with N learners per reward)
-        return s.slot * max(1, len(s.learner_success or ()))
+    def mean(values: tuple[float, ...] | None, s: SlotMetric) -> float:  # over the slot's N learners
+        n = max(1, len(s.learner_success or ()))
+        return _mean_at(values, s.slot * n, n)
 
     slots = tuple(
         SlotEval(
@@ -198,9 +201,9 @@ def _evaluation(row: MetricRow) -> Evaluation:
             success=s.success,
             task_return=s.task_return,
             own_return=s.own_return,
-            alpha=_at(row.alpha, first(s)),
-            q_loss=_at(losses.get("q_loss"), first(s)),
-            actor_loss=_at(losses.get("actor_loss"), first(s)),
+            alpha=mean(row.alpha, s),
+            q_loss=mean(losses.get("q_loss"), s),
+            actor_loss=mean(losses.get("actor_loss"), s),
         )
         for s in row.slots
     )
