@@ -7,6 +7,7 @@ import ast
 import json
 import math
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +74,7 @@ def test_the_name_scan_sees_a_literal() -> None:
     assert _literal_names(ast.parse('"""Writes metrics.jsonl and report/."""\nx = "report"\n')) == set()
 
 
-def test_layout_names_every_file_under_the_root(tmp_path: Path) -> None:
+def test_layout_names_every_file_under_the_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     run = RunLayout(tmp_path)
     paths = [run.config, run.metrics, run.events, run.candidates, run.llm_calls, run.trace, run.checkpoints,
              run.report, run.policies]
@@ -85,6 +86,11 @@ def test_layout_names_every_file_under_the_root(tmp_path: Path) -> None:
     made = RunLayout.create(tmp_path, "reach-v3", "r1")
     (made.root / "x").write_text("")
     assert RunLayout.create(tmp_path, "reach-v3", "r1").root.name == "r1-1"  # a taken folder is not reused
+    assert RunLayout.create(tmp_path, "reach-v3", "r2").root == RunLayout.create(tmp_path, "reach-v3", "r2").root
+    # Two runs started in the same second get two folders, even before either has written a file.
+    monkeypatch.setattr(time, "strftime", lambda *_: "same")
+    first, second = (RunLayout.create(tmp_path / "hand", "reach-v3") for _ in range(2))
+    assert (first.root.name, second.root.name) == ("reach-v3-same", "reach-v3-same-1")
 
 
 def test_atomic_write_keeps_the_old_file_when_the_write_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

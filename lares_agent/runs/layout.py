@@ -125,15 +125,25 @@ class RunLayout:
 
     @classmethod
     def create(cls, base: Path, task: str, run_id: str | None = None) -> RunLayout:
-        """A new, empty run folder ``base/<task>-<timestamp>`` (or ``base/run_id``; a suffix when it is taken)."""
+        """A new, empty run folder ``base/<task>-<timestamp>`` (or ``base/run_id``; a suffix when it is taken).
+
+        A timestamp name is claimed with an exclusive mkdir: two runs started in the same second (by hand, one per
+        core) used to both find the folder empty and write into one. An empty ``run_id`` folder is reused (a
+        sweep trial whose start was cut short)."""
         name = run_id or f"{task}-{time.strftime('%Y%m%d-%H%M%S')}"
         root = base / name
         suffix = 1
         try:
-            while root.exists() and any(root.iterdir()):
+            base.mkdir(parents=True, exist_ok=True)
+            while True:
+                try:
+                    root.mkdir()
+                    break
+                except FileExistsError:
+                    if run_id is not None and root.is_dir() and not any(root.iterdir()):
+                        break
                 root = base / f"{name}-{suffix}"
                 suffix += 1
-            root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise run_file_error("create the run folder", root, exc, "; pass --run-dir FOLDER") from None
         return cls(root)
