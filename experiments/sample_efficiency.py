@@ -9,9 +9,12 @@ the same env-step budget (issue 7, issue 14). A thin wrapper over `lares sweep` 
     lares report --sweep runs/sample_efficiency                                      # the table and the plot
 
 With ``--ablations`` the grid is the ablations of issue 14 instead: one task (button-press-v3, the last sitting's)
-x the same 3 seeds x lares and each ablation as a method (search/sweep_spec.py), private case stores, 50k steps:
+x the same 3 seeds x each ablation as a method (search/sweep_spec.py), private case stores, 50k steps. Full
+LaRes on that task is the main grid's button-press-v3 lares trials (same options, seeds and commit), not run a
+second time; the report puts them beside the ablations:
 
     python experiments/sample_efficiency.py --ablations --out runs/ablations       # (or --resume it)
+    lares report --sweep runs/ablations --with-sweep runs/sample_efficiency
 
 ``--archive SWEEP DEST`` copies the record of a sweep into the repository (its spec, its report and every trial's
 config, metrics, events and candidates: no checkpoints or policies), so what finished is committed:
@@ -37,8 +40,7 @@ SEEDS = (0, 1, 2)
 METHODS = ("lares", "human", "sparse")
 BUDGET = 50_000
 ABLATION_TASK = "button-press-v3"
-ABLATION_METHODS = ("lares", "no-relabel", "no-thompson", "no-scaling", "no-constraint", "no-reflection",
-                    "no-retrieval")
+ABLATION_METHODS = ("no-relabel", "no-thompson", "no-scaling", "no-constraint", "no-reflection", "no-retrieval")
 
 
 def sweep_args(argv: Sequence[str]) -> list[str]:

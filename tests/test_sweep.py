@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from lares_agent.runs import read_jsonl
+from lares_agent.search.sweep_spec import SweepSpec
 
 pytest.importorskip("ray.tune")
 pytestmark = pytest.mark.slow  # a local Ray starts in seconds; each sweep takes tens of them
@@ -81,6 +83,14 @@ def test_sweep_runs_the_grid_and_reports_it(tmp_path: Path) -> None:
     row = next(line for line in report.splitlines() if line.startswith("| Reacher-v5 | sparse |")).split("|")
     assert row[header.index(" learn s ")].strip() != "n/a" and row[header.index(" sim s ")].strip() != "n/a"
     assert {p.name for p in (out / "report").iterdir()} >= {"table.md", "table.csv", "success.png"}
+    # Another sweep's trials on this sweep's tasks join its table (`--with-sweep`), its own trials first.
+    only = tmp_path / "only-human"
+    only.mkdir()
+    SweepSpec(("Reacher-v5",), (0,), ("human",)).save(only / "sweep.json")
+    shutil.copytree(out / "runs" / "Reacher-v5-human-s0", only / "runs" / "Reacher-v5-human-s0")
+    joined = finish(lares("report", "--sweep", str(only), "--with-sweep", str(out), home=tmp_path / "home"))
+    rows = [line.split("|")[1:3] for line in joined.splitlines() if line.startswith("| Reacher-v5 |")]
+    assert [m.strip() for _, m in rows] == ["human", "sparse"] and "window-close-v3" not in joined
 
 
 def test_a_killed_sweep_resumes_without_rerunning_finished_trials(tmp_path: Path) -> None:

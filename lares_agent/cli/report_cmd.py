@@ -20,6 +20,11 @@ def report_command(
         typer.Option("--sweep", help="a sweep folder (lares sweep --out DIR): write DIR/report/table.md, "
                                      "table.csv and success.png"),
     ] = None,
+    with_sweep: Annotated[
+        list[Path] | None,
+        typer.Option("--with-sweep", help="with --sweep: another sweep whose trials on DIR's tasks join the table "
+                                          "(e.g. the main grid's lares runs beside an ablation sweep); repeatable"),
+    ] = None,
 ) -> None:
     """Write RUN/report/index.html: summary, final reward population and figures (success, return, lineage,
     reward influence, LLM cost); with --compare, the baseline's curves are overlaid. With --sweep DIR, the
@@ -28,10 +33,12 @@ def report_command(
 
     if (run is None) == (sweep is None):
         raise ConfigError("pass a run directory, or --sweep DIR (not both)")
+    if with_sweep and sweep is None:
+        raise ConfigError("--with-sweep adds trials to a --sweep DIR table; pass --sweep DIR too")
     if sweep is not None:
         from lares_agent.report.sweep_table import TABLE_MD, write_sweep_report
 
-        paths = write_sweep_report(sweep)
+        paths = write_sweep_report(sweep, also=with_sweep or ())
         table = next(p for p in paths if p.name == TABLE_MD)
         typer.echo(table.read_text(encoding="utf-8"), nl=False)
         for path in paths:

@@ -24,7 +24,7 @@ import numpy as np
 from lares_agent.report.sweep_stats import bootstrap_interval, mean_std, steps_to_threshold, success_auc
 from lares_agent.report.sweep_why import why_markdown
 from lares_agent.runs import MetricRow, RunLayout, RunLog, atomic_write_text, recorded_outcome, spent_wall_s
-from lares_agent.runs.sweep_layout import SweepLayout, trial_id
+from lares_agent.runs.sweep_layout import SweepLayout
 
 __all__ = ["SPLIT_KEYS", "TrialCurve", "read_sweep", "summarise", "write_sweep_report"]
 
@@ -46,6 +46,7 @@ class TrialCurve:
     wall_s: float
     split: dict[str, float]  # SPLIT_KEYS present in the last run_end
     llm_tokens: int
+    run: Path  # the trial's run folder
 
 
 def _ranked(row: MetricRow) -> tuple[float, float]:
@@ -74,15 +75,23 @@ def read_trial(path: Path, task: str, method: str, seed: int) -> TrialCurve | No
     tokens = sum(c.prompt_tokens + c.completion_tokens for c in log.llm_calls.read())
     return TrialCurve(task, method, seed, done.finished, tuple(r.env_steps for r in rows),
                       tuple(s for s, _ in ranked), ranked[-1][1] if ranked else math.nan,
-                      done.wall_s if done.finished else spent_wall_s(log), split, tokens)
+                      done.wall_s if done.finished else spent_wall_s(log), split, tokens, path)
 
 
-def read_sweep(root: Path) -> tuple[SweepLayout, list[TrialCurve]]:
+def read_sweep(root: Path, also: Sequence[Path] = ()) -> tuple[SweepLayout, list[TrialCurve]]:
+    """The sweep's trials, then those of the ``also`` sweeps on this sweep's tasks that it does not have itself
+    (the main grid's LaRes trials beside an ablation sweep, run once for both)."""
     from lares_agent.search.sweep_spec import SweepSpec
 
     layout = SweepLayout.open(root)
     spec = SweepSpec.load(layout.spec)
-    curves = [read_trial(layout.run(t.id), t.task, t.method, t.seed) for t in spec.trials()]
+    trials = [(layout, t) for t in spec.trials()]
+    for other in also:
+        other_layout = SweepLayout.open(other)
+        have = {(t.task, t.method, t.seed) for _, t in trials}
+        trials += [(other_layout, t) for t in SweepSpec.load(other_layout.spec).trials()
+                   if t.task in spec.tasks and (t.task, t.method, t.seed) not in have]
+    curves = [read_trial(where.run(t.id), t.task, t.method, t.seed) for where, t in trials]
     return layout, [c for c in curves if c is not None]
 
 
@@ -187,16 +196,16 @@ def plot_sweep(curves: Sequence[TrialCurve], path: Path) -> Path | None:
     return path
 
 
-def write_sweep_report(root: Path, seed: int = 0) -> list[Path]:
+def write_sweep_report(root: Path, seed: int = 0, also: Sequence[Path] = ()) -> list[Path]:
     """DIR/report/table.md (with the section on where the search fell short, ``report/sweep_why.py``), table.csv
-    and success.png; returns the paths written."""
-    layout, curves = read_sweep(root)
+    and success.png, with the trials of the ``also`` sweeps on DIR's tasks; returns the paths written."""
+    layout, curves = read_sweep(root, also)
     rows = summarise(curves, np.random.default_rng(seed))
     layout.report.mkdir(parents=True, exist_ok=True)
     lares: dict[str, list[Path]] = {}
     for c in curves:
         if c.method == "lares":
-            lares.setdefault(c.task, []).append(layout.run(trial_id(c.task, c.method, c.seed)))
+            lares.setdefault(c.task, []).append(c.run)
     written = []
     for name, text in ((TABLE_MD, to_markdown(rows) + why_markdown(rows, lares)), (TABLE_CSV, to_csv(rows))):
         atomic_write_text(layout.report / name, text)
