@@ -1,6 +1,7 @@
 """Read a run's graph trace: every node step from `trace.sqlite`, joined with its LLM calls and candidates."""
 
-from lares_agent.trace.reader import (
+from lares_agent.trace.reader import read_trace
+from lares_agent.trace.types import (
     NODES,
     CandidateTrace,
     Lineage,
@@ -8,7 +9,6 @@ from lares_agent.trace.reader import (
     RunTrace,
     TraceStep,
     UnknownCandidateError,
-    read_trace,
 )
 
 __all__ = [
