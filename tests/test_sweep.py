@@ -83,6 +83,8 @@ def test_sweep_runs_the_grid_and_reports_it(tmp_path: Path) -> None:
     row = next(line for line in report.splitlines() if line.startswith("| Reacher-v5 | sparse |")).split("|")
     assert row[header.index(" learn s ")].strip() != "n/a" and row[header.index(" sim s ")].strip() != "n/a"
     assert {p.name for p in (out / "report").iterdir()} >= {"table.md", "table.csv", "success.png"}
+    code = report[report.index("## Which code ran"):].splitlines()[2]  # one session each, on this checkout's code
+    assert code.startswith("- `") and all(name in code for name in runs) and "then" not in code
     # Another sweep's trials on this sweep's tasks join its table (`--with-sweep`), its own trials first.
     only = tmp_path / "only-human"
     only.mkdir()

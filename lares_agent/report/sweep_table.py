@@ -47,6 +47,7 @@ class TrialCurve:
     split: dict[str, float]  # SPLIT_KEYS present in the last run_end
     llm_tokens: int
     run: Path  # the trial's run folder
+    code: tuple[str, ...] = ()  # each session's commit (its run_start's source), in order, repeats dropped
 
 
 def _ranked(row: MetricRow) -> tuple[float, float]:
@@ -54,6 +55,14 @@ def _ranked(row: MetricRow) -> tuple[float, float]:
     slot = next((s for s in row.slots if s.slot == row.best_slot), row.slots[0] if row.slots else None)
     success = row.success_best_slot if row.success_best_slot is not None else (slot.success if slot else math.nan)
     return float(success), float(slot.task_return) if slot else math.nan
+
+
+def _commit(source: Any) -> str:
+    """A run_start's short commit ("+dirty" when the checkout had changes; "unknown" outside a git checkout)."""
+    commit = str(source.get("commit") or "") if isinstance(source, dict) else ""
+    if not commit:
+        return "unknown"
+    return commit[:7] + ("+dirty" if source.get("dirty") else "")
 
 
 def read_trial(path: Path, task: str, method: str, seed: int) -> TrialCurve | None:
@@ -68,14 +77,16 @@ def read_trial(path: Path, task: str, method: str, seed: int) -> TrialCurve | No
     rows = [by_step[s] for s in sorted(by_step)]
     ranked = [_ranked(r) for r in rows]
     done = recorded_outcome(log)
-    ends = [e for e in log.events.read() if e.event == "run_end"]
+    events = list(log.events.read())
+    ends = [e for e in events if e.event == "run_end"]
+    code = tuple(dict.fromkeys(_commit(e.get("source")) for e in events if e.event == "run_start"))
     # Each session's run_end holds that session's split: a resumed trial's is their sum.
     split = {k: sum(float(e.get(k)) for e in ends if e.get(k) is not None) for k in SPLIT_KEYS
              if any(e.get(k) is not None for e in ends)}
     tokens = sum(c.prompt_tokens + c.completion_tokens for c in log.llm_calls.read())
     return TrialCurve(task, method, seed, done.finished, tuple(r.env_steps for r in rows),
                       tuple(s for s, _ in ranked), ranked[-1][1] if ranked else math.nan,
-                      done.wall_s if done.finished else spent_wall_s(log), split, tokens, path)
+                      done.wall_s if done.finished else spent_wall_s(log), split, tokens, path, code)
 
 
 def read_sweep(root: Path, also: Sequence[Path] = ()) -> tuple[SweepLayout, list[TrialCurve]]:
@@ -152,6 +163,20 @@ def to_markdown(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def code_markdown(curves: Sequence[TrialCurve]) -> str:
+    """Which code each trial ran (every session's commit, from its run_start events), grouped by commit list."""
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for c in curves:
+        groups.setdefault(c.code or ("unknown",), []).append(c.run.name)
+    if not groups:
+        return ""
+    lines = ["", "## Which code ran", ""]
+    for code, names in groups.items():
+        label = " then ".join(f"`{c}`" for c in code) + (" (resumed on other code)" if len(code) > 1 else "")
+        lines.append(f"- {label}: {', '.join(names)}")
+    return "\n".join(lines) + "\n"
+
+
 def to_csv(rows: Sequence[dict[str, Any]]) -> str:
     if not rows:
         return ""
@@ -197,8 +222,9 @@ def plot_sweep(curves: Sequence[TrialCurve], path: Path) -> Path | None:
 
 
 def write_sweep_report(root: Path, seed: int = 0, also: Sequence[Path] = ()) -> list[Path]:
-    """DIR/report/table.md (with the section on where the search fell short, ``report/sweep_why.py``), table.csv
-    and success.png, with the trials of the ``also`` sweeps on DIR's tasks; returns the paths written."""
+    """DIR/report/table.md (with which code each trial ran and where the search fell short,
+    ``report/sweep_why.py``), table.csv and success.png, with the trials of the ``also`` sweeps on DIR's tasks;
+    returns the paths written."""
     layout, curves = read_sweep(root, also)
     rows = summarise(curves, np.random.default_rng(seed))
     layout.report.mkdir(parents=True, exist_ok=True)
@@ -207,7 +233,8 @@ def write_sweep_report(root: Path, seed: int = 0, also: Sequence[Path] = ()) -> 
         if c.method == "lares":
             lares.setdefault(c.task, []).append(c.run)
     written = []
-    for name, text in ((TABLE_MD, to_markdown(rows) + why_markdown(rows, lares)), (TABLE_CSV, to_csv(rows))):
+    table = to_markdown(rows) + code_markdown(curves) + why_markdown(rows, lares)
+    for name, text in ((TABLE_MD, table), (TABLE_CSV, to_csv(rows))):
         atomic_write_text(layout.report / name, text)
         written.append(layout.report / name)
     figure = plot_sweep(curves, layout.report / FIGURE)
