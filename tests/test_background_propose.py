@@ -55,6 +55,27 @@ class SlowProposer(Proposer):
         return super().__call__(ctx)
 
 
+class OverdueProposer(Proposer):
+    """The fixed-candidate hook, returning only once the engine has reached the next round's due step (or the
+    budget's end) and then ``hold_s`` later: the engine must wait for it however fast or slow its iterations are
+    (a fixed sleep raced them on a loaded machine)."""
+
+    def __init__(self, hold_s: float) -> None:
+        super().__init__()
+        self.hold_s = hold_s
+        self.engine: LaResEngine | None = None
+
+    def __call__(self, ctx: UpdateContext) -> Sequence[Any]:
+        engine = self.engine
+        assert engine is not None
+        due = min(ctx.env_steps + engine.config.reward_period, engine.config.total_steps)
+        deadline = time.monotonic() + WAIT_S
+        while engine.env_steps < due and time.monotonic() < deadline:
+            time.sleep(0.002)
+        time.sleep(self.hold_s)
+        return super().__call__(ctx)
+
+
 def _until(engine: LaResEngine, condition: Any) -> None:
     deadline = time.monotonic() + WAIT_S
     while not condition():
@@ -118,9 +139,10 @@ def test_sync_mode_installs_at_the_step_it_started_and_counts_the_wait() -> None
 
 
 def test_a_due_update_waits_for_the_round_in_flight_and_rounds_never_overlap() -> None:
-    hook = SlowProposer(0.4)
+    hook = OverdueProposer(0.5)
     cfg = tiny_config(total_steps=300, reward_period=45, propose_in_background=True)
     engine = LaResEngine(tiny_task(), cfg, scratch_rewards(), hook)
+    hook.engine = engine
     engine.run()
     starts = {e["round"]: e["env_steps"] for e in _events(engine, "reward_update_started")}
     installs = {e["round"]: e["env_steps"] for e in _events(engine, "reward_update")}
@@ -128,7 +150,7 @@ def test_a_due_update_waits_for_the_round_in_flight_and_rounds_never_overlap() -
     for n in range(1, len(installs)):
         assert starts[n] < installs[n] <= starts[n + 1]  # round n+1 started only after round n was installed
         assert starts[n + 1] - starts[n] >= cfg.reward_period  # the cadence counts from each round's start
-    assert engine.llm_wait["waited_s"] > 0.2  # iterations take milliseconds: the due updates had to wait
+    assert engine.llm_wait["waited_s"] > 0.25 * len(installs)  # each round came back only once it was due
 
 
 def test_budget_end_with_a_round_in_flight_waits_and_installs_it(tmp_path: Path) -> None:
