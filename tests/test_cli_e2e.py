@@ -188,7 +188,7 @@ def test_crossq_run_and_baseline_through_the_cli(server: FakeServer, tmp_path: P
 def test_progress_line_fits_80_columns_and_shows_the_ranked_learner(capsys: pytest.CaptureFixture[str],
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     from lares_agent.cli.run_cmd import _progress
-    from lares_agent.search.runner import RunStatus
+    from lares_agent.search.outcome import RunStatus
 
     monkeypatch.setenv("COLUMNS", "80")
     with _progress(15_000) as update:

@@ -12,7 +12,7 @@ import typer
 from lares_agent.search.config import preset_config
 
 if TYPE_CHECKING:
-    from lares_agent.search.runner import RunOutcome, RunStatus
+    from lares_agent.search.outcome import RunOutcome, RunStatus
 
 RUNS_DIR = Path("runs")
 

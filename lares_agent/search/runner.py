@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,6 @@ from lares_agent.engine import (
 from lares_agent.errors import ConfigError, LaresError
 from lares_agent.runs import (
     FINAL_POLICY,
-    LLMHealth,
     RunLayout,
     RunLog,
     llm_health,
@@ -39,63 +37,10 @@ from lares_agent.runs import (
 from lares_agent.runs.oserrors import run_file_error
 from lares_agent.runs.provenance import source_revision
 from lares_agent.search.config import SearchConfig, engine_config, llm_config
+from lares_agent.search.outcome import NotifyFn, ProgressFn, RunOutcome, RunStatus
 from lares_agent.search.resume_checks import ResumePlan, prepare_resume
 from lares_agent.search.signals import StopRequest, graceful_signals
 from lares_agent.search.start_checks import check_case_store, check_llm
-
-ProgressFn = Callable[["RunStatus"], None]
-NotifyFn = Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class RunStatus:
-    """What a progress display needs after each iteration."""
-
-    env_steps: int
-    budget: int
-    round: int
-    best_success: float
-    """Best success of any learner at any evaluation so far (the reference's number, docs/lares-reference.md
-    §12 item 16)."""
-    llm_in_flight: bool
-    elapsed_s: float
-    ranked_success: float | None = None
-    """Success of the slot the run ranks first, at the newest evaluation (None before the first)."""
-
-
-@dataclass(frozen=True)
-class RunOutcome:
-    run: RunLayout
-    env_steps: int
-    finished: bool
-    best_success: float
-    wall_s: float
-    ranked_success: float | None = None
-    """The ranked-first slot's success at the last evaluation (None: the run never evaluated)."""
-    stopped_by: str | None = None  # "SIGTERM" / "SIGINT" when a signal asked the run to stop
-    exit_code: int = 0  # what the CLI exits with after a signal (128 + its number), else 0
-    llm: LLMHealth | None = None  # None: the run asks no LLM (baseline)
-    already_finished: bool = False  # `lares resume` of a finished run: nothing was run or written
-    llm_wait_s: float = 0.0
-    """Wall seconds the learners waited for the LLM's reward rounds in this session (issue 13 item 8)."""
-    llm_s: float = 0.0
-    """Wall seconds the reward rounds' proposals ran in this session (in the background they overlap training)."""
-    initial_llm_s: float = 0.0
-    """Wall seconds of the initial population's proposals (round 0, before any learner exists)."""
-    session_wall_s: float = 0.0
-    """Wall seconds of this session (``wall_s`` adds a resumed run's earlier sessions)."""
-
-    @property
-    def llm_wait_share(self) -> float:
-        """The learners' wait as a share of this session's wall time."""
-        return self.llm_wait_s / self.session_wall_s if self.session_wall_s > 0 else 0.0
-
-    def wait_sentence(self) -> str:
-        """The last screen's line on the time the LLM cost the learners."""
-        initial = self.initial_llm_s / self.session_wall_s if self.session_wall_s > 0 else 0.0
-        return (f"learners waited {self.llm_wait_s:.0f} s for the LLM ({self.llm_wait_share:.0%} of wall time); "
-                f"reward rounds ran {self.llm_s:.0f} s, the initial proposals {self.initial_llm_s:.0f} s "
-                f"({initial:.0%}, before any learner had a reward)")
 
 
 def uses_retrieval(cfg: SearchConfig) -> bool:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,6 @@ __all__ = ["RAY_INSTALL", "SweepOutcome", "TrialUnfinished", "ray_missing", "res
            "start_sweep"]
 
 RAY_INSTALL = "lares sweep needs Ray Tune: pip install 'lares-agent[ray]' (ray[tune]==2.60.0)"
-NotifyFn = Callable[[str], None]
 
 
 class TrialUnfinished(LaresError):
