@@ -44,7 +44,8 @@ import torch
 from lares_agent.engine import EngineConfig, LaResEngine, get_task
 from lares_agent.engine.loop.fitness import rank_slots, slot_evaluations
 from lares_agent.rewards import compile_record
-from lares_agent.search.config import engine_config, preset_config
+from lares_agent.search.config import engine_config
+from lares_agent.search.presets import preset_config
 
 # Shapes like those the local model writes (the sample-efficiency sweep's round-0 candidates), per progress feature.
 CANDIDATES: Mapping[str, Sequence[Mapping[str, str]]] = {

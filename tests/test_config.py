@@ -18,7 +18,9 @@ from lares_agent.errors import ConfigError, LaresError
 from lares_agent.graphs.context import GraphLimits
 from lares_agent.llm.config import LLMConfig
 from lares_agent.search import config as search_cfg
-from lares_agent.search.config import SearchConfig, engine_config, llm_config, preset_config
+from lares_agent.search import presets
+from lares_agent.search.config import SearchConfig, engine_config, llm_config
+from lares_agent.search.presets import preset_config
 
 
 @pytest.mark.parametrize(
@@ -49,7 +51,7 @@ def test_choices_come_from_one_literal_each_and_match_the_engine() -> None:
     assert get_args(get_type_hints(SelectionConfig)["method"]) == search_cfg.SELECTIONS
     assert get_args(search_cfg.Learner) == search_cfg.LEARNERS
     assert tuple(search_cfg.ABLATIONS) == get_args(search_cfg.Ablation)
-    assert tuple(search_cfg.PRESETS) == search_cfg.PRESET_NAMES == get_args(search_cfg.Preset)
+    assert tuple(presets.PRESETS) == search_cfg.PRESET_NAMES == get_args(search_cfg.Preset)
     assert get_args(get_type_hints(LLMConfig)["backend"]) == search_cfg.LLM_BACKENDS
     hints = get_type_hints(SearchConfig)
     for name, choices in [("setting", search_cfg.SETTINGS), ("learner", search_cfg.LEARNERS),
@@ -148,11 +150,11 @@ def test_config_json_of_earlier_versions_loads_as_what_it_ran() -> None:
 
 def test_presets_name_their_learner() -> None:
     # The demo's learner is one constant (issue 12: switched after measurement); the paper stays SAC.
-    assert preset_config("demo").learner == search_cfg.DEMO_LEARNER
+    assert preset_config("demo").learner == presets.DEMO_LEARNER
     for learner in ("crossq", "sac"):  # the demo values each learner gets: the defaults unless measured otherwise
         cfg = preset_config("demo", learner=learner)
         expected = {**{"batch_size": SearchConfig().batch_size, "init_alpha": SearchConfig().init_alpha},
-                    **search_cfg.DEMO_LEARNER_VALUES.get(learner, {})}
+                    **presets.DEMO_LEARNER_VALUES.get(learner, {})}
         assert (cfg.batch_size, cfg.init_alpha) == (expected["batch_size"], expected["init_alpha"])
     paper = preset_config("paper")
     assert paper.learner == "sac" and engine_config(paper).sac.hidden == (256, 256, 256)  # type: ignore[union-attr]

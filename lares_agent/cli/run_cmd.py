@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from lares_agent.search.config import preset_config
+from lares_agent.search.presets import preset_config
 
 if TYPE_CHECKING:
     from lares_agent.search.outcome import RunOutcome, RunStatus

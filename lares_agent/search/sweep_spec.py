@@ -25,7 +25,8 @@ from typing import Any, Literal, get_args
 from lares_agent.errors import ConfigError
 from lares_agent.runs import atomic_write_text
 from lares_agent.runs.sweep_layout import trial_id
-from lares_agent.search.config import ABLATIONS, SearchConfig, preset_config
+from lares_agent.search.config import ABLATIONS, SearchConfig
+from lares_agent.search.presets import preset_config
 
 __all__ = ["METHODS", "Method", "SweepSpec", "Trial", "parse_sets"]
 
