@@ -23,10 +23,14 @@ from lares_agent.engine.contracts import Batch
 from lares_agent.engine.learners.crossq import BatchRenorm, CrossQConfig, CrossQLearner, batch_renorm
 from lares_agent.engine.learners.nets import (
     StackedAdam,
+    check_members,
+    gather_rows,
     init_mlp,
     layer_sizes,
+    member_rows,
     member_seeds,
     reuse_freed_memory,
+    scatter_rows,
     squashed_gaussian,
     stacked_mlp,
 )
@@ -74,21 +78,6 @@ class _Ensemble:
         self.steps = torch.zeros(e, dtype=torch.long, device=device)
 
 
-def _gather(stack: Sequence[Tensor], rows: Tensor | None) -> list[Tensor]:
-    """The given rows of every stacked tensor as fresh leaves (the stacks themselves for all rows)."""
-    if rows is None:
-        return list(stack)
-    return [t.detach()[rows].requires_grad_(t.requires_grad) for t in stack]
-
-
-@torch.no_grad()
-def _scatter(full: Sequence[Tensor], part: Sequence[Tensor], rows: Tensor | None) -> None:
-    """Write gathered rows back (nothing to do when the stacks themselves were used)."""
-    if rows is not None:
-        for f, p in zip(full, part, strict=True):
-            f[rows] = p
-
-
 class CrossQPopulation:
     """K CrossQ learners with one batched update; the public interface of `sac_population.Population`.
 
@@ -133,17 +122,6 @@ class CrossQPopulation:
         self.obs_norm = ObsNormalizer(obs_dim) if config.obs_norm else None
 
     # ------------------------------------------------------------------ helpers
-    def _rows(self, members: Sequence[int]) -> tuple[Tensor | None, Tensor | None]:
-        """Row indices of the members in the actor and critic stacks (None, None for all in order)."""
-        if list(members) == list(range(self.k)):
-            return None, None
-        rows = torch.as_tensor(members, dtype=torch.long, device=self.device)
-        return rows, torch.cat([rows, rows + self.k])
-
-    def _check_members(self, members: Sequence[int]) -> None:
-        if len(set(members)) != len(members) or not all(0 <= m < self.k for m in members):
-            raise ValueError(f"members must be distinct indices in 0..{self.k - 1}, got {list(members)}")
-
     def _norm(self, obs: Tensor) -> Tensor:
         return obs if self.obs_norm is None else self.obs_norm.normalize(obs)
 
@@ -169,7 +147,7 @@ class CrossQPopulation:
         members = np.asarray(members, np.int64).reshape(-1)
         if members.shape[0] != obs_t.shape[0]:
             raise ValueError(f"{obs_t.shape[0]} observations but {members.shape[0]} member ids")
-        self._check_members(sorted(set(members.tolist())))
+        check_members(sorted(set(members.tolist())), self.k)
         noise = None if deterministic else torch.randn(
             obs_t.shape[0], self.act_dim, generator=generator, device=self.device)
         out = torch.empty(obs_t.shape[0], self.act_dim, device=self.device)
@@ -195,7 +173,7 @@ class CrossQPopulation:
         per-member metrics [K] (NaN for members not updated; between actor steps the last actor losses).
         """
         members = list(range(self.k)) if members is None else [int(m) for m in members]
-        self._check_members(members)
+        check_members(members, self.k)
         if batch.obs.shape[0] != len(members):
             raise ValueError(f"batch has {batch.obs.shape[0]} columns for {len(members)} members")
         dev = self.device
@@ -225,14 +203,14 @@ class CrossQPopulation:
                      terminated: Tensor, noise_next: Tensor) -> tuple[Tensor, Tensor | None]:
         """Critic losses [C] and the L2 pull's loss [2C] (None when no member is anchored)."""
         cfg, c, b = self.config, len(members), obs.shape[1]
-        rows, critic_rows = self._rows(members)
+        rows, critic_rows = member_rows(members, self.k, self.device)
         with torch.no_grad():  # next actions with the actor's running statistics (eval mode)
             actor = [p.detach() if rows is None else p.detach()[rows] for p in self.actor]
             actor_running = [t if rows is None else t[rows] for t in self._actor.running]
             next_action, next_log_prob = self._policy(actor, actor_running, None, next_obs, noise_next, False)
             alpha = self.log_alpha.detach()[list(members)].exp()[:, None]
-        critic = _gather(self.critic, critic_rows)
-        running = _gather(self._critic.running, critic_rows)
+        critic = gather_rows(self.critic, critic_rows)
+        running = gather_rows(self._critic.running, critic_rows)
         steps = self._critic.steps if critic_rows is None else self._critic.steps[critic_rows]
         # One train-mode forward of the joint batch [(s, a); (s', a')] per critic (paper §3.2).
         joint = torch.cat([torch.cat([obs, action], -1), torch.cat([next_obs, next_action], -1)], dim=1)
@@ -245,10 +223,10 @@ class CrossQPopulation:
         weight = self.anchor_weight if rows is None else self.anchor_weight[rows]
         pull = None
         if bool((weight > 0).any()):
-            pull = (_gather(self.anchor_critic, critic_rows), torch.cat([weight, weight]))
+            pull = (gather_rows(self.anchor_critic, critic_rows), torch.cat([weight, weight]))
         q_pull = self.q_optimizer.update_(critic, grads, critic_rows, pull)
-        _scatter(self.critic, critic, critic_rows)
-        _scatter(self._critic.running, running, critic_rows)
+        scatter_rows(self.critic, critic, critic_rows)
+        scatter_rows(self._critic.running, running, critic_rows)
         if critic_rows is None:
             self._critic.steps += 1
         else:
@@ -257,11 +235,11 @@ class CrossQPopulation:
 
     def _actor_step(self, members: list[int], obs: Tensor, noise_pi: Tensor) -> None:
         """Actor (train mode) on the updated critics (eval mode, detached) and temperature, for `members`."""
-        rows, critic_rows = self._rows(members)
-        actor = _gather(self.actor, rows)
-        running = _gather(self._actor.running, rows)
+        rows, critic_rows = member_rows(members, self.k, self.device)
+        actor = gather_rows(self.actor, rows)
+        running = gather_rows(self._actor.running, rows)
         steps = self._actor.steps if rows is None else self._actor.steps[rows]
-        log_alpha = _gather([self.log_alpha], rows)[0]
+        log_alpha = gather_rows([self.log_alpha], rows)[0]
         alpha = log_alpha.detach().exp()[:, None]
         pi, log_pi = self._policy(actor, running, steps, obs, noise_pi, True)
         critic = [p.detach() if critic_rows is None else p.detach()[critic_rows] for p in self.critic]
@@ -272,16 +250,16 @@ class CrossQPopulation:
         actor_loss = (alpha * log_pi - min_qf_pi).mean(-1)  # [D]
         grads = torch.autograd.grad(actor_loss.sum(), actor)
         weight = self.anchor_weight if rows is None else self.anchor_weight[rows]
-        pull = (_gather(self.anchor_actor, rows), weight) if bool((weight > 0).any()) else None
+        pull = (gather_rows(self.anchor_actor, rows), weight) if bool((weight > 0).any()) else None
         actor_pull = self.actor_optimizer.update_(actor, grads, rows, pull)
         # Temperature: d/d log_alpha of -mean(log_alpha * (log_pi + target_entropy)).
         entropy_gap = log_pi.detach().mean(-1) + self.target_entropy
         alpha_loss = -(log_alpha.detach() * entropy_gap)  # before the step, as the reference reports it
         self.a_optimizer.update_([log_alpha], [-entropy_gap], rows)
         with torch.no_grad():
-            _scatter(self.actor, actor, rows)
-            _scatter(self._actor.running, running, rows)
-            _scatter([self.log_alpha], [log_alpha], rows)
+            scatter_rows(self.actor, actor, rows)
+            scatter_rows(self._actor.running, running, rows)
+            scatter_rows([self.log_alpha], [log_alpha], rows)
             if self._actor.running:
                 if rows is None:
                     self._actor.steps += 1
@@ -299,7 +277,7 @@ class CrossQPopulation:
         with `anchor_weight` until `release_anchor` or the next `inherit`. The observation normaliser is
         shared by all members, so it needs no copy."""
         dst = [int(m) for m in dst]
-        self._check_members([*dst, src])
+        check_members([*dst, src], self.k)
         if anchor_weight < 0:
             raise ValueError(f"anchor_weight must be >= 0, got {anchor_weight}")
         if not dst:
@@ -328,7 +306,7 @@ class CrossQPopulation:
 
     def release_anchor(self, members: Sequence[int]) -> None:
         """Free the listed members of the L2 pull (elites train unconstrained)."""
-        self._check_members(list(members))
+        check_members(list(members), self.k)
         rows = torch.as_tensor(list(members), dtype=torch.long, device=self.device)
         self.anchor_weight[rows] = 0.0
         self.last[2, rows] = 0.0
@@ -338,7 +316,7 @@ class CrossQPopulation:
     def to_learner(self, member: int) -> CrossQLearner:
         """A standalone `CrossQLearner` with member's networks, running statistics, temperature, update count
         and observation statistics (not its optimisers), e.g. for an evaluation worker or a test."""
-        self._check_members([member])
+        check_members([member], self.k)
         learner = CrossQLearner(self.obs_dim, self.act_dim, self.config, seed=0)
         nets = [(learner.actor, self._actor, member), (learner.qf1, self._critic, member),
                 (learner.qf2, self._critic, member + self.k)]

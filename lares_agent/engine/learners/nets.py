@@ -1,4 +1,5 @@
-"""Shared network pieces: seeded initialisation, stacked (ensemble) MLPs and the tanh-squashed Gaussian.
+"""Shared network pieces: seeded initialisation, stacked (ensemble) MLPs, the tanh-squashed Gaussian, and the
+row bookkeeping of a population's stacks (which rows a member set is, gathering and writing back rows).
 
 The single `SACLearner` and the batched `Population` draw their initial weights with the same function
 and sample actions with the same function, so a population member and a single learner built from the
@@ -211,3 +212,33 @@ def reuse_freed_memory() -> bool:
         return bool(mmap_ok and trim_ok)
     except (OSError, AttributeError):
         return False
+
+
+def check_members(members: Sequence[int], k: int) -> None:
+    """Raise ValueError unless ``members`` are distinct indices of a population of ``k``."""
+    if len(set(members)) != len(members) or not all(0 <= m < k for m in members):
+        raise ValueError(f"members must be distinct indices in 0..{k - 1}, got {list(members)}")
+
+
+def member_rows(members: Sequence[int], k: int, device: torch.device) -> tuple[Tensor | None, Tensor | None]:
+    """Row indices of the members in the actor stack [K] and the twin-critic stack [2K] (critic c of member m is
+    row c*K + m); (None, None) for all members in order, which then use the stacks themselves."""
+    if list(members) == list(range(k)):
+        return None, None
+    rows = torch.as_tensor(members, dtype=torch.long, device=device)
+    return rows, torch.cat([rows, rows + k])
+
+
+def gather_rows(stack: Sequence[Tensor], rows: Tensor | None) -> list[Tensor]:
+    """The given rows of every stacked tensor as fresh leaves (the stacks themselves for all rows)."""
+    if rows is None:
+        return list(stack)
+    return [t.detach()[rows].requires_grad_(t.requires_grad) for t in stack]
+
+
+@torch.no_grad()
+def scatter_rows(full: Sequence[Tensor], part: Sequence[Tensor], rows: Tensor | None) -> None:
+    """Write gathered rows back (nothing to do when the stacks themselves were used)."""
+    if rows is not None:
+        for f, p in zip(full, part, strict=True):
+            f[rows] = p

@@ -20,8 +20,11 @@ from torch import Tensor
 from lares_agent.engine.contracts import Batch
 from lares_agent.engine.learners.nets import (
     StackedAdam,
+    check_members,
+    gather_rows,
     init_mlp,
     layer_sizes,
+    member_rows,
     member_seeds,
     reuse_freed_memory,
     squashed_gaussian,
@@ -101,17 +104,6 @@ class Population:
         q = stacked_mlp(torch.cat([x, x]), critic[0::2], critic[1::2], self.config.critic_layer_norm)
         return q.view(2, obs.shape[0], obs.shape[1])
 
-    def _rows(self, members: Sequence[int]) -> tuple[Tensor | None, Tensor | None]:
-        """Row indices of the members in the actor and critic stacks (None, None for all in order)."""
-        if list(members) == list(range(self.k)):
-            return None, None
-        rows = torch.as_tensor(members, dtype=torch.long, device=self.device)
-        return rows, torch.cat([rows, rows + self.k])
-
-    def _check_members(self, members: Sequence[int]) -> None:
-        if len(set(members)) != len(members) or not all(0 <= m < self.k for m in members):
-            raise ValueError(f"members must be distinct indices in 0..{self.k - 1}, got {list(members)}")
-
     # ------------------------------------------------------------------ acting
     @torch.no_grad()
     def act(self, obs: np.ndarray, members: np.ndarray, deterministic: bool,
@@ -125,7 +117,7 @@ class Population:
         members = np.asarray(members, np.int64).reshape(-1)
         if members.shape[0] != obs_t.shape[0]:
             raise ValueError(f"{obs_t.shape[0]} observations but {members.shape[0]} member ids")
-        self._check_members(sorted(set(members.tolist())))
+        check_members(sorted(set(members.tolist())), self.k)
         noise = None if deterministic else torch.randn(
             obs_t.shape[0], self.act_dim, generator=generator, device=self.device)
         out = torch.empty(obs_t.shape[0], self.act_dim, device=self.device)
@@ -150,7 +142,7 @@ class Population:
         (NaN for members not updated).
         """
         members = list(range(self.k)) if members is None else [int(m) for m in members]
-        self._check_members(members)
+        check_members(members, self.k)
         if batch.obs.shape[0] != len(members):
             raise ValueError(f"batch has {batch.obs.shape[0]} columns for {len(members)} members")
         cfg, dev = self.config, self.device
@@ -163,11 +155,11 @@ class Population:
         noises = [torch.randn(noise_shape, generator=self.generators[m]) for m in members for _ in (0, 1)]
         noise = torch.stack(noises).view(len(members), 2, *noise_shape).to(dev)
         noise_next, noise_pi = noise[:, 0], noise[:, 1]
-        rows, critic_rows = self._rows(members)
+        rows, critic_rows = member_rows(members, self.k, self.device)
         # All members: the stacks themselves. A subset: gathered copies as fresh leaves, written back below.
-        actor, critic = self._gather(self.actor, rows), self._gather(self.critic, critic_rows)
-        target = self._gather(self.critic_target, critic_rows)
-        log_alpha = self._gather([self.log_alpha], rows)[0]
+        actor, critic = gather_rows(self.actor, rows), gather_rows(self.critic, critic_rows)
+        target = gather_rows(self.critic_target, critic_rows)
+        log_alpha = gather_rows([self.log_alpha], rows)[0]
         alpha = log_alpha.detach().exp()[:, None]
         weight = self.anchor_weight if rows is None else self.anchor_weight[rows]
         anchored = bool((weight > 0).any())
@@ -180,7 +172,7 @@ class Population:
         qf_loss = (self._q(critic, obs, action) - next_q_value).pow(2).mean(-1).sum(0)  # [C]
         q_grads = torch.autograd.grad(qf_loss.sum(), critic)
         q_weight = torch.cat([weight, weight])
-        q_anchor = self._gather(self.anchor_critic, critic_rows)
+        q_anchor = gather_rows(self.anchor_critic, critic_rows)
         q_pull = self.q_optimizer.update_(critic, q_grads, critic_rows, (q_anchor, q_weight) if anchored else None)
 
         # Actor on the updated critics; critic weights detached, so only the actor gets gradients.
@@ -188,7 +180,7 @@ class Population:
         min_qf_pi = self._q([p.detach() for p in critic], obs, pi).min(0).values
         actor_loss = (alpha * log_pi - min_qf_pi).mean(-1)  # [C]
         pi_grads = torch.autograd.grad(actor_loss.sum(), actor)
-        pi_anchor = self._gather(self.anchor_actor, rows)
+        pi_anchor = gather_rows(self.anchor_actor, rows)
         actor_pull = self.actor_optimizer.update_(actor, pi_grads, rows, (pi_anchor, weight) if anchored else None)
 
         # Temperature: d/d log_alpha of -mean(log_alpha * (log_pi + target_entropy)).
@@ -213,13 +205,6 @@ class Population:
         out[:, members] = values
         return dict(zip(METRICS, out, strict=True))
 
-    @staticmethod
-    def _gather(stack: Sequence[Tensor], rows: Tensor | None) -> list[Tensor]:
-        """The given rows of every stacked tensor (the stacks themselves for all rows)."""
-        if rows is None:
-            return list(stack)
-        return [t.detach()[rows].requires_grad_(t.requires_grad) for t in stack]
-
     # ------------------------------------------------------------------ inheritance (LaRes §7)
     @torch.no_grad()
     def inherit(self, dst: Sequence[int], src: int, anchor_weight: float) -> None:
@@ -227,7 +212,7 @@ class Population:
         Adam state, which the reference forgot) and pull it toward those copied parameters with
         `anchor_weight` until `release_anchor` or the next `inherit`."""
         dst = [int(m) for m in dst]
-        self._check_members([*dst, src])
+        check_members([*dst, src], self.k)
         if anchor_weight < 0:
             raise ValueError(f"anchor_weight must be >= 0, got {anchor_weight}")
         if not dst:
@@ -251,7 +236,7 @@ class Population:
 
     def release_anchor(self, members: Sequence[int]) -> None:
         """Free the listed members of the L2 pull (elites train unconstrained)."""
-        self._check_members(list(members))
+        check_members(list(members), self.k)
         self.anchor_weight[torch.as_tensor(list(members), dtype=torch.long, device=self.device)] = 0.0
 
     # ------------------------------------------------------------------ export and checkpoints
@@ -259,7 +244,7 @@ class Population:
     def to_learner(self, member: int) -> SACLearner:
         """A standalone `SACLearner` with member's networks, targets and temperature (not its optimisers),
         e.g. for an evaluation worker."""
-        self._check_members([member])
+        check_members([member], self.k)
         learner = SACLearner(self.obs_dim, self.act_dim, self.config, seed=0)
         nets = [(learner.actor, self.actor, member), (learner.qf1, self.critic, member),
                 (learner.qf2, self.critic, member + self.k), (learner.qf1_target, self.critic_target, member),
