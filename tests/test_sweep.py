@@ -98,7 +98,7 @@ def test_sweep_runs_the_grid_and_reports_it(tmp_path: Path) -> None:
 def test_a_killed_sweep_resumes_without_rerunning_finished_trials(tmp_path: Path) -> None:
     out, home = tmp_path / "sweep", tmp_path / "home"
     cores = len(os.sched_getaffinity(0))
-    proc = lares("sweep", "--tasks", "Reacher-v5", "--methods", "human", "--seeds", "0,1", "--set", "budget=1500",
+    proc = lares("sweep", "--tasks", "Reacher-v5", "--methods", "human", "--seeds", "0,1,2", "--set", "budget=1500",
                  *TINY, "--cpus-per-trial", str(cores), "--out", str(out), home=home)  # one trial at a time
     first = second = None
     deadline = time.monotonic() + 240
@@ -120,7 +120,8 @@ def test_a_killed_sweep_resumes_without_rerunning_finished_trials(tmp_path: Path
     assert kept and kept[-1] < 1500
 
     log = finish(lares("sweep", "--resume", str(out), home=home))
-    assert "2/2 trials finished" in log
+    assert "3/3 trials finished" in log
+    assert "Failed to fetch metrics" not in log  # Tune's restore warned about the trial that had not started
     # the finished trial was not run again: its files are byte for byte what they were
     assert ((first / "metrics.jsonl").read_bytes(), (first / "events.jsonl").read_bytes()) == before_first
     after = steps(second)

@@ -12,7 +12,9 @@ Ray is an optional extra (`pip install 'lares-agent[ray]'`); nothing here import
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -214,6 +216,23 @@ def start_sweep(spec: SweepSpec, out: Path, ray_address: str | None = None) -> S
     return _outcome(layout, spec)
 
 
+# Tune's restore reads every trial's results and warns, one line each, about the trials that have none yet: on a
+# sweep killed early that is most of the grid, and nothing is wrong (they start now).
+_RESTORE_LOGGER = "ray.tune.analysis.experiment_analysis"
+
+
+@contextlib.contextmanager
+def _quiet(name: str) -> Iterator[None]:
+    """Only errors from logger ``name`` while the block runs."""
+    logger = logging.getLogger(name)
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 def resume_sweep(out: Path, ray_address: str | None = None) -> SweepOutcome:
     """Continue a killed or stopped sweep: Tune's restore runs the trials it had not finished (errored ones
     too: a stopped run raised TrialUnfinished), and each of them continues its run folder."""
@@ -223,7 +242,9 @@ def resume_sweep(out: Path, ray_address: str | None = None) -> SweepOutcome:
     spec = SweepSpec.load(layout.spec)
     _init_ray(ray_address)
     if tune.Tuner.can_restore(str(layout.tune)):
-        tuner = tune.Tuner.restore(str(layout.tune), _trainable(spec), resume_unfinished=True, resume_errored=True)
+        with _quiet(_RESTORE_LOGGER):
+            tuner = tune.Tuner.restore(str(layout.tune), _trainable(spec), resume_unfinished=True,
+                                       resume_errored=True)
     else:  # killed before Tune saved its state: a new experiment, whose trials find their run folders
         tuner = _tuner(spec, layout)
     tuner.fit()
