@@ -1,4 +1,4 @@
-"""The sweep table's maths on made-up curves (report/sweep_stats.py)."""
+"""The sweep table's maths and sections on made-up curves (report/sweep_stats.py, report/sweep_table.py)."""
 
 from __future__ import annotations
 
@@ -67,3 +67,22 @@ def test_shortfalls_name_the_comparisons_lares_lost() -> None:
                           "final success 0.90 not above sparse's 0.90"]}  # b ties the human reward: not a loss
     assert why_markdown(rows[3:], {}) == ""
     assert "### a: area under the success curve 0.50 below human's 0.60" in why_markdown(rows, {})
+
+
+def test_progress_and_code_sections_of_a_partial_sweep() -> None:
+    from pathlib import Path
+
+    from lares_agent.report.sweep_table import TrialCurve, code_markdown, progress_markdown
+
+    def curve(name: str, finished: bool, steps: tuple[int, ...], code: tuple[str, ...]) -> TrialCurve:
+        return TrialCurve("t", "human", 0, finished, steps, tuple(0.0 for _ in steps), 0.0, 1.0, {}, 0,
+                          Path(name), code, 50_000)
+
+    done = curve("t-human-s0", True, (25_000, 50_000), ("aaaaaaa",))
+    going = curve("t-human-s1", False, (25_000,), ("aaaaaaa", "bbbbbbb"))
+    text = progress_markdown([done, going], ["t-human-s2"])
+    assert "1 of 3 trials finished." in text and "t-human-s1 (25,000 of 50,000 steps)" in text
+    assert "Not started: 1." in text and progress_markdown([done], []) == ""
+    code = code_markdown([done, going])
+    assert "- `aaaaaaa`: t-human-s0" in code
+    assert "- `aaaaaaa` then `bbbbbbb` (resumed on other code): t-human-s1" in code

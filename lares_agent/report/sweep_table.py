@@ -21,9 +21,18 @@ from typing import Any
 
 import numpy as np
 
+from lares_agent.errors import LaresError
 from lares_agent.report.sweep_stats import bootstrap_interval, mean_std, steps_to_threshold, success_auc
 from lares_agent.report.sweep_why import why_markdown
-from lares_agent.runs import MetricRow, RunLayout, RunLog, atomic_write_text, recorded_outcome, spent_wall_s
+from lares_agent.runs import (
+    MetricRow,
+    RunLayout,
+    RunLog,
+    atomic_write_text,
+    read_marked_config,
+    recorded_outcome,
+    spent_wall_s,
+)
 from lares_agent.runs.sweep_layout import SweepLayout
 
 __all__ = ["SPLIT_KEYS", "TrialCurve", "read_sweep", "summarise", "write_sweep_report"]
@@ -48,6 +57,7 @@ class TrialCurve:
     llm_tokens: int
     run: Path  # the trial's run folder
     code: tuple[str, ...] = ()  # each session's commit (its run_start's source), in order, repeats dropped
+    budget: int | None = None  # the run's env-step budget (config.json)
 
 
 def _ranked(row: MetricRow) -> tuple[float, float]:
@@ -63,6 +73,14 @@ def _commit(source: Any) -> str:
     if not commit:
         return "unknown"
     return commit[:7] + ("+dirty" if source.get("dirty") else "")
+
+
+def _budget(run: RunLayout) -> int | None:
+    try:
+        budget = read_marked_config(run).get("budget")
+    except LaresError:
+        return None
+    return int(budget) if isinstance(budget, (int, float)) else None
 
 
 def read_trial(path: Path, task: str, method: str, seed: int) -> TrialCurve | None:
@@ -86,12 +104,14 @@ def read_trial(path: Path, task: str, method: str, seed: int) -> TrialCurve | No
     tokens = sum(c.prompt_tokens + c.completion_tokens for c in log.llm_calls.read())
     return TrialCurve(task, method, seed, done.finished, tuple(r.env_steps for r in rows),
                       tuple(s for s, _ in ranked), ranked[-1][1] if ranked else math.nan,
-                      done.wall_s if done.finished else spent_wall_s(log), split, tokens, path, code)
+                      done.wall_s if done.finished else spent_wall_s(log), split, tokens, path, code,
+                      _budget(run))
 
 
-def read_sweep(root: Path, also: Sequence[Path] = ()) -> tuple[SweepLayout, list[TrialCurve]]:
+def read_sweep(root: Path, also: Sequence[Path] = ()) -> tuple[SweepLayout, list[TrialCurve], list[str]]:
     """The sweep's trials, then those of the ``also`` sweeps on this sweep's tasks that it does not have itself
-    (the main grid's LaRes trials beside an ablation sweep, run once for both)."""
+    (the main grid's LaRes trials beside an ablation sweep, run once for both); and the ids of the trials of
+    either that have not started."""
     from lares_agent.search.sweep_spec import SweepSpec
 
     layout = SweepLayout.open(root)
@@ -102,8 +122,24 @@ def read_sweep(root: Path, also: Sequence[Path] = ()) -> tuple[SweepLayout, list
         have = {(t.task, t.method, t.seed) for _, t in trials}
         trials += [(other_layout, t) for t in SweepSpec.load(other_layout.spec).trials()
                    if t.task in spec.tasks and (t.task, t.method, t.seed) not in have]
-    curves = [read_trial(where.run(t.id), t.task, t.method, t.seed) for where, t in trials]
-    return layout, [c for c in curves if c is not None]
+    curves = [(t.id, read_trial(where.run(t.id), t.task, t.method, t.seed)) for where, t in trials]
+    return layout, [c for _, c in curves if c is not None], [i for i, c in curves if c is None]
+
+
+def progress_markdown(curves: Sequence[TrialCurve], not_started: Sequence[str]) -> str:
+    """How far the sweep is: trials finished, those started and not finished (their env steps), not started."""
+    total = len(curves) + len(not_started)
+    going = [f"{c.run.name} ({c.steps[-1] if c.steps else 0:,} of {_fmt(c.budget, 'int')} steps)"
+             for c in curves if not c.finished]
+    done = sum(c.finished for c in curves)
+    if done == total:
+        return ""
+    lines = ["", "## Progress", "", f"{done} of {total} trials finished."]
+    if going:
+        lines.append(f"Started, not finished: {', '.join(going)}.")
+    if not_started:
+        lines.append(f"Not started: {len(not_started)}.")
+    return "\n".join(lines) + "\n"
 
 
 def _fmt(value: Any, kind: str = "") -> str:
@@ -225,7 +261,7 @@ def write_sweep_report(root: Path, seed: int = 0, also: Sequence[Path] = ()) -> 
     """DIR/report/table.md (with which code each trial ran and where the search fell short,
     ``report/sweep_why.py``), table.csv and success.png, with the trials of the ``also`` sweeps on DIR's tasks;
     returns the paths written."""
-    layout, curves = read_sweep(root, also)
+    layout, curves, not_started = read_sweep(root, also)
     rows = summarise(curves, np.random.default_rng(seed))
     layout.report.mkdir(parents=True, exist_ok=True)
     lares: dict[str, list[Path]] = {}
@@ -233,7 +269,8 @@ def write_sweep_report(root: Path, seed: int = 0, also: Sequence[Path] = ()) -> 
         if c.method == "lares":
             lares.setdefault(c.task, []).append(c.run)
     written = []
-    table = to_markdown(rows) + code_markdown(curves) + why_markdown(rows, lares)
+    sections = (progress_markdown(curves, not_started), code_markdown(curves), why_markdown(rows, lares))
+    table = to_markdown(rows) + "".join(sections)
     for name, text in ((TABLE_MD, table), (TABLE_CSV, to_csv(rows))):
         atomic_write_text(layout.report / name, text)
         written.append(layout.report / name)
