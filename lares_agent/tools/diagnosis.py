@@ -294,7 +294,7 @@ def with_evaluation(fact: Fact, elites: Sequence[Mapping[str, Any]]) -> Fact:
     beside a fitness of 40% over 5 made the critique ask for a bonus that already fired (issue 14's runs)."""
     mine = [e for e in elites if e.get("id") == fact.source] if fact.source else list(elites)[:1]
     values = [float(e["success"]) for e in mine if isinstance(e.get("success"), (int, float))]
-    if fact.kind != "success" or not values:
+    if fact.kind != "success" or not values or "evaluated" in fact.numbers:
         return fact
     rate = max(values)
     return replace(fact, numbers={**fact.numbers, "evaluated": rate},
