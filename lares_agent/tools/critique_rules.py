@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from lares_agent.tools.diagnosis import with_evaluation
+from lares_agent.tools.diagnosis import evaluated_success
 from lares_agent.tools.facts import Fact
 
 __all__ = ["Defect", "defects_from_facts", "defects_from_text", "merge_defects", "render_defects", "vote"]
@@ -101,7 +101,7 @@ def _rule(fact: Fact, facts: Sequence[Fact], elites: Sequence[Mapping[str, Any]]
         return Defect("scale", fact.subject, fact.text,
                       f"add shaping whose scale is the stall value, so moving on from {_g(v)} pays: "
                       f"shape = 2*exp(-{fact.subject}/{_g(v)})", tie)
-    if fact.kind == "success" and n["rate"] == 0 and with_evaluation(fact, elites).numbers.get("evaluated", 0) == 0:
+    if fact.kind == "success" and n["rate"] == 0 and not (evaluated_success(fact, elites) or n.get("evaluated")):
         # The kept episodes may all have failed where the evaluation succeeded: no bonus "that can fire" then.
         best = _best(facts, progress)
         if best is None:

@@ -22,7 +22,7 @@ from lares_agent.tools.facts import Fact
 from lares_agent.tools.series import is_flag, is_speed, true_runs
 from lares_agent.tools.trajectory import Rollout
 
-__all__ = ["component_facts", "diagnose", "rollout_facts", "with_evaluation"]
+__all__ = ["component_facts", "diagnose", "evaluated_success", "rollout_facts", "with_evaluation"]
 
 _ZERO = 1e-9  # |value| at or below this is "does not fire"
 _FLAT_REL = 1e-3  # a 10% move changing a component by < 1e-3 of its range is no signal
@@ -287,16 +287,22 @@ def component_facts(elites: Sequence[Mapping[str, Any]], rollouts: Sequence[Roll
     return facts
 
 
+def evaluated_success(fact: Fact, elites: Sequence[Mapping[str, Any]]) -> float | None:
+    """The success rate the reward update measured for the fact's reward (its elite's ``success``, over all its
+    evaluation episodes); None when the elites do not say."""
+    mine = [e for e in elites if e.get("id") == fact.source] if fact.source else list(elites)[:1]
+    values = [float(e["success"]) for e in mine if isinstance(e.get("success"), (int, float))]
+    return max(values) if values else None
+
+
 def with_evaluation(fact: Fact, elites: Sequence[Mapping[str, Any]]) -> Fact:
-    """A success fact with the success rate the reward update measured for its reward (`numbers["evaluated"]`).
+    """A success fact with the evaluation's success rate beside the kept episodes' (`numbers["evaluated"]`).
 
     The rollouts behind a fact are the few episodes kept of an evaluation; "success never: 0% of 2 episode(s)"
     beside a fitness of 40% over 5 made the critique ask for a bonus that already fired (issue 14's runs)."""
-    mine = [e for e in elites if e.get("id") == fact.source] if fact.source else list(elites)[:1]
-    values = [float(e["success"]) for e in mine if isinstance(e.get("success"), (int, float))]
-    if fact.kind != "success" or not values or "evaluated" in fact.numbers:
+    rate = evaluated_success(fact, elites) if fact.kind == "success" and "evaluated" not in fact.numbers else None
+    if rate is None:
         return fact
-    rate = max(values)
     return replace(fact, numbers={**fact.numbers, "evaluated": rate},
                    text=f"{fact.text} (kept episodes; the evaluation: {_pct(rate)})")
 
