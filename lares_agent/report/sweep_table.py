@@ -5,7 +5,9 @@ finished seeds: final success (mean, std, 95% bootstrap interval), env steps to 
 the success curve per env step, the task's own return, wall time split into learning, simulation and waiting
 for the LLM where the run's `run_end` event has the split (`learn_s`, `sim_s`, `llm_wait_s`; "n/a" otherwise),
 and LLM tokens. "Success" is that of the policy the run ranks first at each evaluation (what it hands over;
-docs/lares-reference.md §12 item 16), the human and sparse baselines' only learner.
+docs/lares-reference.md §12 item 16), the human and sparse baselines' only learner. Below the table: how far a
+partial sweep is, which commit each trial ran in each session (its `run_start` events), and where the search
+fell short (`report/sweep_why.py`). Another sweep's trials on the same tasks may join (`--with-sweep`).
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ from lares_agent.runs import (
 )
 from lares_agent.runs.sweep_layout import SweepLayout
 
-__all__ = ["SPLIT_KEYS", "TrialCurve", "read_sweep", "summarise", "write_sweep_report"]
+__all__ = ["SPLIT_KEYS", "TrialCurve", "code_markdown", "progress_markdown", "read_sweep", "summarise",
+           "write_sweep_report"]
 
 SPLIT_KEYS = ("learn_s", "sim_s", "llm_wait_s")  # run_end fields of the wall-time split, where a run has them
 TABLE_MD, TABLE_CSV, FIGURE = "table.md", "table.csv", "success.png"
@@ -258,9 +261,8 @@ def plot_sweep(curves: Sequence[TrialCurve], path: Path) -> Path | None:
 
 
 def write_sweep_report(root: Path, seed: int = 0, also: Sequence[Path] = ()) -> list[Path]:
-    """DIR/report/table.md (with which code each trial ran and where the search fell short,
-    ``report/sweep_why.py``), table.csv and success.png, with the trials of the ``also`` sweeps on DIR's tasks;
-    returns the paths written."""
+    """DIR/report/table.md (the table and its sections), table.csv and success.png, with the trials of the
+    ``also`` sweeps on DIR's tasks; returns the paths written."""
     layout, curves, not_started = read_sweep(root, also)
     rows = summarise(curves, np.random.default_rng(seed))
     layout.report.mkdir(parents=True, exist_ok=True)
