@@ -153,6 +153,14 @@ def test_a_missing_folder(tmp_path: Path, command: str) -> None:
     assert not (tmp_path / "gone").exists()
 
 
+def test_report_sweep_options(tmp_path: Path) -> None:
+    assert_one_line_error(invoke("report", "--with-sweep", str(tmp_path)), "--with-sweep", "pass --sweep DIR too",
+                          exit_code=2)
+    assert_one_line_error(invoke("report", "--sweep", str(tmp_path), "--with-sweep", str(tmp_path / "other")),
+                          "is not a lares sweep folder")
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("command", ["resume", "trace"])
 def test_a_damaged_config(tmp_path: Path, command: str) -> None:
     (tmp_path / "config.json").write_text("{ not json")

@@ -22,8 +22,9 @@ def report_command(
     ] = None,
     with_sweep: Annotated[
         list[Path] | None,
-        typer.Option("--with-sweep", help="with --sweep: another sweep whose trials on DIR's tasks join the table "
-                                          "(e.g. the main grid's lares runs beside an ablation sweep); repeatable"),
+        typer.Option("--with-sweep", metavar="DIR",
+                     help="with --sweep: another sweep whose trials on DIR's tasks join the table (e.g. the main "
+                          "grid's lares runs beside an ablation sweep); repeatable"),
     ] = None,
 ) -> None:
     """Write RUN/report/index.html: summary, final reward population and figures (success, return, lineage,
@@ -31,10 +32,10 @@ def report_command(
     comparison table of the sweep's tasks and methods instead."""
     from lares_agent.errors import ConfigError
 
-    if (run is None) == (sweep is None):
-        raise ConfigError("pass a run directory, or --sweep DIR (not both)")
     if with_sweep and sweep is None:
         raise ConfigError("--with-sweep adds trials to a --sweep DIR table; pass --sweep DIR too")
+    if (run is None) == (sweep is None):
+        raise ConfigError("pass a run directory, or --sweep DIR (not both)")
     if sweep is not None:
         from lares_agent.report.sweep_table import TABLE_MD, write_sweep_report
 
