@@ -188,6 +188,11 @@ def test_each_defect_comes_from_its_fact_with_a_concrete_edit() -> None:
     assert check_text("- It succeeds sometimes.", [kept]).count == 0
     (plain,) = [f for f in diagnose([rollout(stall)], [e], SAMPLE, TASK) if f.kind == "success"]
     assert plain.numbers["evaluated"] == 0.0 and check_text("- It never succeeds.", [plain]).count == 0
+    # A bonus threshold stays below where the episodes start: 1.5x a best of 0.486 would fire from the start (0.56).
+    door = [Fact("progress", "d", {"start": 0.56, "end": 0.486, "best": 0.486, "closed": 0.13}, "d went ..."),
+            Fact("success", "success", {"rate": 0.0}, "success never")]
+    (bonus,) = [d for d in defects_from_facts(door, [e], "d", list(SAMPLE), ["neutral"]) if d.kind == "bonus"]
+    assert "5*(d < 0.523)" in bonus.edit
 
 
 def test_duplicates_of_the_same_fix_merge_with_their_facts_and_voters() -> None:

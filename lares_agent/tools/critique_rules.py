@@ -63,9 +63,17 @@ def _expr(elites: Sequence[Mapping[str, Any]], fact: Fact) -> str:
     return fact.subject
 
 
-def _best(facts: Sequence[Fact], feature: str) -> float | None:
-    values = [f.numbers["best"] for f in facts if f.kind == "progress" and f.subject == feature]
-    return min(values) if values else None
+def _best(facts: Sequence[Fact], feature: str) -> tuple[float, float] | None:
+    """(the policies' best value of ``feature``, a bonus threshold the policies reach): 1.5x the best, but below
+    where the episodes start, or the bonus would fire from the first step and be a constant (door-close-v3 in
+    issue 14's runs: best 0.486, start 0.56, threshold 0.729)."""
+    found = [f for f in facts if f.kind == "progress" and f.subject == feature]
+    if not found:
+        return None
+    best = min(f.numbers["best"] for f in found)
+    start = min(f.numbers.get("start", math.inf) for f in found)
+    t = 1.5 * max(best, 1e-3)
+    return best, (t if t < start or start <= best else best + 0.5 * (start - best))
 
 
 def _rule(fact: Fact, facts: Sequence[Fact], elites: Sequence[Mapping[str, Any]], progress: str,
@@ -103,18 +111,18 @@ def _rule(fact: Fact, facts: Sequence[Fact], elites: Sequence[Mapping[str, Any]]
                       f"shape = 2*exp(-{fact.subject}/{_g(v)})", tie)
     if fact.kind == "success" and n["rate"] == 0 and not (evaluated_success(fact, elites) or n.get("evaluated")):
         # The kept episodes may all have failed where the evaluation succeeded: no bonus "that can fire" then.
-        best = _best(facts, progress)
-        if best is None:
+        reach = _best(facts, progress)
+        if reach is None:
             return Defect("bonus", progress, fact.text, "add a bonus on a threshold of the progress feature the "
                           f"policies reach: bonus = 5*({progress} < t), t above their best {progress}", tie)
-        t = 1.5 * max(best, 1e-3)
+        best, t = reach
         return Defect("bonus", progress, fact.text,
                       f"add a bonus that can fire: bonus = 5*({progress} < {_g(t)}) (the policies get to {progress} = "
                       f"{_g(best)}; success itself never fires)", tie)
     if fact.kind == "silent":
-        best = _best(facts, progress)
-        where = f" such as 5*({progress} < {_g(1.5 * max(best, 1e-3))})" if best is not None else ""
-        return Defect("bonus" if best is not None else "other", progress if best is not None else fact.subject,
+        reach = _best(facts, progress)
+        where = f" such as 5*({progress} < {_g(reach[1])})" if reach is not None else ""
+        return Defect("bonus" if reach is not None else "other", progress if reach is not None else fact.subject,
                       fact.text, f"{fact.subject} ({expr}) never fires: drop it or replace it by a term the policy "
                       f"can trigger{where}", tie)
     if fact.kind in ("oscillation", "jerk") and smooth_on:
