@@ -4,8 +4,8 @@ The system prompt shows two answers for the task itself (`graphs/prompting.task_
 `approach: -<approach>, progress: -5*<progress>, bonus: 5*success`. A result that depends on an example in a prompt
 has to say so, so this reads every LaRes-style trial of a sweep (each method but `human` and `sparse`) and sorts
 its installed rewards by shape: the same terms as example 1 or 2 with any weights ("example 1"), an example's
-terms plus others ("example 1 + terms"), or neither example's full set of terms ("other", which may still share
-some of them). Numbers are masked, so `-3.39*obj_to_target`
+terms plus others ("example 1 + terms"), or neither example's full set of terms ("other, 2+ example terms" when it has
+two or more of one example's terms, else "other"). Numbers are masked, so `-3.39*obj_to_target`
 has the shape of `-5*obj_to_target`; the examples are canonicalised by the reward parser first, as the
 candidates were. A child (`origin: child`) is an elite's constants perturbed, not an LLM answer.
 
@@ -54,7 +54,7 @@ def classify(components: dict[str, str], examples: Sequence[frozenset[str]]) -> 
     for i, ex in enumerate(examples, 1):
         if ex <= mine:
             return f"example {i} + terms"
-    return "other"
+    return "other, 2+ example terms" if any(len(mine & ex) >= 2 for ex in examples) else "other"
 
 
 def trial_rows(sweep: Path) -> list[dict[str, object]]:
@@ -90,7 +90,7 @@ def main(argv: Sequence[str]) -> int:
     if not argv:
         print(__doc__)
         return 2
-    kinds = ("example 1", "example 1 + terms", "example 2", "example 2 + terms", "other")
+    kinds = ("example 1", "example 1 + terms", "example 2", "example 2 + terms", "other, 2+ example terms", "other")
     print("| trial | env steps | installed (children) | " + " | ".join(kinds) + " | handed over |")
     print("|---" * (4 + len(kinds)) + "|")
     total: Counter[str] = Counter()
