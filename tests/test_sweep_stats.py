@@ -86,3 +86,19 @@ def test_progress_and_code_sections_of_a_partial_sweep() -> None:
     code = code_markdown([done, going])
     assert "- `aaaaaaa`: t-human-s0" in code
     assert "- `aaaaaaa` then `bbbbbbb` (resumed on other code): t-human-s1" in code
+
+
+def test_a_method_keeps_its_colour_in_every_panel() -> None:
+    from pathlib import Path
+
+    from lares_agent.report.sweep_table import TrialCurve, success_figure
+
+    def curve(task: str, method: str) -> TrialCurve:
+        return TrialCurve(task, method, 0, True, (1, 2), (0.0, 1.0), 0.0, 1.0, {}, 0, Path(f"{task}-{method}"))
+
+    # Task b has no lares trial: its first method is human, which must not take lares' colour.
+    fig = success_figure([curve("a", "lares"), curve("a", "human"), curve("b", "human"), curve("b", "sparse")])
+    colours = [{line.get_label(): line.get_color() for line in ax.get_lines()} for ax in fig.axes]
+    assert colours[0]["human (n=1)"] == colours[1]["human (n=1)"] != colours[0]["lares (n=1)"]
+    assert colours[1]["sparse (n=1)"] not in colours[0].values()
+    assert all(ax.get_legend() is not None for ax in fig.axes)

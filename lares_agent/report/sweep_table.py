@@ -37,8 +37,8 @@ from lares_agent.runs import (
 )
 from lares_agent.runs.sweep_layout import SweepLayout
 
-__all__ = ["SPLIT_KEYS", "TrialCurve", "code_markdown", "progress_markdown", "read_sweep", "summarise",
-           "write_sweep_report"]
+__all__ = ["SPLIT_KEYS", "TrialCurve", "code_markdown", "progress_markdown", "read_sweep", "success_figure",
+           "summarise", "write_sweep_report"]
 
 SPLIT_KEYS = ("learn_s", "sim_s", "llm_wait_s")  # run_end fields of the wall-time split, where a run has them
 TABLE_MD, TABLE_CSV, FIGURE = "table.md", "table.csv", "success.png"
@@ -226,33 +226,44 @@ def to_csv(rows: Sequence[dict[str, Any]]) -> str:
     return sink.getvalue()
 
 
-def plot_sweep(curves: Sequence[TrialCurve], path: Path) -> Path | None:
-    """Success vs env steps per task: each method's mean over its finished seeds, with a band of ± one std
-    (on the evaluation steps every seed has)."""
+def success_figure(curves: Sequence[TrialCurve]) -> Any:
+    """The matplotlib Figure of `plot_sweep` (None without a finished trial). A method keeps its colour in every
+    panel and each panel has its own legend (its seed counts differ from task to task)."""
     from matplotlib.figure import Figure
 
     done = [c for c in curves if c.finished and c.steps]
     tasks = list(dict.fromkeys(c.task for c in done))
     if not tasks:
         return None
-    fig = Figure(figsize=(4.0 * len(tasks) + 1.6, 3.4), dpi=110, layout="constrained")
+    colour = {m: f"C{k}" for k, m in enumerate(dict.fromkeys(c.method for c in done))}
+    fig = Figure(figsize=(4.0 * len(tasks), 3.4), dpi=110, layout="constrained")
     axes = fig.subplots(1, len(tasks), squeeze=False)[0]
     for ax, task in zip(axes, tasks, strict=True):
-        for k, method in enumerate(dict.fromkeys(c.method for c in done if c.task == task)):
+        for method in dict.fromkeys(c.method for c in done if c.task == task):
             runs = [dict(zip(c.steps, c.success, strict=True)) for c in done if c.task == task and c.method == method]
             grid = sorted(set.intersection(*(set(r) for r in runs)))
             if not grid:
                 continue
             values = np.array([[r[g] for g in grid] for r in runs], dtype=np.float64)
             mean, std = values.mean(axis=0), values.std(axis=0)
-            ax.plot(grid, mean, color=f"C{k}", label=f"{method} (n={len(runs)})")
-            ax.fill_between(grid, np.clip(mean - std, 0, 1), np.clip(mean + std, 0, 1), color=f"C{k}", alpha=0.2)
+            ax.plot(grid, mean, color=colour[method], label=f"{method} (n={len(runs)})")
+            ax.fill_between(grid, np.clip(mean - std, 0, 1), np.clip(mean + std, 0, 1), color=colour[method],
+                            alpha=0.2)
         ax.set_title(task)
         ax.set_xlabel("env steps")
         ax.set_ylim(-0.03, 1.03)
         ax.grid(alpha=0.3)
+        ax.legend(loc="best", fontsize=7, frameon=False)
     axes[0].set_ylabel("success (ranked policy)")
-    axes[-1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, frameon=False)
+    return fig
+
+
+def plot_sweep(curves: Sequence[TrialCurve], path: Path) -> Path | None:
+    """Success vs env steps per task: each method's mean over its finished seeds, with a band of ± one std
+    (on the evaluation steps every seed has)."""
+    fig = success_figure(curves)
+    if fig is None:
+        return None
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     fig.savefig(tmp, format="png")
