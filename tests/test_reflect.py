@@ -163,6 +163,13 @@ def test_checker_drops_nothing_where_the_facts_agree() -> None:
     result = check_text("- The robot never gets closer.\n- It never succeeds.\n- It stalls.", facts)
     assert result.count == 0 and len(result.kept) == 3
     assert check_text("- It always succeeds.", [Fact("success", "success", {"rate": 0.5}, "")]).count == 1
+    # Found by benchmarks/analysis.py: a negated "always" is no claim of success, and an oscillating feature did
+    # move away at times.
+    never = [Fact("success", "success", {"rate": 0.0}, "")]
+    assert check_text("- It gets closer, but it does not always reach it.", never).count == 0
+    swings = [Fact("progress", "d", {"closed": 0.37}, ""), Fact("oscillation", "d", {"reversals": 4.0}, "")]
+    assert check_text("- The robot sometimes regresses, moving away from the goal.", swings).count == 0
+    assert check_text("- The robot moves away from the goal.", swings[:1]).count == 1
 
 
 # ---------------------------------------------------------------------------------------------- defects

@@ -31,6 +31,7 @@ _NEVER_SUCCEEDS = re.compile(
     r"|success( rate)?( is|:)? (0|zero|none|no)\b")
 _ALWAYS_SUCCEEDS = re.compile(r"always (succeed|solve|reach)|succeeds? (in )?(every|all)|every episode succeeds"
                               r"|100% success|success rate (of |is )?(1|100)")
+_NOT_ALWAYS = re.compile(r"\b(not|never)\s+always\b|n't always\b")  # "does not always reach it": no always-claim
 _SUCCEEDS = re.compile(r"\bsucceed(s|ed)?\b|\bsuccessful(ly)?\b|solves the task|reach(es|ed) the (goal|target)"
                        r"|achieves the goal")
 _DOMINATES = re.compile(r"dominat|drives|main (driver|term|component|part|source)|most of the reward"
@@ -87,7 +88,7 @@ def _progress(s: str, facts: Sequence[Fact]) -> str | None:
     if _NO_PROGRESS.search(s) and _all(about, lambda f: f.numbers["closed"] >= 0.1):
         f = about[0]
         return f"progress: {f.text}"
-    regressed = {f.subject for f in facts if f.kind == "regressed"}
+    regressed = {f.subject for f in facts if f.kind in ("regressed", "oscillation")}  # it did move away at times
     if (_MOVES_AWAY.search(s) and not _NEGATION.search(s)
             and _all(about, lambda f: f.numbers["closed"] > 0 and f.subject not in regressed)):
         return f"progress: {about[0].text}"
@@ -106,7 +107,7 @@ def _success(s: str, facts: Sequence[Fact]) -> str | None:
         return None
     if _NEVER_SUCCEEDS.search(s):
         return f"success: {found[0].text}" if _all(found, lambda f: _rates(f)[1] > 0) else None
-    if _ALWAYS_SUCCEEDS.search(s):
+    if _ALWAYS_SUCCEEDS.search(s) and not _NOT_ALWAYS.search(s):
         return f"success: {found[0].text}" if _all(found, lambda f: _rates(f)[0] < 1) else None
     if _SUCCEEDS.search(s) and not _NEGATION.search(s) and _all(found, lambda f: _rates(f)[1] == 0):
         return f"success: {found[0].text}"
