@@ -35,6 +35,7 @@ from lares_agent.runs import (
     recorded_outcome,
     spent_wall_s,
 )
+from lares_agent.runs.provenance import short_revision
 from lares_agent.runs.sweep_layout import SweepLayout
 
 __all__ = ["SPLIT_KEYS", "TrialCurve", "code_markdown", "progress_markdown", "read_sweep", "success_figure",
@@ -70,14 +71,6 @@ def _ranked(row: MetricRow) -> tuple[float, float]:
     return float(success), float(slot.task_return) if slot else math.nan
 
 
-def _commit(source: Any) -> str:
-    """A run_start's short commit ("+dirty" when the checkout had changes; "unknown" outside a git checkout)."""
-    commit = str(source.get("commit") or "") if isinstance(source, dict) else ""
-    if not commit:
-        return "unknown"
-    return commit[:7] + ("+dirty" if source.get("dirty") else "")
-
-
 def _budget(run: RunLayout) -> int | None:
     try:
         budget = read_marked_config(run).get("budget")
@@ -100,7 +93,7 @@ def read_trial(path: Path, task: str, method: str, seed: int) -> TrialCurve | No
     done = recorded_outcome(log)
     events = list(log.events.read())
     ends = [e for e in events if e.event == "run_end"]
-    code = tuple(dict.fromkeys(_commit(e.get("source")) for e in events if e.event == "run_start"))
+    code = tuple(dict.fromkeys(short_revision(e.get("source")) for e in events if e.event == "run_start"))
     # Each session's run_end holds that session's split: a resumed trial's is their sum.
     split = {k: sum(float(e.get(k)) for e in ends if e.get(k) is not None) for k in SPLIT_KEYS
              if any(e.get(k) is not None for e in ends)}

@@ -7,7 +7,7 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
-__all__ = ["source_revision"]
+__all__ = ["short_revision", "source_revision"]
 
 
 def source_revision() -> dict[str, object]:
@@ -27,3 +27,12 @@ def source_revision() -> dict[str, object]:
         return out
     out.update(commit=commit, dirty=bool(status.strip()))
     return out
+
+
+def short_revision(source: object) -> str:
+    """A `source_revision()` record as a short label: the commit's first 7 characters, "+dirty" when the checkout
+    had changes, "unknown" when the record has no commit (not a git checkout, or an older run)."""
+    commit = str(source.get("commit") or "") if isinstance(source, dict) else ""
+    if not commit:
+        return "unknown"
+    return commit[:7] + ("+dirty" if isinstance(source, dict) and source.get("dirty") else "")

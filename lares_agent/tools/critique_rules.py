@@ -63,7 +63,7 @@ def _expr(elites: Sequence[Mapping[str, Any]], fact: Fact) -> str:
     return fact.subject
 
 
-def _best(facts: Sequence[Fact], feature: str) -> tuple[float, float] | None:
+def _reach(facts: Sequence[Fact], feature: str) -> tuple[float, float] | None:
     """(the policies' best value of ``feature``, a bonus threshold the policies reach): 1.5x the best, but below
     where the episodes start, or the bonus would fire from the first step and be a constant (door-close-v3 in
     issue 14's runs: best 0.486, start 0.56, threshold 0.729)."""
@@ -111,7 +111,7 @@ def _rule(fact: Fact, facts: Sequence[Fact], elites: Sequence[Mapping[str, Any]]
                       f"shape = 2*exp(-{fact.subject}/{_g(v)})", tie)
     if fact.kind == "success" and n["rate"] == 0 and not (evaluated_success(fact, elites) or n.get("evaluated")):
         # The kept episodes may all have failed where the evaluation succeeded: no bonus "that can fire" then.
-        reach = _best(facts, progress)
+        reach = _reach(facts, progress)
         if reach is None:
             return Defect("bonus", progress, fact.text, "add a bonus on a threshold of the progress feature the "
                           f"policies reach: bonus = 5*({progress} < t), t above their best {progress}", tie)
@@ -120,7 +120,7 @@ def _rule(fact: Fact, facts: Sequence[Fact], elites: Sequence[Mapping[str, Any]]
                       f"add a bonus that can fire: bonus = 5*({progress} < {_g(t)}) (the policies get to {progress} = "
                       f"{_g(best)}; success itself never fires)", tie)
     if fact.kind == "silent":
-        reach = _best(facts, progress)
+        reach = _reach(facts, progress)
         where = f" such as 5*({progress} < {_g(reach[1])})" if reach is not None else ""
         return Defect("bonus" if reach is not None else "other", progress if reach is not None else fact.subject,
                       fact.text, f"{fact.subject} ({expr}) never fires: drop it or replace it by a term the policy "
