@@ -31,7 +31,7 @@ run: install
 test: install lint
 	$(BIN)/python -m pytest -q
 
-# The inner loop: unit tests only (no real model, no long training), well under a minute.
+# The inner loop: unit tests only (no real model, no long training), about 2.5 minutes on one core.
 test-fast: install
 	$(BIN)/python -m pytest -q -m "not slow" -x
 
