@@ -13,7 +13,7 @@ import ast
 import difflib
 import math
 import warnings
-from collections.abc import Collection, Sequence
+from collections.abc import Collection
 from typing import cast
 
 import sympy
@@ -21,6 +21,7 @@ from sympy.logic.boolalg import Boolean
 
 from lares_agent.rewards import functions as fn
 from lares_agent.rewards.limits import Limits, RewardRejected
+from lares_agent.rewards.tolerance_call import tolerance_call
 
 __all__ = ["CONSTANT_NAMES", "FUNCTION_NAMES", "feature_symbol", "parse_expression"]
 
@@ -327,61 +328,7 @@ class _Builder:
         return fn.piecewise(pairs)
 
     def tolerance(self, node: ast.Call) -> sympy.Expr:
-        dm_style = len(node.args) >= 2 and isinstance(node.args[1], ast.Tuple)
-        order: Sequence[str] = (
-            ("x", "bounds", "margin", "sigmoid", "value_at_margin")
-            if dm_style
-            else ("x", "lower", "upper", "margin", "value_at_margin")
-        )
-        known = {"x", "bounds", "lower", "upper", "margin", "sigmoid", "value_at_margin"}
-        if len(node.args) > len(order):
-            raise RewardRejected(f"tolerance() takes at most {len(order)} arguments")
-        bound: dict[str, ast.AST] = dict(zip(order, node.args, strict=False))
-        for kw in node.keywords:
-            if kw.arg is None or kw.arg not in known:
-                raise RewardRejected(f"tolerance() has no argument '{kw.arg or '**'}'")
-            if kw.arg in bound:
-                raise RewardRejected(f"tolerance() got '{kw.arg}' twice")
-            bound[kw.arg] = kw.value
-        if "sigmoid" in bound:
-            shape = bound.pop("sigmoid")
-            if not (isinstance(shape, ast.Constant) and shape.value == "gaussian"):
-                raise RewardRejected("tolerance() supports only sigmoid='gaussian'")
-        if "bounds" in bound:
-            pair = bound.pop("bounds")
-            if not (isinstance(pair, ast.Tuple) and len(pair.elts) == 2) or {"lower", "upper"} & bound.keys():
-                raise RewardRejected("tolerance() bounds must be one (lower, upper) pair")
-            bound["lower"], bound["upper"] = pair.elts
-        for required in ("x", "lower", "upper"):
-            if required not in bound:
-                raise RewardRejected(f"tolerance() is missing '{required}'; write tolerance(x, lower, upper, margin)")
-        x = self.expr(bound["x"])
-        lower = self.number(self.expr(bound["lower"]), "tolerance lower bound")
-        upper = self.number(self.expr(bound["upper"]), "tolerance upper bound")
-        margin = self.number(self.expr(bound["margin"]), "tolerance margin") if "margin" in bound else 0.0
-        vam = (
-            self.number(self.expr(bound["value_at_margin"]), "tolerance value_at_margin")
-            if "value_at_margin" in bound
-            else fn.DEFAULT_VALUE_AT_MARGIN
-        )
-        if lower > upper:
-            raise RewardRejected(f"tolerance bounds have lower {lower:g} > upper {upper:g}")
-        if margin < 0:
-            raise RewardRejected(f"tolerance margin {margin:g} is negative")
-        if not 0 < vam < 1:
-            raise RewardRejected(f"tolerance value_at_margin {vam:g} must be in (0, 1)")
-        if margin > 0 and not math.isfinite(_gaussian_coefficient(margin, vam)):
-            # found by fuzzing: margin**2 underflows and the compiled gaussian divides by zero (or gives nan)
-            raise RewardRejected(f"tolerance margin {margin:g} is too small; use margin 0 for a hard bound")
-        return cast(sympy.Expr, fn.tolerance(x, *(sympy.Float(v) for v in (lower, upper, margin, vam))))
-
-
-def _gaussian_coefficient(margin: float, value_at_margin: float) -> float:
-    """`fn.tolerance_coefficient`, with a division by an underflowed margin**2 reported as infinite."""
-    try:
-        return fn.tolerance_coefficient(margin, value_at_margin)
-    except (ZeroDivisionError, OverflowError):
-        return math.inf
+        return tolerance_call(node, self.expr, self.number)
 
 
 def _final_checks(expr: sympy.Expr, limits: Limits) -> None:
