@@ -1,5 +1,6 @@
-"""Graded fitness (issue 13 item 6): success once any slot succeeds, before that the start distance closed; minus
-lambda x complexity; every slot of one update graded the same way; what it was made of reaches the records."""
+"""Graded fitness (issue 13 item 6): success once any slot succeeds, before that the start distance closed (of the
+approach feature when the progress shares tie); minus lambda x complexity; every slot of one update graded the same
+way; what it was made of reaches the records."""
 
 from __future__ import annotations
 
@@ -10,9 +11,12 @@ import numpy as np
 import pytest
 
 from lares_agent.engine import EngineConfig, HumanReward, MemberEvaluation
-from lares_agent.engine.loop.fitness import grade_of, rank_slots, slot_evaluations
-from lares_agent.engine.rollouts.evaluation import action_jerk, progress_closed
+from lares_agent.engine.loop.fitness import PROGRESS_TIE, grade_of, rank_slots, slot_evaluations
+from lares_agent.engine.rollouts.episodes import EnvPool
+from lares_agent.engine.rollouts.evaluation import action_jerk, evaluate_members, progress_closed
+from lares_agent.engine.tasks import get_task
 from lares_agent.runs import CandidateRow, RewardUpdateRecord
+from lares_agent.runs.events import graded_value
 from lares_agent.search.config import COMPLEXITY_LAMBDA, SearchConfig, engine_config
 
 
@@ -77,6 +81,40 @@ def test_missing_progress_grades_as_nothing_closed() -> None:
     assert slots[0].fitness == 0.0 and rank_slots(slots) == [1, 0]
 
 
+def test_approach_grades_when_the_progress_shares_tie() -> None:
+    # door-close-v3 (docs/RESULTS.md, issue 14): the door swings 13.9% shut by itself, so every slot closed 0.132
+    rewards = [Cx(5.0, "a"), Cx(9.0, "b"), Cx(5.0, "c")]
+    evals = [ev(0, 0.0, 0.132, approach_closed=0.2), ev(1, 0.0, 0.135, approach_closed=0.6),
+             ev(2, 0.0, 0.132, approach_closed=0.4)]
+    slots = slot_evaluations(evals, rewards, 0.001, False, [False] * 3)
+    assert {s.graded_by for s in slots} == {"approach"}
+    assert slots[1].fitness == pytest.approx(0.6 - 0.009) and slots[1].graded == 0.6
+    assert rank_slots(slots) == [1, 2, 0]  # the penalty alone would have put the simpler slot 0 or 2 first
+    # progress that separates the slots, a slot without an approach share, or any success: the old grades
+    apart = [ev(0, 0.0, 0.132, approach_closed=0.2), ev(1, 0.0, 0.132 + PROGRESS_TIE, approach_closed=0.6)]
+    assert grade_of(apart, [False, False]) == "progress"
+    assert grade_of([evals[0], ev(1, 0.0, 0.132)], [False, False]) == "progress"
+    assert grade_of([evals[0], ev(1, 0.1, 0.132, approach_closed=0.6)], [False, False]) == "success"
+    # a quarantined slot's progress neither breaks nor makes the tie; one healthy slot has nothing to separate
+    assert grade_of([*evals[:2], ev(2, 0.0, 0.9, approach_closed=0.1)], [False, False, True]) == "approach"
+    assert grade_of(evals[:1], [False]) == "progress"
+
+
+def test_evaluation_measures_the_approach_share_on_door_close() -> None:
+    task = get_task("door-close-v3")
+    pool = EnvPool(task.make_env, 0)
+    try:
+        evals = evaluate_members(pool, lambda obs, m: np.zeros((len(m), 4), np.float32), task.raw_state,
+                                 task.features, [0, 1], [None, None], 1, 60, [7], task.progress_feature,
+                                 approach_feature=task.approach_feature)
+    finally:
+        pool.close()
+    # Still hands: the door closes its own 13% and the handle swings away from the hand (measured: -0.36, -0.27).
+    assert all(0.05 < e.progress_closed < 0.3 for e in evals)
+    assert all(-1.0 <= e.approach_closed < 0.0 for e in evals)
+    assert grade_of(evals, [False, False]) == "approach"
+
+
 def test_records_carry_what_the_fitness_was_made_of() -> None:
     (s,) = slot_evaluations([ev(0, 0.0, 0.4, action_jerk=0.2)], [Cx(10.0, "a")], 0.002, False, [False])
     js = s.to_json()
@@ -93,6 +131,18 @@ def test_records_carry_what_the_fitness_was_made_of() -> None:
     assert back is not None and (back.graded_by, back.progress_closed, back.complexity_penalty) == (
         "progress", 0.4, 0.02)
     assert "graded_by" not in CandidateRow(id="old").to_json()  # optional: older rows stay as they were
+    # an approach-graded update reads back with the approach share as its graded value
+    tied = slot_evaluations([ev(0, 0.0, 0.1, approach_closed=0.3), ev(1, 0.0, 0.1, approach_closed=0.5)],
+                            [Cx(10.0, "a"), Cx(10.0, "b")], 0.002, False, [False, False])
+    back_rec = RewardUpdateRecord.from_json({"event": "reward_update", "round": 1, "env_steps": 10,
+                                             "fitness": {"0": tied[0].fitness}, "slots": [t.to_json() for t in tied]})
+    assert back_rec is not None
+    slot1 = back_rec.slots[1]
+    assert (slot1.graded_by, slot1.approach_closed) == ("approach", 0.5)
+    assert graded_value(slot1.graded_by, slot1.success, slot1.progress_closed, slot1.approach_closed) == 0.5
+    row = CandidateRow(id="b", verdict="evaluated", graded_by="approach", progress_closed=0.1, approach_closed=0.5)
+    again = CandidateRow.from_json(row.to_json())
+    assert again is not None and again.approach_closed == 0.5
 
 
 def test_complexity_lambda_flag_default_and_mapping() -> None:

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, runtime_ch
 
 import numpy as np
 
+from lares_agent.runs.events import graded_value
+
 if TYPE_CHECKING:  # annotations only: importing this module must not load torch (engine/__init__.py)
     import torch
 
@@ -28,6 +30,7 @@ __all__ = [
     "Batch",
     "ComponentStats",
     "Diversity",
+    "Grade",
     "GradientLearner",
     "HumanReward",
     "LoadReward",
@@ -46,6 +49,10 @@ with_init runs, and plain RL on the human reward): see ``loop/slots.py``."""
 GradientLearner = Literal["sac", "crossq"]
 """The gradient learners the LaRes engine trains on its shared replay buffer (``EngineConfig.learner``)."""
 GRADIENT_LEARNERS: tuple[GradientLearner, ...] = ("sac", "crossq")
+
+Grade = Literal["success", "progress", "approach"]
+"""What a reward update graded fitness on (docs/DESIGN.md, "Graded fitness"; the rule is ``loop/fitness.py``)."""
+
 
 HUMAN_REWARD_FEATURE = "human_reward"
 """Feature name under which tasks expose the environment's own reward (NaN where none exists)."""
@@ -208,6 +215,9 @@ class MemberEvaluation:
     progress_closed: float = float("nan")
     """Mean over episodes of (start - final) / |start| of the progress feature, clipped to [-1, 1]: the share of
     the start distance closed (graded fitness before any success, docs/DESIGN.md "Graded fitness")."""
+    approach_closed: float = float("nan")
+    """The same share for the task's approach feature (NaN for a task without one): the graded fitness when no
+    slot succeeds and the progress shares do not separate the slots (``loop/fitness.py``)."""
     action_jerk: float = float("nan")
     """Mean over episodes of the mean squared change of the policy-space action per step, ||a_t - a_{t-1}||^2
     (lower is smoother; an objective of Pareto selection)."""
@@ -247,15 +257,18 @@ class SlotEvaluation:
     complexity: float
     fitness: float
     """Graded value - complexity_penalty (-inf for a quarantined slot): the graded value is the success rate
-    when any slot of this update succeeds, else the share of the start distance closed (``graded_by``)."""
+    when any slot of this update succeeds, else the share of the start distance closed (``graded_by``: of the
+    progress feature, or of the approach feature when the progress shares do not separate the slots)."""
     tie_break: float
     """Secondary key (higher is better): task return or -final_progress, depending on the setting."""
     component_stats: Mapping[str, ComponentStats] = field(default_factory=dict)
     quarantined: bool = False
-    graded_by: Literal["success", "progress"] = "success"
+    graded_by: Grade = "success"
     """What the fitness was graded on at this update (the same for every slot of one update)."""
     progress_closed: float = float("nan")
     """``MemberEvaluation.progress_closed`` of the slot's policy."""
+    approach_closed: float = float("nan")
+    """``MemberEvaluation.approach_closed`` of the slot's policy."""
     complexity_penalty: float = 0.0
     """complexity_lambda * complexity, subtracted from the graded value."""
     action_jerk: float = float("nan")
@@ -266,7 +279,7 @@ class SlotEvaluation:
     @property
     def graded(self) -> float:
         """The value the fitness was graded on, before the complexity penalty."""
-        return self.success_rate if self.graded_by == "success" else self.progress_closed
+        return graded_value(self.graded_by, self.success_rate, self.progress_closed, self.approach_closed)
 
     def to_json(self) -> dict[str, object]:
         """JSON-ready view for events.jsonl and the graph state."""
@@ -283,6 +296,7 @@ class SlotEvaluation:
             "components": {k: v.to_json() for k, v in self.component_stats.items()},
             "graded_by": self.graded_by,
             "progress_closed": self.progress_closed,
+            "approach_closed": self.approach_closed,
             "complexity_penalty": self.complexity_penalty,
             "action_jerk": self.action_jerk,
             **({"learner_success": list(self.learner_success)} if self.learner_success else {}),

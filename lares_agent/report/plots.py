@@ -124,7 +124,7 @@ def _short(text: str, n: int) -> str:
 
 def plot_lineage(run: RunData, out_dir: Path) -> Path | None:
     """Slots x rounds grid: colour = fitness, thick frame = elite (survived), red dashed = replaced; the text gives
-    what the fitness was made of (graded by success or by progress, minus the complexity penalty)."""
+    what the fitness was made of (graded by success, progress or approach, minus the complexity penalty)."""
     from matplotlib.colors import Normalize
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch, Rectangle

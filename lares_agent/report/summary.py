@@ -34,7 +34,8 @@ class LineageCell:
     replaced_by: str | None
     best: bool
     graded_by: str | None = None
-    """What the fitness was graded on at this update: "success" or "progress" (None: a run before graded fitness)."""
+    """What the fitness was graded on at this update: "success", "progress" or "approach" (None: a run before graded
+    fitness)."""
     graded: float = math.nan
     complexity_penalty: float = math.nan
     learner_success: tuple[float, ...] = ()

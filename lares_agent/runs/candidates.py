@@ -37,9 +37,10 @@ class CandidateRow:
     fitness: float | None = None  # evaluated lines
     success: float | None = None  # evaluated lines
     component_stats: Mapping[str, Mapping[str, float]] | None = None  # evaluated lines: mean/std/share
-    # evaluated lines, what the fitness was made of: fitness = (success or progress_closed) - complexity_penalty
-    graded_by: str | None = None  # "success" (some slot succeeded at that update) or "progress"
+    # evaluated lines, what the fitness was made of: fitness = graded value - complexity_penalty (events.graded_value)
+    graded_by: str | None = None  # "success" (some slot succeeded at that update), "progress" or "approach"
     progress_closed: float | None = None  # mean share of the start distance closed, in [-1, 1]
+    approach_closed: float | None = None  # the same for the approach feature
     complexity_penalty: float | None = None  # complexity_lambda * complexity
     action_jerk: float | None = None  # mean squared action change per step (Pareto selection's smoothness)
     origin: str | None = None  # "child": constants of `parent_id` perturbed, not written by the LLM
@@ -70,6 +71,7 @@ class CandidateRow:
                 k: dict(v) for k, v in self.component_stats.items()},
             "graded_by": self.graded_by,
             "progress_closed": self.progress_closed,
+            "approach_closed": self.approach_closed,
             "complexity_penalty": self.complexity_penalty,
             "action_jerk": self.action_jerk,
             "origin": self.origin,
@@ -104,6 +106,7 @@ class CandidateRow:
             else None,
             graded_by=as_opt_str(row.get("graded_by")),
             progress_closed=as_opt_float(row.get("progress_closed")),
+            approach_closed=as_opt_float(row.get("approach_closed")),
             complexity_penalty=as_opt_float(row.get("complexity_penalty")),
             action_jerk=as_opt_float(row.get("action_jerk")),
             origin=row.get("origin") if isinstance(row.get("origin"), str) else None,

@@ -26,7 +26,7 @@ from lares_agent.runs.coerce import (
     int_keyed,
 )
 
-__all__ = ["EVENT_KINDS", "Event", "EventKind", "RewardUpdateRecord", "SlotFitness"]
+__all__ = ["EVENT_KINDS", "Event", "EventKind", "RewardUpdateRecord", "SlotFitness", "graded_value"]
 
 EventKind = Literal[
     "warmup",  # engine: the buffer is filled and labelled with the initial rewards
@@ -101,6 +101,15 @@ class Event:
         )
 
 
+def graded_value(grade: str | None, success: float, progress_closed: float, approach_closed: float) -> float:
+    """The value a slot's fitness was graded on (docs/DESIGN.md, "Graded fitness"): its success rate, or the share
+    of the start distance closed of the progress or of the approach feature. No grade (a record from before graded
+    fitness): the success rate."""
+    if grade == "progress":
+        return progress_closed
+    return approach_closed if grade == "approach" else success
+
+
 @dataclass(frozen=True)
 class SlotFitness:
     """One slot as a reward update judged it (``SlotEvaluation.to_json()``)."""
@@ -116,8 +125,9 @@ class SlotFitness:
     quarantined: bool = False
     components: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # component -> mean/std/share
     # what the fitness was made of (absent in runs before graded fitness): graded value - complexity_penalty
-    graded_by: str | None = None  # "success" or "progress" (the same for every slot of one update)
+    graded_by: str | None = None  # "success", "progress" or "approach" (the same for every slot of one update)
     progress_closed: float = math.nan
+    approach_closed: float = math.nan  # absent in runs before the approach grade
     complexity_penalty: float = math.nan
     action_jerk: float = math.nan
     learner_success: tuple[float, ...] = ()  # each learner's success, with --learners-per-reward > 1 (issue 17)
@@ -125,7 +135,8 @@ class SlotFitness:
     def to_json(self) -> dict[str, Any]:
         graded = {} if self.graded_by is None else {
             "graded_by": self.graded_by, "progress_closed": self.progress_closed,
-            "complexity_penalty": self.complexity_penalty, "action_jerk": self.action_jerk}
+            "approach_closed": self.approach_closed, "complexity_penalty": self.complexity_penalty,
+            "action_jerk": self.action_jerk}
         if self.learner_success:
             graded["learner_success"] = list(self.learner_success)
         return {
@@ -160,6 +171,7 @@ class SlotFitness:
             components=as_stats(row.get("components")),
             graded_by=as_opt_str(row.get("graded_by")),
             progress_closed=as_float(row.get("progress_closed")),
+            approach_closed=as_float(row.get("approach_closed")),
             complexity_penalty=as_float(row.get("complexity_penalty")),
             action_jerk=as_float(row.get("action_jerk")),
             learner_success=as_float_list(row.get("learner_success")),

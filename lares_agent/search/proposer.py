@@ -187,6 +187,7 @@ class GraphProposer:
                              complexity=ev.complexity,
                              component_stats={k: v.to_json() for k, v in ev.component_stats.items()},
                              graded_by=ev.graded_by, progress_closed=_opt(ev.progress_closed),
+                             approach_closed=_opt(ev.approach_closed),
                              complexity_penalty=_opt(ev.complexity_penalty), action_jerk=_opt(ev.action_jerk),
                              learner_success=ev.learner_success or None),
             )

@@ -128,7 +128,7 @@ class ESLearner:
         (ev,) = evaluate_members(
             self._eval_pool, lambda obs, _m: self.act_deterministic(obs), self.task.raw_state, self.task.features,
             [self.slot], [self.reward], episodes, self.horizon, list(reset_seeds), self.task.progress_feature,
-            keep_rollouts=keep_rollouts, drop_features=drop_features,
+            keep_rollouts=keep_rollouts, drop_features=drop_features, approach_feature=self.task.approach_feature,
         )
         return ev
 

@@ -66,7 +66,7 @@ class EngineConfig:
     """Thompson sampling picks who acts (LaRes §8). False (ablation): each of the K draws of an iteration picks
     an open learner uniformly at random (distinct winners act), ignoring successes, with the same K draws."""
     complexity_lambda: float = 0.0
-    """Fitness = graded value (success rate, or start distance closed before any success) - complexity_lambda *
+    """Fitness = graded value (success rate, or a start distance closed before any success) - complexity_lambda *
     complexity (``loop/fitness.py``); 0 here as in the reference, the search's default is measured
     (``SearchConfig.complexity_lambda``)."""
     buffer_capacity: int = 1_000_000

@@ -25,7 +25,7 @@ from lares_agent.engine.loop.fitness import rank_slots, slot_evaluations
 __all__ = ["LearnerGroups"]
 
 _MEANED = ("success_rate", "task_return", "own_return", "mean_progress", "final_progress", "episode_length",
-           "start_progress", "progress_closed", "action_jerk")
+           "start_progress", "progress_closed", "approach_closed", "action_jerk")
 
 
 @dataclass(frozen=True)

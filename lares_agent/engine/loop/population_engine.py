@@ -297,6 +297,7 @@ class LaResEngine(RewardLoopEngine):
             self.task.progress_feature,
             keep_rollouts=keep_rollouts,
             drop_features=drop,
+            approach_feature=self.task.approach_feature,
         )
         for ev in evals:
             if ev.nonfinite:

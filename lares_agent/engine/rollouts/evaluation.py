@@ -8,7 +8,8 @@ are compared on identical initial conditions). Per member it reports:
 * task return = sum of ``human_reward`` (NaN for tasks without one);
 * own return = sum of the member's *raw* reward (its function's output before the buffer's affine map);
 * mean, first-step and final value of the task's progress feature (the from-scratch tie-break, §12 item 14),
-  and the share of the start distance closed (the graded fitness before any success, docs/DESIGN.md);
+  and the share of the start distance closed, of it and of the approach feature (the graded fitness before any
+  success, docs/DESIGN.md);
 * how jerky the actions are: mean squared change of the policy-space action per step (Pareto selection);
 * per-component statistics {mean, std, share of total |r|} of its reward over all evaluation steps;
 * the per-step feature arrays of the first few episodes, for the LLM's trajectory encoder.
@@ -78,13 +79,15 @@ def evaluate_members(
     progress_feature: str,
     keep_rollouts: int = 0,
     drop_features: frozenset[str] = frozenset(),
+    approach_feature: str | None = None,
 ) -> list[MemberEvaluation]:
     """Evaluate ``members`` (one env each, lock step) for ``episodes`` deterministic episodes.
 
     ``act(obs [M, obs_dim], members [M]) -> [M, act_dim]`` must be deterministic (tanh of the mean);
     ``rewards[i]`` is member ``members[i]``'s raw reward function (None: own return and components are NaN).
     ``reset_seeds[e]`` seeds episode e for every member. ``drop_features`` are removed from the kept rollouts
-    (the human reward is never shown to the LLM in the from-scratch setting).
+    (the human reward is never shown to the LLM in the from-scratch setting). ``approach_feature``: the task's
+    (None: ``approach_closed`` is NaN).
     """
     if len(rewards) != len(members):
         raise ValueError(f"evaluate_members: {len(members)} members but {len(rewards)} reward functions")
@@ -102,6 +105,7 @@ def evaluate_members(
     final_prog = np.zeros((m, episodes))
     start_prog = np.zeros((m, episodes))
     closed = np.zeros((m, episodes))
+    approach = np.full((m, episodes), np.nan)
     jerk = np.zeros((m, episodes))
     length = np.zeros((m, episodes))
     nonfinite = np.zeros(m, bool)
@@ -122,6 +126,8 @@ def evaluate_members(
             prog = np.asarray(f[progress_feature], np.float64)
             mean_prog[i, e], final_prog[i, e] = float(prog.mean()), float(prog[-1])
             start_prog[i, e], closed[i, e] = float(prog[0]), progress_closed(prog)
+            if approach_feature is not None:
+                approach[i, e] = progress_closed(f[approach_feature])
             jerk[i, e] = action_jerk(batch.action[i, batch.valid(i)])
             length[i, e] = float(batch.lengths[i])
             fn = rewards[i]
@@ -152,6 +158,7 @@ def evaluate_members(
                 nonfinite=bad,
                 start_progress=float(start_prog[i].mean()),
                 progress_closed=float(closed[i].mean()),
+                approach_closed=float(approach[i].mean()),
                 action_jerk=float(jerk[i].mean()),
             )
         )
