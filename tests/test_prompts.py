@@ -79,6 +79,21 @@ def test_system_prompt_asks_for_an_approach_term_only_where_the_task_has_an_obje
         assert "approach component" not in text and "tcp_to_obj" not in examples
 
 
+def test_task_examples_other_shows_only_the_other_tasks_example() -> None:
+    from lares_agent.engine.tasks import get_task
+    from lares_agent.graphs.prompting import system_text, task_examples
+
+    task = get_task("door-close-v3")
+    names = [f.name for f in task.features if f.name != "human_reward"]
+    own, other = system_text(task, names, 4), system_text(task, names, 4, "other")
+    assert task_examples(task.progress_feature, task.approach_feature) in own
+    head, tail = own.split("For this task:")
+    assert other.startswith(head) and other.endswith(tail.split("For a DIFFERENT task")[1])
+    shown = other[len(head):]
+    assert shown.count('{"components"') == 1 and "None for this task" in shown  # the puck example alone
+    assert "tcp_to_obj" not in shown and "For a DIFFERENT task" in shown
+
+
 def test_personas_required_set_and_default() -> None:
     personas = {p.name: p for p in list_personas()}
     assert set(personas) >= REQUIRED_PERSONAS

@@ -227,10 +227,11 @@ def test_critic_bullets_become_defects_and_the_vote_keeps_what_half_the_critics_
 
 
 # ---------------------------------------------------------------------------------------------- nodes
-def context(script: list[Any], analysis: str = "facts", critics: tuple[str, ...] = ()) -> RunContext:
+def context(script: list[Any], analysis: str = "facts", critics: tuple[str, ...] = (),
+            task_examples: str = "own") -> RunContext:
     stall = np.concatenate([0.3 - 0.025 * T[:10], np.full(30, 0.05)])
     return RunContext(llm=scripted_client(script), task=TASK, sample=SAMPLE, rollouts={"p0": rollout(stall)},
-                      limits=GraphLimits(analysis=analysis),  # type: ignore[arg-type]
+                      limits=GraphLimits(analysis=analysis, task_examples=task_examples),  # type: ignore[arg-type]
                       critics=tuple(load_persona(c) for c in critics))
 
 
@@ -296,3 +297,17 @@ def test_analysis_and_personas_options_are_checked_and_saved() -> None:
         SearchConfig(personas=("neutral", "neutral"))
     with pytest.raises(ConfigError, match="analysis must be one of"):
         GraphLimits(analysis="guess")  # type: ignore[arg-type]
+    assert SearchConfig.from_json(SearchConfig(task_examples="other").to_json()).task_examples == "other"
+    with pytest.raises(ConfigError, match="--task-examples must be one of own, other"):
+        SearchConfig(task_examples="mine")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="task_examples must be one of"):
+        GraphLimits(task_examples="mine")  # type: ignore[arg-type]
+
+
+def test_task_examples_other_reaches_every_calls_system_message() -> None:
+    own, other = context([GOOD]), context([GOOD], task_examples="other")
+    for ctx in (own, other):
+        assert len(run_round(build_graph(), STATE, "r1", ctx).accepted) == 1
+    (mine,), (theirs,) = (c.llm.chat_model.seen for c in (own, other))  # type: ignore[attr-defined]
+    assert "For this task:" in mine[0].content and "For this task:" not in theirs[0].content
+    assert "None for this task" in theirs[0].content

@@ -160,6 +160,9 @@ def run_command(
     analysis: Annotated[str, typer.Option(
         help="facts: analyse and critique state computed facts and defects, no LLM call; llm: the model words "
              "them, checked against the facts.")] = "facts",
+    task_examples: Annotated[str, typer.Option(
+        help="own: the system prompt shows two example answers for this task (the local model tends to copy the "
+             "first one's shape); other: only an example for a different task.")] = "own",
     personas: Annotated[str | None, typer.Option(
         help="Critic ensemble: persona names or files separated by commas; defects are merged by vote.")] = None,
     reward_normalisation: Annotated[str, typer.Option(
@@ -205,6 +208,7 @@ def run_command(
         candidates_per_slot=candidates_per_slot,
         numeric_children=numeric_children,
         analysis=analysis,
+        task_examples=task_examples,
         personas=tuple(p.strip() for p in personas.split(",")) if personas is not None else None,
         reward_normalisation=reward_normalisation,
         learners_per_reward=learners_per_reward,

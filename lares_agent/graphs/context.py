@@ -21,10 +21,16 @@ from lares_agent.prompts.loader import DEFAULT_PERSONA, Persona, load_persona
 from lares_agent.rewards import CheckConfig, RewardTask, TaskFeature
 from lares_agent.tools.trajectory import Rollout
 
-__all__ = ["ANALYSIS_MODES", "AnalysisMode", "DescribedFeature", "GraphLimits", "GraphTask", "RunContext"]
+__all__ = ["ANALYSIS_MODES", "TASK_EXAMPLE_MODES", "AnalysisMode", "DescribedFeature", "GraphLimits", "GraphTask",
+           "RunContext", "TaskExampleMode"]
 
 AnalysisMode = Literal["facts", "llm"]
 ANALYSIS_MODES: tuple[AnalysisMode, ...] = get_args(AnalysisMode)
+# "own": the system prompt shows two answers for the run's task (and one for another task); "other": only the other
+# task's. The 1.5B model copies the first own example's shape (docs/RESULTS.md, issue 14), so a search measured
+# with "own" measures that shape with tuned weights.
+TaskExampleMode = Literal["own", "other"]
+TASK_EXAMPLE_MODES: tuple[TaskExampleMode, ...] = get_args(TaskExampleMode)
 
 
 class DescribedFeature(TaskFeature, Protocol):
@@ -75,6 +81,7 @@ class GraphLimits:
     # "facts": analyse states the computed facts and critique the computed defects, no LLM call; "llm": the model
     # summarises the facts (checked against them) and each critic may add defects (issue 13)
     analysis: AnalysisMode = "facts"
+    task_examples: TaskExampleMode = "own"  # which answers the system prompt shows (TASK_EXAMPLE_MODES)
 
     def __post_init__(self) -> None:
         if self.retry_budget < 0 or self.per_call < 1 or self.max_calls_per_pass < 1:
@@ -84,6 +91,9 @@ class GraphLimits:
         if self.analysis not in ANALYSIS_MODES:
             raise ConfigError(f"GraphLimits: analysis must be one of {', '.join(ANALYSIS_MODES)}, "
                               f"not {self.analysis!r}")
+        if self.task_examples not in TASK_EXAMPLE_MODES:
+            raise ConfigError(f"GraphLimits: task_examples must be one of {', '.join(TASK_EXAMPLE_MODES)}, "
+                              f"not {self.task_examples!r}")
 
 
 def _default_persona() -> Persona:

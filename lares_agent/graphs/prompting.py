@@ -14,7 +14,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
-from lares_agent.graphs.context import GraphTask
+from lares_agent.graphs.context import GraphTask, TaskExampleMode
 from lares_agent.graphs.state import CandidateRecord, EliteInfo
 from lares_agent.prompts.loader import Persona, render
 
@@ -99,10 +99,14 @@ def approach_rule(progress: str, approach: str | None) -> str:
             f"approach component on {approach} (-w*{approach} or w*exp(-{approach}/s)).\n")
 
 
-def system_text(task: GraphTask, feature_names: Sequence[str], max_components: int) -> str:
+def system_text(task: GraphTask, feature_names: Sequence[str], max_components: int,
+                examples: TaskExampleMode = "own") -> str:
     """The fixed system message of a run: identical across nodes, calls and personas, so llama.cpp caches it (the
-    persona goes into the user message, `persona_text`)."""
+    persona goes into the user message, `persona_text`). ``examples``: "own" shows `task_examples` before the other
+    task's example, "other" that one alone (`GraphLimits.task_examples`)."""
     approach = task.approach_feature if task.approach_feature in feature_names else None
+    shown = ("For this task:\n" + task_examples(task.progress_feature, approach) if examples == "own"
+             else "None for this task: write its reward from its own features.")
     return render(
         "system",
         task_name=task.name,
@@ -110,7 +114,7 @@ def system_text(task: GraphTask, feature_names: Sequence[str], max_components: i
         horizon=task.horizon,
         progress_feature=task.progress_feature,
         approach_rule=approach_rule(task.progress_feature, approach),
-        task_examples=task_examples(task.progress_feature, approach),
+        task_examples=shown,
         feature_table=feature_table(task, feature_names),
         max_components=max_components,
         function_table=FUNCTION_TABLE,

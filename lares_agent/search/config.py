@@ -25,6 +25,7 @@ Preset = Literal["demo", "paper"]
 BaselineReward = Literal["human", "success"]
 BASELINE_REWARDS: tuple[BaselineReward, ...] = get_args(BaselineReward)
 Analysis = Literal["facts", "llm"]  # --analysis: computed facts and defects only, or LLM-worded and fact-checked
+TaskExamples = Literal["own", "other"]  # --task-examples: GraphLimits.task_examples (graphs/context.py)
 # --reward-normalisation: LaRes' affine match alone, or a sigmoid/tanh squash before it. The engine's names
 # (engine/column_map.py), repeated like SETTINGS so that this module loads without the engine's imports.
 RewardNormalisation = Literal["affine", "sigmoid", "tanh"]
@@ -37,6 +38,7 @@ BACKENDS: tuple[Backend, ...] = get_args(Backend)
 SELECTIONS: tuple[Selection, ...] = get_args(Selection)
 PRESET_NAMES: tuple[Preset, ...] = get_args(Preset)
 ANALYSES: tuple[Analysis, ...] = get_args(Analysis)
+TASK_EXAMPLES: tuple[TaskExamples, ...] = get_args(TaskExamples)
 ABLATIONS: dict[Ablation, str] = {
     "no-relabel": "a refilled slot's old buffer rows keep their old reward values (EngineConfig.relabel=False)",
     "no-thompson": "uniform random choice of the acting learners (EngineConfig.thompson=False)",
@@ -150,6 +152,7 @@ class SearchConfig:
     candidates_per_slot: float = 2.0  # LLM candidates asked per free slot; the pre-screen keeps the best (issue 13)
     numeric_children: int = 2  # numeric children of the elites per propose pass (constants perturbed, issue 13)
     analysis: Analysis = "facts"  # GraphLimits.analysis: "facts" calls no LLM in analyse/critique (issue 13)
+    task_examples: TaskExamples = "own"  # GraphLimits.task_examples: "other" hides the answers for the run's task
     personas: tuple[str, ...] = ()  # the critic ensemble (--personas a,b); () : `persona` critiques alone
     reward_normalisation: RewardNormalisation = "affine"  # EngineConfig.reward_normalisation (SAC/CrossQ only)
     learners_per_reward: int = 1  # EngineConfig.learners_per_reward (SAC/CrossQ only; issue 17)
@@ -164,6 +167,7 @@ class SearchConfig:
             *_choice("--preset", self.preset, PRESET_NAMES),
             *_choice("--reward", self.baseline_reward, BASELINE_REWARDS),
             *_choice("--analysis", self.analysis, ANALYSES),
+            *_choice("--task-examples", self.task_examples, TASK_EXAMPLES),
             *_choice("--reward-normalisation", self.reward_normalisation, REWARD_NORMALISATIONS),
         ]
         if self.baseline_reward != "human" and self.setting != "baseline":

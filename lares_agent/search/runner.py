@@ -107,7 +107,7 @@ class Search:
             run_id=self.run.root.name,
             id_prefix=f"{self.run.root.name[-6:]}-",
             limits=GraphLimits(reflect=reflects(cfg), analysis=cfg.analysis, oversample=cfg.candidates_per_slot,
-                               numeric_children=cfg.numeric_children, seed=cfg.seed),
+                               numeric_children=cfg.numeric_children, seed=cfg.seed, task_examples=cfg.task_examples),
             critics=tuple(resolve_persona(p) for p in cfg.personas),
         )
         self._trace = open_trace(self.run.root)
