@@ -14,12 +14,15 @@ prints per task and overall:
 - raw valid: the LLM's own candidates that passed the validator before dedupe and screen (duplicates count as
             valid here), of all LLM candidates; the round asks for `--oversample` per free slot
 - cost: completion tokens and seconds of LLM calls per accepted candidate, the first (cold) call excluded
+- shapes:   accepted ones by their terms against the prompt's own examples for the task (`graphs/example_shapes.py`:
+            "example 1" is its first example with other weights), measured whatever `--task-examples` hid
 
 Targets (issue 13): >= 95% filled ("valid"), >= 80% distinct. The sample is the engine's random-action sample
 (`random_feature_sample`), which carries next steps, so the pre-screen runs as in a search. Run by hand:
 
     python benchmarks/proposals.py                       # default 1.5B model, 50 slots
     python benchmarks/proposals.py --model qwen2.5-coder-0.5b --n 12 --per-call 1
+    python benchmarks/proposals.py --task-examples other   # without the answers for the task itself
 """
 
 from __future__ import annotations
@@ -35,7 +38,8 @@ from pathlib import Path
 from lares_agent.engine import random_feature_sample
 from lares_agent.engine.tasks import get_task
 from lares_agent.graphs.build import build_graph
-from lares_agent.graphs.context import GraphLimits, RunContext
+from lares_agent.graphs.context import TASK_EXAMPLE_MODES, GraphLimits, RunContext
+from lares_agent.graphs.example_shapes import KINDS, example_kind, example_shapes
 from lares_agent.graphs.round import run_round
 from lares_agent.llm.client import LLMConfig, make_client
 from lares_agent.prompts.loader import load_persona
@@ -51,7 +55,7 @@ def bench_task(task_name: str, n: int, args: argparse.Namespace, run_dir: Path) 
     llm = make_client(LLMConfig(backend="local", model=args.model, temperature=args.temperature,
                                 seed=args.seed, timeout_s=600.0), run_dir=run_dir)
     limits = GraphLimits(per_call=args.per_call, temperature=args.temperature, oversample=args.oversample,
-                         reflect=False)
+                         reflect=False, task_examples=args.task_examples)
     ctx = RunContext(llm=llm, task=task, sample=sample, persona=load_persona(args.persona), limits=limits)
     graph = build_graph()
     uses_approach = re.compile(rf"\b{task.approach_feature}\b") if task.approach_feature else None
@@ -59,6 +63,8 @@ def bench_task(task_name: str, n: int, args: argparse.Namespace, run_dir: Path) 
     reasons: list[str] = []
     asked = filled = sane = approach = llm_cands = raw_valid = 0
     proxies: list[float] = []
+    examples = example_shapes(task)
+    shapes: list[str] = []
     rnd = 0
     while asked < n:
         want = min(args.per_round, n - asked)
@@ -75,6 +81,7 @@ def bench_task(task_name: str, n: int, args: argparse.Namespace, run_dir: Path) 
             filled += 1
             keys.append(str(rec.get("key")))
             proxies.append(float(rec.get("proxy") or 0.0))
+            shapes.append(example_kind(rec["components"], examples))
             reward = compile_record(rec, task)
             approach += bool(uses_approach and any(uses_approach.search(x) for x in rec["components"].values()))
             rises, falls = progress_monotonicity(reward, sample, task.progress_feature)
@@ -91,7 +98,7 @@ def bench_task(task_name: str, n: int, args: argparse.Namespace, run_dir: Path) 
     return {"task": task_name, "n": asked, "filled": filled, "sane": sane, "distinct": len(set(keys)),
             "approach": approach if uses_approach else None, "llm_cands": llm_cands, "raw_valid": raw_valid,
             "secs": [c["seconds"] for c in ok], "tokens": [c["completion_tokens"] for c in ok],
-            "calls": len(calls), "reasons": reasons, "proxies": proxies}
+            "calls": len(calls), "reasons": reasons, "proxies": proxies, "shapes": shapes}
 
 
 def main() -> None:
@@ -104,6 +111,7 @@ def main() -> None:
     parser.add_argument("--per-round", type=int, default=2, help="slots per round (a reward update's refill)")
     parser.add_argument("--temperature", type=float, default=0.4)
     parser.add_argument("--persona", default="neutral")
+    parser.add_argument("--task-examples", choices=TASK_EXAMPLE_MODES, default="own")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--verbose", action="store_true")
     parser.add_argument("--keep", type=Path, default=None, help="keep the llm_calls.jsonl records in this folder")
@@ -126,7 +134,7 @@ def main() -> None:
     warm_secs = sum(sum(r["secs"][1:]) for r in rows)
     tokens = sum(sum(r["tokens"]) for r in rows)
     print(f"\nmodel {args.model}, {n} slots, per_call {args.per_call}, oversample {args.oversample}, "
-          f"T={args.temperature}, wall {time.perf_counter() - start:.0f} s")
+          f"T={args.temperature}, task examples {args.task_examples}, wall {time.perf_counter() - start:.0f} s")
     print(f"valid    {filled / n:.1%}   (slots filled; target >= 95%)")
     print(f"distinct {sum(r['distinct'] for r in rows) / max(filled, 1):.1%} of accepted   (target >= 80%)")
     print(f"sane     {sum(r['sane'] for r in rows) / max(filled, 1):.1%} of accepted")
@@ -140,6 +148,10 @@ def main() -> None:
     print(f"per accepted candidate: {tokens / max(filled, 1):.0f} completion tokens, "
           f"{warm_secs / max(filled, 1):.1f} s of warm LLM time ({warm_calls} warm calls, "
           f"median {statistics.median([s for r in rows for s in r['secs'][1:]] or [0.0]):.1f} s each)")
+    shapes = [k for r in rows for k in r["shapes"]]
+    if shapes:
+        print("shapes   " + ", ".join(f"{k} {shapes.count(k) / len(shapes):.0%}" for k in KINDS)
+              + f" of {len(shapes)} accepted")
     proxies = [p for r in rows for p in r["proxies"]]
     if proxies:
         print(f"proxy of accepted: median {statistics.median(proxies):.2f}, min {min(proxies):.2f}")

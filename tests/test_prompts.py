@@ -94,6 +94,20 @@ def test_task_examples_other_shows_only_the_other_tasks_example() -> None:
     assert "tcp_to_obj" not in shown and "For a DIFFERENT task" in shown
 
 
+def test_example_kind_masks_numbers_and_sorts_rewards_by_the_examples_terms() -> None:
+    from lares_agent.engine.tasks import get_task
+    from lares_agent.graphs.example_shapes import example_kind, example_shapes
+
+    examples = example_shapes(get_task("button-press-v3"))
+    one = {"approach": "-tcp_to_obj", "progress": "-3.39*obj_to_target", "bonus": "7.75*success"}
+    assert example_kind(one, examples) == "example 1"  # the first example with other weights
+    # a weight written where the example has none is another term (so copies are, if anything, undercounted)
+    assert example_kind({**one, "approach": "-2.5*tcp_to_obj"}, examples) == "other, 2+ example terms"
+    assert example_kind({**one, "effort": "-0.01*action_norm"}, examples) == "example 1 + terms"
+    assert example_kind({"a": "-tcp_to_obj", "p": "-5*obj_to_target"}, examples) == "other, 2+ example terms"
+    assert example_kind({"p": "exp(-obj_to_target/0.2)"}, examples) == "other"
+
+
 def test_personas_required_set_and_default() -> None:
     personas = {p.name: p for p in list_personas()}
     assert set(personas) >= REQUIRED_PERSONAS

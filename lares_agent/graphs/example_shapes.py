@@ -1,0 +1,50 @@
+"""How close a reward is to the system prompt's own examples for its task, by shape (docs/RESULTS.md, issue 14).
+
+The prompt shows two answers for the task itself (`prompting.task_examples`, with `--task-examples own`), and the
+local 1.5B model copies the first one's shape; a result that depends on an example in a prompt has to say so. A
+reward's shape is its set of terms with every number masked, so `-3.39*obj_to_target` has the shape of
+`-5*obj_to_target` (component names are ignored), while `-2.5*tcp_to_obj` is another term than `-tcp_to_obj`, so
+copies are if anything undercounted; the examples are canonicalised by the reward parser first, as candidates are.
+The kinds, in `KINDS` order: an example's terms exactly ("example 1"), an example's terms plus others ("example 1
++ terms"), two or more of one example's terms ("other, 2+ example terms"), else "other".
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+
+from lares_agent.graphs.context import GraphTask
+from lares_agent.graphs.prompting import task_examples
+from lares_agent.rewards import allowed_features, parse_candidate
+
+__all__ = ["KINDS", "example_kind", "example_shapes", "shape"]
+
+KINDS = ("example 1", "example 1 + terms", "example 2", "example 2 + terms", "other, 2+ example terms", "other")
+_NUMBER = re.compile(r"(?<![A-Za-z_\d.])\d+(\.\d*)?([eE][-+]?\d+)?")
+
+
+def shape(components: Mapping[str, str]) -> frozenset[str]:
+    """A reward's terms with their numbers masked (component names ignored)."""
+    return frozenset(_NUMBER.sub("N", text.replace(" ", "")) for text in components.values())
+
+
+def example_shapes(task: GraphTask) -> list[frozenset[str]]:
+    """The shapes of the prompt's two examples for ``task``, canonicalised as candidates are."""
+    names = allowed_features(task)
+    approach = task.approach_feature if task.approach_feature in names else None
+    lines = task_examples(task.progress_feature, approach).splitlines()
+    return [shape(dict(parse_candidate(json.loads(line), names).canonical)) for line in lines]
+
+
+def example_kind(components: Mapping[str, str], examples: Sequence[frozenset[str]]) -> str:
+    """Which of `KINDS` a reward (canonical components) is, against ``examples`` (`example_shapes`)."""
+    mine = shape(components)
+    for i, ex in enumerate(examples, 1):
+        if mine == ex:
+            return f"example {i}"
+    for i, ex in enumerate(examples, 1):
+        if ex <= mine:
+            return f"example {i} + terms"
+    return "other, 2+ example terms" if any(len(mine & ex) >= 2 for ex in examples) else "other"
