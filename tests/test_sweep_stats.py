@@ -102,3 +102,50 @@ def test_a_method_keeps_its_colour_in_every_panel() -> None:
     assert colours[0]["human (n=1)"] == colours[1]["human (n=1)"] != colours[0]["lares (n=1)"]
     assert colours[1]["sparse (n=1)"] not in colours[0].values()
     assert all(ax.get_legend() is not None for ax in fig.axes)
+
+
+def test_bootstrap_difference_resamples_each_side_on_its_own() -> None:
+    from lares_agent.report.sweep_stats import bootstrap_difference
+
+    a, b = [0.9, 1.0, 0.8], [0.2, 0.4, 0.3]
+    low, high = bootstrap_difference(a, b, np.random.default_rng(0))
+    assert low <= np.mean(a) - np.mean(b) <= high and low > 0  # well apart: the interval excludes 0
+    assert (low, high) == bootstrap_difference(a, b, np.random.default_rng(0))
+    low, high = bootstrap_difference([0.0, 1.0], [0.0, 1.0], np.random.default_rng(0))
+    assert low < 0 < high  # the same noisy values on both sides: 0 inside, not a point
+    assert bootstrap_difference([0.7], [0.2], np.random.default_rng(0)) == pytest.approx((0.5, 0.5))
+    assert all(math.isnan(v) for v in bootstrap_difference([], [0.2], np.random.default_rng(0)))
+
+
+def test_comparisons_say_ahead_behind_or_noise_and_count_the_targets() -> None:
+    from pathlib import Path
+
+    from lares_agent.report.sweep_compare import comparison_markdown, comparisons
+    from lares_agent.report.sweep_table import TrialCurve
+
+    def curve(task: str, method: str, seed: int, success: tuple[float, ...], finished: bool = True) -> TrialCurve:
+        return TrialCurve(task, method, seed, finished, (0, 1000, 2000), success, 0.0, 1.0, {}, 0,
+                          Path(f"{task}-{method}-s{seed}"))
+
+    curves = [
+        # a: lares clearly ahead of human; sparse ties lares at 0 -> "level", a settled miss of "above sparse"
+        *(curve("a", "lares", s, (0.0, 1.0, 1.0)) for s in range(3)),
+        *(curve("a", "human", s, (0.0, 0.0, 0.2)) for s in range(3)),
+        curve("b", "lares", 0, (0.0, 0.0, 1.0)), curve("b", "lares", 1, (0.0, 0.0, 0.0)),
+        curve("b", "human", 0, (0.0, 0.0, 1.0)), curve("b", "human", 1, (0.0, 0.0, 0.4)),
+        curve("b", "sparse", 0, (0.0, 0.0, 0.0)), curve("b", "sparse", 1, (0.0, 0.0, 0.0)),
+        curve("b", "sparse", 2, (0.0, 1.0, 1.0), finished=False),  # unfinished: left out
+    ]
+    rows = {(r["task"], r["other"]): r for r in comparisons(curves, np.random.default_rng(0))}
+    assert set(rows) == {("a", "human"), ("b", "human"), ("b", "sparse")}  # a has no sparse trial
+    assert rows["a", "human"]["final_success_word"] == rows["a", "human"]["auc_word"] == "ahead"
+    assert rows["b", "human"]["final_success_diff"] == pytest.approx(0.5 - 0.7)
+    assert rows["b", "human"]["final_success_word"] == "within noise"  # 1 and 0 against 1 and 0.4
+    assert rows["b", "sparse"]["seeds"] == "2 vs 2"
+    text = comparison_markdown(list(rows.values()))
+    assert "| a | human | 3 vs 3 | +80 pts |" in text
+    assert "area under the success curve, by the means: 1 of 2 tasks (a). Of the 1 missed" in text
+    assert "rules the target out on 0 (none); the others could be chance" in text  # b's loss: within noise
+    assert rows["b", "human"]["auc_word"] == "within noise"
+    assert "Above sparse's final success, by the means: 1 of 1 tasks (b)." in text
+    assert comparison_markdown([]) == ""

@@ -6,8 +6,9 @@ the success curve per env step, the task's own return, wall time split into lear
 for the LLM where the run's `run_end` event has the split (`learn_s`, `sim_s`, `llm_wait_s`; "n/a" otherwise),
 and LLM tokens. "Success" is that of the policy the run ranks first at each evaluation (what it hands over;
 docs/lares-reference.md §12 item 16), the human and sparse baselines' only learner. Below the table: how far a
-partial sweep is, which commit each trial ran in each session (its `run_start` events), and where the search
-fell short (`report/sweep_why.py`). Another sweep's trials on the same tasks may join (`--with-sweep`).
+partial sweep is, which commit each trial ran in each session (its `run_start` events), LaRes against each
+other method with the seeds' noise (`report/sweep_compare.py`), and where the search fell short
+(`report/sweep_why.py`). Another sweep's trials on the same tasks may join (`--with-sweep`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from lares_agent.errors import LaresError
+from lares_agent.report.sweep_compare import comparison_markdown, comparisons
 from lares_agent.report.sweep_stats import bootstrap_interval, mean_std, steps_to_threshold, success_auc
 from lares_agent.report.sweep_why import why_markdown
 from lares_agent.runs import (
@@ -166,7 +168,7 @@ def summarise(curves: Sequence[TrialCurve], rng: np.random.Generator) -> list[di
             name = f"steps_to_{round(level * 100)}"
             row[f"{name}_mean"] = float(np.mean(reached)) if reached else None
             row[f"{name}_reached"] = f"{len(reached)}/{len(done)}"
-        row["auc_mean"] = mean_std([success_auc(c.steps, c.success) for c in done])[0]
+        row["auc_mean"], row["auc_std"] = mean_std([success_auc(c.steps, c.success) for c in done])
         row["task_return_mean"] = mean_std([c.task_return for c in done])[0]
         row["wall_s_mean"] = mean_std([c.wall_s for c in done])[0]
         for key in SPLIT_KEYS:
@@ -188,7 +190,7 @@ def to_markdown(rows: Sequence[dict[str, Any]]) -> str:
             f"[{_fmt(r['final_success_ci_low'], '%')}, {_fmt(r['final_success_ci_high'], '%')}]",
             f"{_fmt(r['steps_to_50_mean'], 'int')} ({r['steps_to_50_reached']})",
             f"{_fmt(r['steps_to_90_mean'], 'int')} ({r['steps_to_90_reached']})",
-            _fmt(r["auc_mean"]), _fmt(r["task_return_mean"]), _fmt(r["wall_s_mean"], "int"),
+            f"{_fmt(r['auc_mean'])} ± {_fmt(r['auc_std'])}", _fmt(r["task_return_mean"]), _fmt(r["wall_s_mean"], "int"),
             *(_fmt(r[f"{k}_mean"], "int") for k in SPLIT_KEYS), _fmt(r["llm_tokens_mean"], "int"),
         ]
         lines.append("| " + " | ".join(cells) + " |")
@@ -275,7 +277,8 @@ def write_sweep_report(root: Path, seed: int = 0, also: Sequence[Path] = ()) -> 
         if c.method == "lares":
             lares.setdefault(c.task, []).append(c.run)
     written = []
-    sections = (progress_markdown(curves, not_started), code_markdown(curves), why_markdown(rows, lares))
+    versus = comparison_markdown(comparisons(curves, np.random.default_rng([seed, 1])))
+    sections = (versus, progress_markdown(curves, not_started), code_markdown(curves), why_markdown(rows, lares))
     table = to_markdown(rows) + "".join(sections)
     for name, text in ((TABLE_MD, table), (TABLE_CSV, to_csv(rows))):
         atomic_write_text(layout.report / name, text)

@@ -16,6 +16,7 @@ from typing import Any
 
 from lares_agent.errors import LaresError
 from lares_agent.report.run_reader import RunData, read_run
+from lares_agent.report.sweep_compare import LABELS, TARGETS
 
 __all__ = ["explain_trial", "shortfalls", "why_markdown"]
 
@@ -37,13 +38,12 @@ def shortfalls(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[str]]:
         if lares is None:
             continue
         lost = []
-        for other, key, label, strict in (("human", "final_success_mean", "final success", False),
-                                          ("human", "auc_mean", "area under the success curve", False),
-                                          ("sparse", "final_success_mean", "final success", True)):
-            mine, theirs = _value(lares, key), _value(_row(rows, task, other), key)
-            if math.isfinite(mine) and math.isfinite(theirs) and (mine <= theirs if strict else mine < theirs):
-                word = "not above" if strict else "below"
-                lost.append(f"{label} {mine:.2f} {word} {other}'s {theirs:.2f}")
+        for target in TARGETS:
+            key = f"{target.metric}_mean"
+            mine, theirs = _value(lares, key), _value(_row(rows, task, target.other), key)
+            if math.isfinite(mine) and math.isfinite(theirs) and not target.met(mine, theirs):
+                word = "not above" if target.strict else "below"
+                lost.append(f"{LABELS[target.metric]} {mine:.2f} {word} {target.other}'s {theirs:.2f}")
         if lost:
             out[task] = lost
     return out

@@ -1,0 +1,148 @@
+"""LaRes against each other method of a sweep, with the seeds' noise shown (issue 14's targets).
+
+The table's means say who is ahead; with 2 or 3 seeds a side they cannot say by how much it could be chance.
+For every task and every method beside ``lares`` with finished trials on it, this section gives LaRes' final
+success and area under the success curve minus that method's, each with a 95% bootstrap interval (each side's
+seeds resampled on their own), and a word: "ahead" or "behind" when the interval lies wholly on one side of 0,
+"within noise" otherwise. The targets are counted by the means, as issue 14 states them (`TARGETS`, also what
+`sweep_why.shortfalls` explains), and the count says how many of the misses the intervals would settle.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from lares_agent.report.sweep_stats import bootstrap_difference, success_auc
+
+__all__ = ["LABELS", "TARGETS", "Curve", "Target", "comparison_markdown", "comparisons"]
+
+METRICS = (("final_success", "final success"), ("auc", "area under the success curve"))
+LABELS = dict(METRICS)
+
+
+class Curve(Protocol):
+    """What this section reads of a ``sweep_table.TrialCurve``."""
+
+    @property
+    def task(self) -> str: ...
+    @property
+    def method(self) -> str: ...
+    @property
+    def finished(self) -> bool: ...
+    @property
+    def steps(self) -> tuple[int, ...]: ...
+    @property
+    def success(self) -> tuple[float, ...]: ...
+
+
+@dataclass(frozen=True)
+class Target:
+    """LaRes' mean of `metric` against `other`'s: at least as high, or (`strict`) higher."""
+
+    other: str
+    metric: str  # a METRICS key
+    strict: bool
+
+    def met(self, mine: float, theirs: float) -> bool:
+        return mine > theirs if self.strict else mine >= theirs
+
+    def ruled_out(self, high: float) -> bool:
+        """The difference's interval lies wholly where the target fails (``high``: its upper end)."""
+        return math.isfinite(high) and (high <= 0 if self.strict else high < 0)
+
+
+# Issue 14: at least as good as the human reward in final success and area; better than sparse in final success.
+TARGETS = (Target("human", "final_success", False), Target("human", "auc", False),
+           Target("sparse", "final_success", True))
+
+
+def _per_seed(curves: Sequence[Curve]) -> dict[tuple[str, str], dict[str, list[float]]]:
+    """(task, method) -> metric -> one value per finished trial."""
+    out: dict[tuple[str, str], dict[str, list[float]]] = {}
+    for c in curves:
+        if not (c.finished and c.steps):
+            continue
+        values = out.setdefault((c.task, c.method), {key: [] for key, _ in METRICS})
+        values["final_success"].append(float(c.success[-1]))
+        values["auc"].append(success_auc(c.steps, c.success))
+    return out
+
+
+def _word(low: float, high: float) -> str:
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return "n/a"
+    if low == high == 0:
+        return "level"
+    return "ahead" if low > 0 else "behind" if high < 0 else "within noise"
+
+
+def comparisons(curves: Sequence[Curve], rng: np.random.Generator, method: str = "lares") -> list[dict[str, Any]]:
+    """One row per (task, other method) with finished trials of both, in the grid's order."""
+    seeds = _per_seed(curves)
+    rows: list[dict[str, Any]] = []
+    for task, other in dict.fromkeys((c.task, c.method) for c in curves):
+        mine, theirs = seeds.get((task, method)), seeds.get((task, other))
+        if other == method or mine is None or theirs is None:
+            continue
+        row: dict[str, Any] = {"task": task, "other": other, "seeds": f"{len(mine['auc'])} vs {len(theirs['auc'])}"}
+        for key, _ in METRICS:
+            low, high = bootstrap_difference(mine[key], theirs[key], rng)
+            row[f"{key}_mean"], row[f"{key}_other_mean"] = float(np.mean(mine[key])), float(np.mean(theirs[key]))
+            row[f"{key}_diff"] = row[f"{key}_mean"] - row[f"{key}_other_mean"]
+            row[f"{key}_low"], row[f"{key}_high"], row[f"{key}_word"] = low, high, _word(low, high)
+        rows.append(row)
+    return rows
+
+
+def _signed(value: float, kind: str) -> str:
+    return f"{value * 100:+.0f} pts" if kind == "final_success" else f"{value:+.3f}"
+
+
+def _targets_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
+    lines = []
+    for other in dict.fromkeys(t.other for t in TARGETS):
+        rules = [t for t in TARGETS if t.other == other]
+        mine = [r for r in rows if r["other"] == other]
+        if not mine:
+            continue
+        met = [r["task"] for r in mine if all(t.met(r[f"{t.metric}_mean"], r[f"{t.metric}_other_mean"]) for t in rules)]
+        settled = [r["task"] for r in mine if r["task"] not in met and any(t.ruled_out(r[f"{t.metric}_high"])
+                                                                          for t in rules)]
+        what = " and ".join(("above" if t.strict else "at least") + f" {other}'s {LABELS[t.metric]}"
+                            for t in rules)
+        missed = len(mine) - len(met)
+        line = (f"- {what[0].upper()}{what[1:]}, by the means: {len(met)} of {len(mine)} tasks "
+                f"({', '.join(met) or 'none'}).")
+        if missed:
+            line += (f" Of the {missed} missed, the interval rules the target out on {len(settled)} "
+                     f"({', '.join(settled) or 'none'})"
+                     + ("; the others could be chance at these seeds." if missed > len(settled) else "."))
+        lines.append(line)
+    return lines
+
+
+def comparison_markdown(rows: Sequence[dict[str, Any]], method: str = "lares") -> str:
+    """The section for ``table.md`` ("" without a task where both sides finished)."""
+    if not rows:
+        return ""
+    head = ["task", f"{method} against", "seeds", "final success: difference", "95% CI", "",
+            "AUC: difference", "95% CI", ""]
+    lines = ["", f"## {method} against each method", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [r["task"], r["other"], r["seeds"]]
+        for key, _ in METRICS:
+            cells += [_signed(r[f"{key}_diff"], key),
+                      f"[{_signed(r[f'{key}_low'], key)}, {_signed(r[f'{key}_high'], key)}]", r[f"{key}_word"]]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "(Difference of means over finished seeds; 95% percentile bootstrap interval, each side's seeds "
+              "resampled on their own; \"ahead\"/\"behind\": the interval excludes 0.)", ""]
+    targets = _targets_lines(rows)
+    if targets:
+        lines += ["Issue 14's targets:", "", *targets, ""]
+    return "\n".join(lines)
