@@ -147,6 +147,8 @@ def _fmt(value: Any, kind: str = "") -> str:
         return f"{value:.0%}"
     if kind == "int":
         return f"{round(value):,}"
+    if kind == "share":
+        return f"{value:.3f}"
     return f"{value:.3g}" if isinstance(value, float) else str(value)
 
 
@@ -190,7 +192,8 @@ def to_markdown(rows: Sequence[dict[str, Any]]) -> str:
             f"[{_fmt(r['final_success_ci_low'], '%')}, {_fmt(r['final_success_ci_high'], '%')}]",
             f"{_fmt(r['steps_to_50_mean'], 'int')} ({r['steps_to_50_reached']})",
             f"{_fmt(r['steps_to_90_mean'], 'int')} ({r['steps_to_90_reached']})",
-            f"{_fmt(r['auc_mean'])} ± {_fmt(r['auc_std'])}", _fmt(r["task_return_mean"]), _fmt(r["wall_s_mean"], "int"),
+            f"{_fmt(r['auc_mean'], 'share')} ± {_fmt(r['auc_std'], 'share')}",
+            _fmt(r["task_return_mean"]), _fmt(r["wall_s_mean"], "int"),
             *(_fmt(r[f"{k}_mean"], "int") for k in SPLIT_KEYS), _fmt(r["llm_tokens_mean"], "int"),
         ]
         lines.append("| " + " | ".join(cells) + " |")
