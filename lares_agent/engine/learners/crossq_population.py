@@ -25,10 +25,9 @@ from lares_agent.engine.learners.nets import (
     StackedAdam,
     check_members,
     gather_rows,
-    init_mlp,
+    init_members,
     layer_sizes,
     member_rows,
-    member_seeds,
     reuse_freed_memory,
     scatter_rows,
     squashed_gaussian,
@@ -97,15 +96,8 @@ class CrossQPopulation:
         self.target_entropy = config.entropy_target(act_dim)
         actor_sizes = layer_sizes(obs_dim, config.actor_hidden, 2 * act_dim)
         critic_sizes = layer_sizes(obs_dim + act_dim, config.critic_hidden, 1)
-        # Same draw order as CrossQLearner: actor, qf1, qf2 from the member's own generator.
-        self.generators: list[torch.Generator] = []
-        actors, qf1s, qf2s = [], [], []
-        for member_seed in member_seeds(seed, k):
-            generator = torch.Generator().manual_seed(member_seed)
-            actors.append(init_mlp(actor_sizes, generator))
-            qf1s.append(init_mlp(critic_sizes, generator))
-            qf2s.append(init_mlp(critic_sizes, generator))
-            self.generators.append(generator)
+        # Same draw order as CrossQLearner (nets.init_members).
+        self.generators, actors, qf1s, qf2s = init_members(seed, k, actor_sizes, critic_sizes)
         self._actor = _Ensemble(actors, config.actor_renorm, self.device)
         self._critic = _Ensemble(qf1s + qf2s, True, self.device)  # rows 0..K-1: qf1, K..2K-1: qf2
         self.actor, self.critic = self._actor.params, self._critic.params

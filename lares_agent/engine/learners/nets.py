@@ -48,6 +48,25 @@ def member_seeds(seed: int, k: int) -> list[int]:
     return [int(c.generate_state(1, np.uint64)[0] >> np.uint64(1)) for c in children]
 
 
+MLPParams = list[tuple[Tensor, Tensor]]
+
+
+def init_members(seed: int, k: int, actor_sizes: Sequence[tuple[int, int]], critic_sizes: Sequence[tuple[int, int]]
+                 ) -> tuple[list[torch.Generator], list[MLPParams], list[MLPParams], list[MLPParams]]:
+    """K members' generators, actors and twin critics. Member k draws actor, qf1, qf2 in that order from a
+    generator seeded with ``member_seeds(seed, k)[k]``: the order the single learners use, so a population's
+    member starts where a single learner of that seed does."""
+    generators: list[torch.Generator] = []
+    actors, qf1s, qf2s = [], [], []
+    for member_seed in member_seeds(seed, k):
+        generator = torch.Generator().manual_seed(member_seed)
+        actors.append(init_mlp(actor_sizes, generator))
+        qf1s.append(init_mlp(critic_sizes, generator))
+        qf2s.append(init_mlp(critic_sizes, generator))
+        generators.append(generator)
+    return generators, actors, qf1s, qf2s
+
+
 def stacked_mlp(
     x: Tensor, weights: Sequence[Tensor], biases: Sequence[Tensor], layer_norm: bool = False
 ) -> Tensor:

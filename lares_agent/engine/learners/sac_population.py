@@ -22,10 +22,9 @@ from lares_agent.engine.learners.nets import (
     StackedAdam,
     check_members,
     gather_rows,
-    init_mlp,
+    init_members,
     layer_sizes,
     member_rows,
-    member_seeds,
     reuse_freed_memory,
     squashed_gaussian,
     stacked_mlp,
@@ -62,15 +61,8 @@ class Population:
         self.target_entropy = config.entropy_target(act_dim)
         actor_sizes = layer_sizes(obs_dim, config.hidden, 2 * act_dim)
         critic_sizes = layer_sizes(obs_dim + act_dim, config.hidden, 1)
-        # Same draw order as SACLearner: actor, qf1, qf2 from the member's own generator.
-        self.generators: list[torch.Generator] = []
-        actors, qf1s, qf2s = [], [], []
-        for member_seed in member_seeds(seed, k):
-            generator = torch.Generator().manual_seed(member_seed)
-            actors.append(init_mlp(actor_sizes, generator))
-            qf1s.append(init_mlp(critic_sizes, generator))
-            qf2s.append(init_mlp(critic_sizes, generator))
-            self.generators.append(generator)
+        # Same draw order as SACLearner (nets.init_members).
+        self.generators, actors, qf1s, qf2s = init_members(seed, k, actor_sizes, critic_sizes)
         self.actor = _stack(actors, self.device)
         self.critic = _stack(qf1s + qf2s, self.device)  # rows 0..K-1: qf1, K..2K-1: qf2
         self.critic_target = [p.detach().clone() for p in self.critic]
