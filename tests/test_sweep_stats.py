@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -150,36 +149,3 @@ def test_comparisons_say_ahead_behind_or_noise_and_count_the_targets() -> None:
     assert rows["b", "human"]["auc_word"] == "within noise"
     assert "Above sparse's final success, by the means: 1 of 1 tasks (b)." in text
     assert comparison_markdown([]) == ""
-
-
-def test_hand_over_compares_the_ranked_slot_with_the_others(tmp_path: Path) -> None:
-    from lares_agent.report.sweep_handover import hand_over, handover_markdown
-    from lares_agent.runs import MetricRow, RunLayout, RunLog, SlotMetric
-
-    def row(kind: str, steps: int, best: int, successes: tuple[float, ...]) -> MetricRow:
-        slots = tuple(SlotMetric(i, f"r{i}", v) for i, v in enumerate(successes))
-        return MetricRow(kind=kind, env_steps=steps, round=1, slots=slots, best_slot=best,
-                         success_best_slot=successes[best])
-
-    def run(name: str, rows: list[MetricRow]) -> Path:
-        path = tmp_path / name
-        path.mkdir()
-        log = RunLog(RunLayout(path))
-        for r in rows:
-            log.metrics.append(r)
-        return path
-
-    stale = run("t-lares-s0", [row("eval", 100, 0, (0.0, 0.0)), row("update", 200, 1, (0.2, 0.8)),
-                               row("eval", 300, 1, (1.0, 0.4)), row("eval", 300, 1, (1.0, 0.4)),  # resumed: once
-                               row("update", 400, 0, (1.0, 0.6))])  # after the last evaluation: not its ranking
-    h = hand_over(stale, window=2)
-    assert h is not None and (h.ranked_at, h.final_steps, h.handed, h.slots) == (200, 300, 0.4, (1.0, 0.4))
-    assert h.missed and h.ranked_mean == pytest.approx((0.0 + 0.4) / 2)
-    assert h.slots_mean == pytest.approx((0.0 + 0.7) / 2)
-    fine = run("t-lares-s1", [row("update", 50, 1, (0.0, 0.2)), row("eval", 100, 1, (0.6, 0.6))])
-    one_slot = run("t-human-s0", [MetricRow(kind="eval", env_steps=100, round=0, slots=(SlotMetric(0, "h", 1.0),),
-                                            best_slot=0, success_best_slot=1.0)])
-    assert hand_over(one_slot) is None and hand_over(fine) is not None and not hand_over(fine).missed
-    text = handover_markdown([stale, fine, one_slot])
-    assert "| t-lares-s0 | 200 | 300 | 40% | 100%, 40% |" in text
-    assert "in 1 of 2 runs: t-lares-s0." in text and handover_markdown([one_slot]) == ""

@@ -7,9 +7,8 @@ for the LLM where the run's `run_end` event has the split (`learn_s`, `sim_s`, `
 and LLM tokens. "Success" is that of the policy the run ranks first at each evaluation (what it hands over;
 docs/lares-reference.md §12 item 16), the human and sparse baselines' only learner. Below the table: how far a
 partial sweep is, which commit each trial ran in each session (its `run_start` events), LaRes against each
-other method with the seeds' noise (`report/sweep_compare.py`), whether each search run handed over its best
-slot (`report/sweep_handover.py`), and where the search fell short (`report/sweep_why.py`). Another sweep's
-trials on the same tasks may join (`--with-sweep`).
+other method with the seeds' noise (`report/sweep_compare.py`), and where the search fell short
+(`report/sweep_why.py`). Another sweep's trials on the same tasks may join (`--with-sweep`).
 """
 
 from __future__ import annotations
@@ -27,7 +26,6 @@ import numpy as np
 
 from lares_agent.errors import LaresError
 from lares_agent.report.sweep_compare import comparison_markdown, comparisons
-from lares_agent.report.sweep_handover import handover_markdown
 from lares_agent.report.sweep_stats import bootstrap_interval, mean_std, steps_to_threshold, success_auc
 from lares_agent.report.sweep_why import why_markdown
 from lares_agent.runs import (
@@ -283,9 +281,7 @@ def write_sweep_report(root: Path, seed: int = 0, also: Sequence[Path] = ()) -> 
             lares.setdefault(c.task, []).append(c.run)
     written = []
     versus = comparison_markdown(comparisons(curves, np.random.default_rng([seed, 1])))
-    handover = handover_markdown([c.run for c in curves if c.finished])
-    sections = (versus, handover, progress_markdown(curves, not_started), code_markdown(curves),
-                why_markdown(rows, lares))
+    sections = (versus, progress_markdown(curves, not_started), code_markdown(curves), why_markdown(rows, lares))
     table = to_markdown(rows) + "".join(sections)
     for name, text in ((TABLE_MD, table), (TABLE_CSV, to_csv(rows))):
         atomic_write_text(layout.report / name, text)
