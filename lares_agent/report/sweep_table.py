@@ -5,9 +5,9 @@ finished seeds: final success (mean, std, 95% bootstrap interval), env steps to 
 the success curve per env step, the task's own return, wall time split into learning, simulation and waiting
 for the LLM where the run's `run_end` event has the split (`learn_s`, `sim_s`, `llm_wait_s`; "n/a" otherwise),
 and LLM tokens. "Success" is that of the policy the run ranks first at each evaluation (what it hands over;
-docs/lares-reference.md §12 item 16), the human and sparse baselines' only learner. Below the table: how far a
-partial sweep is, which commit each trial ran in each session (its `run_start` events), LaRes against each
-other method with the seeds' noise (`report/sweep_compare.py`), and where the search fell short
+docs/lares-reference.md §12 item 16), the human and sparse baselines' only learner. Below the table: LaRes
+against each other method with the seeds' noise (`report/sweep_compare.py`), how far a partial sweep is, which
+commit each trial ran in each session (its `run_start` events), and where the search fell short
 (`report/sweep_why.py`). Another sweep's trials on the same tasks may join (`--with-sweep`).
 """
 
