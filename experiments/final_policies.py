@@ -21,8 +21,9 @@ from pathlib import Path
 import numpy as np
 
 from lares_agent.engine import PolicyArtefact, evaluate_policy, get_task
-from lares_agent.runs import FINAL_POLICY, RunLayout, RunLog, read_marked_config, recorded_outcome
+from lares_agent.runs import FINAL_POLICY, RunLayout, RunLog, recorded_outcome
 from lares_agent.runs.sweep_layout import SweepLayout
+from lares_agent.search.runner import read_config
 from lares_agent.search.sweep_spec import SweepSpec
 
 
@@ -30,10 +31,8 @@ def trial_success(run: RunLayout, task: str, episodes: int, seed: int) -> float 
     """The handed-over policy's success rate; None for a trial that has not finished."""
     if not recorded_outcome(RunLog(run)).finished:
         return None
-    horizon = read_marked_config(run).get("horizon")
     policy = PolicyArtefact.load(run.policy(FINAL_POLICY))
-    return float(evaluate_policy(get_task(task), policy, episodes, seed,
-                                 int(horizon) if isinstance(horizon, (int, float)) else None).success_rate)
+    return float(evaluate_policy(get_task(task), policy, episodes, seed, read_config(run).horizon).success_rate)
 
 
 def rows_of(sweep: Path, episodes: int, seed: int) -> list[tuple[str, str, str, float]]:

@@ -4,8 +4,9 @@ The table's means say who is ahead; with 2 or 3 seeds a side they cannot say by 
 For every task and every method beside ``lares`` with finished trials on it, this section gives LaRes' final
 success and area under the success curve minus that method's, each with a 95% bootstrap interval (each side's
 seeds resampled on their own), and a word: "ahead" or "behind" when the interval lies wholly on one side of 0,
-"within noise" otherwise. The targets are counted by the means, as issue 14 states them (`TARGETS`, also what
-`sweep_why.shortfalls` explains), and the count says how many of the misses the intervals would settle.
+"level" when it is the point 0, "within noise" otherwise. The targets are counted by the means, as issue 14
+states them (`TARGETS`, also what `sweep_why.shortfalls` explains), and the count says how many of the misses
+the intervals would settle.
 """
 
 from __future__ import annotations
