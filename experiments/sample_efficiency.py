@@ -21,6 +21,14 @@ config, metrics, events and candidates: no checkpoints or policies), so what fin
 
     python experiments/sample_efficiency.py --archive runs/sample_efficiency experiments/results/sample-efficiency
 
+``--restore ARCHIVE SWEEP`` is the way back, for a machine that kept only the repository: it makes ``SWEEP`` a
+sweep folder again from the archive's spec and its finished trials' records (a trial without a finished
+`run_end` is left out: its checkpoints were never archived, so it must start over), and ``--resume`` then runs
+only the trials that are missing:
+
+    python experiments/sample_efficiency.py --restore experiments/results/sample-efficiency runs/sample_efficiency
+    python experiments/sample_efficiency.py --out runs/sample_efficiency --resume
+
 Extra arguments go to `lares sweep` unchanged (e.g. `--set llm_model=...`, `--ray-address ...`). The earlier
 hand-written version of this script (its own process pool, resume and aggregation) is in the git history; its
 figures are docs/sample_efficiency.png and docs/ablations.png (docs/RESULTS.md).
@@ -34,6 +42,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lares_agent.cli.app import app
+from lares_agent.runs.files import RunLog
+from lares_agent.runs.health import recorded_outcome
+from lares_agent.runs.sweep_layout import SWEEP_SPEC_NAME, SweepLayout
 
 TASKS = ("window-close-v3", "window-open-v3", "button-press-v3", "door-close-v3", "drawer-open-v3")
 SEEDS = (0, 1, 2)
@@ -76,10 +87,33 @@ def archive(sweep: Path, dest: Path) -> list[Path]:
     return copied
 
 
+def restore(archived: Path, sweep: Path) -> list[str]:
+    """Make ``sweep`` a sweep folder from an archive (`archive`'s output): its spec and the record files of every
+    trial that finished; returns the restored trial ids. A folder that is already a sweep is not touched."""
+    target = SweepLayout(sweep)
+    if target.is_sweep():
+        raise SystemExit(f"{sweep} holds a sweep already; restore into a new folder")
+    source = SweepLayout.open(archived)
+    done = [run for run in sorted(source.runs.glob("*"))
+            if (run / "config.json").is_file() and recorded_outcome(RunLog(run)).finished]
+    for run in done:
+        dest = target.run(run.name)
+        dest.mkdir(parents=True, exist_ok=True)
+        for name in RECORD_FILES:
+            if (run / name).is_file():
+                shutil.copy2(run / name, dest / name)
+    target.runs.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(source.spec, target.root / SWEEP_SPEC_NAME)  # last: the folder is a sweep once its trials are in
+    return [run.name for run in done]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["--archive"] and len(args) == 3:
         print(f"{len(archive(Path(args[1]), Path(args[2])))} files copied to {args[2]}")
+        return 0
+    if args[:1] == ["--restore"] and len(args) == 3:
+        print(f"{len(restore(Path(args[1]), Path(args[2])))} finished trials restored into {args[2]}")
         return 0
     app(sweep_args(args))
     return 0
