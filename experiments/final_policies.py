@@ -8,12 +8,19 @@ deterministic episodes from resets no run used (seed ``--seed``), and averages p
 run's other slots are not compared: its last reward update (installed at 49,050 to 50,100 steps in the grid)
 made two of them copies of the best learner. Nothing is written to the runs.
 
-    python experiments/final_policies.py runs/sample_efficiency --episodes 30
+    python experiments/final_policies.py runs/sample_efficiency --episodes 30 \
+        --csv experiments/results/sample-efficiency/final_policies.csv
+
+With ``--csv FILE`` each trial's number is kept in FILE (trial, episodes, seed, success) and a trial already there
+at the same episodes and seed is not replayed: a sweep restored from its archive (`sample_efficiency.py
+--restore`) has no policy files, so its earlier trials' numbers come from the committed FILE and only the new
+trials are played.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,13 +42,44 @@ def trial_success(run: RunLayout, task: str, episodes: int, seed: int) -> float 
     return float(evaluate_policy(get_task(task), policy, episodes, seed, read_config(run).horizon).success_rate)
 
 
-def rows_of(sweep: Path, episodes: int, seed: int) -> list[tuple[str, str, str, float]]:
-    """(task, method, trial, success) of every finished trial, in the grid's order."""
+def read_kept(path: Path | None, episodes: int, seed: int) -> dict[str, float]:
+    """The per-trial numbers in ``path`` measured with the same episodes and seed (none when it does not exist)."""
+    if path is None or not path.is_file():
+        return {}
+    with path.open(newline="", encoding="utf-8") as fh:
+        return {row["trial"]: float(row["success"]) for row in csv.DictReader(fh)
+                if int(row["episodes"]) == episodes and int(row["seed"]) == seed}
+
+
+def write_kept(path: Path, rows: Sequence[tuple[str, str, str, float]], episodes: int, seed: int) -> None:
+    """``rows`` as the file's lines for (episodes, seed); its lines measured otherwise are kept as they were."""
+    other: list[dict[str, str]] = []
+    if path.is_file():
+        with path.open(newline="", encoding="utf-8") as fh:
+            other = [row for row in csv.DictReader(fh) if (int(row["episodes"]), int(row["seed"])) != (episodes, seed)]
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        out = csv.writer(fh)
+        out.writerow(["trial", "episodes", "seed", "success"])
+        out.writerows([row["trial"], row["episodes"], row["seed"], row["success"]] for row in other)
+        out.writerows([trial, episodes, seed, f"{success:.6g}"] for _task, _method, trial, success in rows)
+
+
+def rows_of(sweep: Path, episodes: int, seed: int,
+            kept: dict[str, float] | None = None) -> list[tuple[str, str, str, float]]:
+    """(task, method, trial, success) of every finished trial, in the grid's order; a trial in ``kept`` is not
+    replayed, and a finished one without its policy file (restored from an archive) is left out with a warning."""
     layout = SweepLayout.open(sweep)
     out: list[tuple[str, str, str, float]] = []
     for trial in SweepSpec.load(layout.spec).trials():
         run = RunLayout(layout.run(trial.id))
-        success = trial_success(run, trial.task, episodes, seed) if run.config.is_file() else None
+        if trial.id in (kept or {}):
+            success: float | None = (kept or {})[trial.id]
+        elif run.config.is_file() and not run.policy(FINAL_POLICY).is_file():
+            if recorded_outcome(RunLog(run)).finished:
+                print(f"warning: {trial.id} finished but its policy is not here; left out", file=sys.stderr)
+            success = None
+        else:
+            success = trial_success(run, trial.task, episodes, seed) if run.config.is_file() else None
         if success is not None:
             out.append((trial.task, trial.method, trial.id, success))
     return out
@@ -62,10 +100,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("sweep", type=Path)
     parser.add_argument("--episodes", type=int, default=30)
     parser.add_argument("--seed", type=int, default=2000, help="the resets' seed (the runs used their own, 0-2)")
+    parser.add_argument("--csv", type=Path, help="per-trial numbers: read (not replayed again) and rewritten")
     args = parser.parse_args(argv)
     if args.episodes < 1:
         parser.error("--episodes must be >= 1")
-    print(markdown(rows_of(args.sweep, args.episodes, args.seed), args.episodes), end="")
+    rows = rows_of(args.sweep, args.episodes, args.seed, read_kept(args.csv, args.episodes, args.seed))
+    if args.csv is not None:
+        write_kept(args.csv, rows, args.episodes, args.seed)
+    print(markdown(rows, args.episodes), end="")
     return 0
 
 
