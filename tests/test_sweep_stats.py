@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -149,3 +150,26 @@ def test_comparisons_say_ahead_behind_or_noise_and_count_the_targets() -> None:
     assert rows["b", "human"]["auc_word"] == "within noise"
     assert "Above sparse's final success, by the means: 1 of 1 tasks (b)." in text
     assert comparison_markdown([]) == ""
+
+
+def test_an_archived_trial_keeps_its_llm_tokens(tmp_path: Path) -> None:
+    """A trial restored from its archive has no llm_calls.jsonl: its tokens are its sessions' run_end usage."""
+    import json
+
+    from lares_agent.report.sweep_table import read_trial
+    from lares_agent.runs import RunLog
+
+    run = tmp_path / "reach-v3-lares-s0"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"task": "reach-v3", "budget": 300}), encoding="utf-8")
+    (run / "metrics.jsonl").write_text(json.dumps({"env_steps": 300, "round": 1}) + "\n", encoding="utf-8")
+    log = RunLog(run)
+    log.event("run_end", env_steps=150, finished=False, wall_s=1.0, llm={"total_tokens": 1000})
+    log.event("run_end", env_steps=300, finished=True, wall_s=2.0, llm={"total_tokens": 234})
+    archived = read_trial(run, "reach-v3", "lares", 0)
+    assert archived is not None and archived.llm_tokens == 1234
+
+    (run / "llm_calls.jsonl").write_text(json.dumps({"prompt_tokens": 10, "completion_tokens": 5}) + "\n",
+                                         encoding="utf-8")
+    kept = read_trial(run, "reach-v3", "lares", 0)
+    assert kept is not None and kept.llm_tokens == 15  # the calls themselves, where they were kept

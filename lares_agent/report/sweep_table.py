@@ -29,6 +29,7 @@ from lares_agent.report.sweep_compare import comparison_markdown, comparisons
 from lares_agent.report.sweep_stats import bootstrap_interval, mean_std, steps_to_threshold, success_auc
 from lares_agent.report.sweep_why import why_markdown
 from lares_agent.runs import (
+    Event,
     MetricRow,
     RunLayout,
     RunLog,
@@ -81,6 +82,15 @@ def _budget(run: RunLayout) -> int | None:
     return int(budget) if isinstance(budget, (int, float)) else None
 
 
+def _tokens(log: RunLog, ends: Sequence[Event]) -> int:
+    """The LLM tokens of every call; a trial restored from its archive has no llm_calls.jsonl (the prompts are
+    not archived), so there each session's run_end usage counts (the same sum: runner.py logs the client's)."""
+    if log.layout.llm_calls.is_file():
+        return sum(c.prompt_tokens + c.completion_tokens for c in log.llm_calls.read())
+    usage = [e.get("llm") for e in ends]
+    return sum(int(u.get("total_tokens", 0) or 0) for u in usage if isinstance(u, dict))
+
+
 def read_trial(path: Path, task: str, method: str, seed: int) -> TrialCurve | None:
     """None when the trial never started (no run folder)."""
     run = RunLayout(path)
@@ -99,7 +109,7 @@ def read_trial(path: Path, task: str, method: str, seed: int) -> TrialCurve | No
     # Each session's run_end holds that session's split: a resumed trial's is their sum.
     split = {k: sum(float(e.get(k)) for e in ends if e.get(k) is not None) for k in SPLIT_KEYS
              if any(e.get(k) is not None for e in ends)}
-    tokens = sum(c.prompt_tokens + c.completion_tokens for c in log.llm_calls.read())
+    tokens = _tokens(log, ends)
     return TrialCurve(task, method, seed, done.finished, tuple(r.env_steps for r in rows),
                       tuple(s for s, _ in ranked), ranked[-1][1] if ranked else math.nan,
                       done.wall_s if done.finished else spent_wall_s(log), split, tokens, path, code,
