@@ -173,3 +173,20 @@ def test_an_archived_trial_keeps_its_llm_tokens(tmp_path: Path) -> None:
                                          encoding="utf-8")
     kept = read_trial(run, "reach-v3", "lares", 0)
     assert kept is not None and kept.llm_tokens == 15  # the calls themselves, where they were kept
+
+
+def test_seeds_evaluated_at_other_steps_are_plotted_to_the_end() -> None:
+    """Two seeds that never evaluate at the same step still give a curve over the whole run, each seed at its
+    newest evaluation (the intersection of their steps was empty here)."""
+    from lares_agent.report.sweep_table import TrialCurve, _aligned, success_figure
+
+    def curve(seed: int, steps: tuple[int, ...], success: tuple[float, ...]) -> TrialCurve:
+        return TrialCurve("t", "lares", seed, True, steps, success, success[-1], 1.0, {}, 0, Path(f"t-lares-s{seed}"))
+
+    a = curve(0, (100, 250, 400, 550), (0.0, 0.2, 0.6, 1.0))
+    b = curve(1, (150, 300, 450, 600), (0.0, 0.0, 1.0, 1.0))
+    grid, values = _aligned([a, b])
+    assert grid.tolist() == [150, 250, 300, 400, 450, 550]
+    assert values.tolist() == [[0.0, 0.2, 0.2, 0.6, 0.6, 1.0], [0.0, 0.0, 0.0, 0.0, 1.0, 1.0]]
+    line = success_figure([a, b]).axes[0].get_lines()[0]
+    assert line.get_xdata()[-1] == 550 and line.get_ydata()[-1] == 1.0

@@ -234,6 +234,21 @@ def to_csv(rows: Sequence[dict[str, Any]]) -> str:
     return sink.getvalue()
 
 
+def _aligned(runs: Sequence[TrialCurve]) -> tuple[np.ndarray, np.ndarray]:
+    """The runs' success on the union of their evaluation steps, each run at its newest evaluation at or before a
+    step, from the step every run has an evaluation to the step the first run ended. Seeds evaluate at other steps
+    (whole episodes, updates at iteration boundaries), so the steps all of them share were few and stopped early:
+    the figure once ended door-close-v3's LaRes curve at 38k of 50k steps."""
+    steps = [np.asarray(c.steps, dtype=np.int64) for c in runs]
+    start, end = max(int(s.min()) for s in steps), min(int(s.max()) for s in steps)
+    grid = np.unique(np.concatenate(steps))
+    grid = grid[(grid >= start) & (grid <= end)]
+    order = [np.argsort(s, kind="stable") for s in steps]
+    values = np.array([np.asarray(c.success, dtype=np.float64)[o][np.searchsorted(s[o], grid, side="right") - 1]
+                       for c, s, o in zip(runs, steps, order, strict=True)]).reshape(len(runs), grid.size)
+    return grid, values
+
+
 def success_figure(curves: Sequence[TrialCurve]) -> Any:
     """The matplotlib Figure of `plot_sweep` (None without a finished trial). A method keeps its colour in every
     panel and each panel has its own legend (its seed counts differ from task to task)."""
@@ -248,11 +263,10 @@ def success_figure(curves: Sequence[TrialCurve]) -> Any:
     axes = fig.subplots(1, len(tasks), squeeze=False)[0]
     for ax, task in zip(axes, tasks, strict=True):
         for method in dict.fromkeys(c.method for c in done if c.task == task):
-            runs = [dict(zip(c.steps, c.success, strict=True)) for c in done if c.task == task and c.method == method]
-            grid = sorted(set.intersection(*(set(r) for r in runs)))
-            if not grid:
+            runs = [c for c in done if c.task == task and c.method == method]
+            grid, values = _aligned(runs)
+            if not grid.size:
                 continue
-            values = np.array([[r[g] for g in grid] for r in runs], dtype=np.float64)
             mean, std = values.mean(axis=0), values.std(axis=0)
             ax.plot(grid, mean, color=colour[method], label=f"{method} (n={len(runs)})")
             ax.fill_between(grid, np.clip(mean - std, 0, 1), np.clip(mean + std, 0, 1), color=colour[method],
@@ -268,7 +282,7 @@ def success_figure(curves: Sequence[TrialCurve]) -> Any:
 
 def plot_sweep(curves: Sequence[TrialCurve], path: Path) -> Path | None:
     """Success vs env steps per task: each method's mean over its finished seeds, with a band of ± one std
-    (on the evaluation steps every seed has)."""
+    (each seed at its newest evaluation: `_aligned`)."""
     fig = success_figure(curves)
     if fig is None:
         return None
