@@ -69,11 +69,12 @@ def rows_of(sweep: Path, episodes: int, seed: int,
     """(task, method, trial, success) of every finished trial, in the grid's order; a trial in ``kept`` is not
     replayed, and a finished one without its policy file (restored from an archive) is left out with a warning."""
     layout = SweepLayout.open(sweep)
+    kept = kept or {}
     out: list[tuple[str, str, str, float]] = []
     for trial in SweepSpec.load(layout.spec).trials():
         run = RunLayout(layout.run(trial.id))
-        if trial.id in (kept or {}):
-            success: float | None = (kept or {})[trial.id]
+        if trial.id in kept:
+            success: float | None = kept[trial.id]
         elif run.config.is_file() and not run.policy(FINAL_POLICY).is_file():
             if recorded_outcome(RunLog(run)).finished:
                 print(f"warning: {trial.id} finished but its policy is not here; left out", file=sys.stderr)
