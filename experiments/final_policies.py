@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from lares_agent.engine import PolicyArtefact, evaluate_policy, get_task
-from lares_agent.runs import FINAL_POLICY, RunLayout, RunLog, recorded_outcome
+from lares_agent.runs import FINAL_POLICY, RunLayout, RunLog, atomic_write_text, recorded_outcome
 from lares_agent.runs.sweep_layout import SweepLayout
 from lares_agent.search.runner import read_config
 from lares_agent.search.sweep_spec import SweepSpec
@@ -42,26 +43,31 @@ def trial_success(run: RunLayout, task: str, episodes: int, seed: int) -> float 
     return float(evaluate_policy(get_task(task), policy, episodes, seed, read_config(run).horizon).success_rate)
 
 
-def read_kept(path: Path | None, episodes: int, seed: int) -> dict[str, float]:
-    """The per-trial numbers in ``path`` measured with the same episodes and seed (none when it does not exist)."""
+FIELDS = ("trial", "episodes", "seed", "success")
+
+
+def read_kept(path: Path | None) -> list[dict[str, str]]:
+    """Every line of the per-trial file (none when there is no file)."""
     if path is None or not path.is_file():
-        return {}
+        return []
     with path.open(newline="", encoding="utf-8") as fh:
-        return {row["trial"]: float(row["success"]) for row in csv.DictReader(fh)
-                if int(row["episodes"]) == episodes and int(row["seed"]) == seed}
+        return list(csv.DictReader(fh))
 
 
-def write_kept(path: Path, rows: Sequence[tuple[str, str, str, float]], episodes: int, seed: int) -> None:
-    """``rows`` as the file's lines for (episodes, seed); its lines measured otherwise are kept as they were."""
-    other: list[dict[str, str]] = []
-    if path.is_file():
-        with path.open(newline="", encoding="utf-8") as fh:
-            other = [row for row in csv.DictReader(fh) if (int(row["episodes"]), int(row["seed"])) != (episodes, seed)]
-    with path.open("w", newline="", encoding="utf-8") as fh:
-        out = csv.writer(fh)
-        out.writerow(["trial", "episodes", "seed", "success"])
-        out.writerows([row["trial"], row["episodes"], row["seed"], row["success"]] for row in other)
-        out.writerows([trial, episodes, seed, f"{success:.6g}"] for _task, _method, trial, success in rows)
+def _same(row: dict[str, str], episodes: int, seed: int) -> bool:
+    return (int(row["episodes"]), int(row["seed"])) == (episodes, seed)
+
+
+def write_kept(path: Path, lines: Sequence[dict[str, str]], rows: Sequence[tuple[str, str, str, float]],
+               episodes: int, seed: int) -> None:
+    """``rows`` as the file's lines for (episodes, seed); its ``lines`` measured otherwise are kept as they were.
+    Written whole or not at all."""
+    sink = io.StringIO()
+    out = csv.writer(sink)
+    out.writerow(FIELDS)
+    out.writerows([line[k] for k in FIELDS] for line in lines if not _same(line, episodes, seed))
+    out.writerows([trial, episodes, seed, f"{success:.6g}"] for _task, _method, trial, success in rows)
+    atomic_write_text(path, sink.getvalue())
 
 
 def rows_of(sweep: Path, episodes: int, seed: int,
@@ -73,14 +79,13 @@ def rows_of(sweep: Path, episodes: int, seed: int,
     out: list[tuple[str, str, str, float]] = []
     for trial in SweepSpec.load(layout.spec).trials():
         run = RunLayout(layout.run(trial.id))
+        success: float | None = None
         if trial.id in kept:
-            success: float | None = kept[trial.id]
-        elif run.config.is_file() and not run.policy(FINAL_POLICY).is_file():
-            if recorded_outcome(RunLog(run)).finished:
-                print(f"warning: {trial.id} finished but its policy is not here; left out", file=sys.stderr)
-            success = None
-        else:
-            success = trial_success(run, trial.task, episodes, seed) if run.config.is_file() else None
+            success = kept[trial.id]
+        elif run.policy(FINAL_POLICY).is_file():
+            success = trial_success(run, trial.task, episodes, seed)
+        elif run.config.is_file() and recorded_outcome(RunLog(run)).finished:
+            print(f"warning: {trial.id} finished but its policy is not here; left out", file=sys.stderr)
         if success is not None:
             out.append((trial.task, trial.method, trial.id, success))
     return out
@@ -105,9 +110,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.episodes < 1:
         parser.error("--episodes must be >= 1")
-    rows = rows_of(args.sweep, args.episodes, args.seed, read_kept(args.csv, args.episodes, args.seed))
+    lines = read_kept(args.csv)
+    kept = {line["trial"]: float(line["success"]) for line in lines if _same(line, args.episodes, args.seed)}
+    rows = rows_of(args.sweep, args.episodes, args.seed, kept)
     if args.csv is not None:
-        write_kept(args.csv, rows, args.episodes, args.seed)
+        write_kept(args.csv, lines, rows, args.episodes, args.seed)
     print(markdown(rows, args.episodes), end="")
     return 0
 

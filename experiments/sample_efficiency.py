@@ -75,16 +75,25 @@ def sweep_args(argv: Sequence[str]) -> list[str]:
 RECORD_FILES = ("config.json", "metrics.jsonl", "events.jsonl", "candidates.jsonl")
 
 
+def _copy(files: Sequence[Path], src: Path, dest: Path) -> list[Path]:
+    """Copy each existing file of ``files`` to the same place under ``dest`` as it has under ``src``."""
+    copied = []
+    for path in files:
+        if path.is_file():
+            target = dest / path.relative_to(src)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            copied.append(Path(shutil.copy2(path, target)))
+    return copied
+
+
+def _records(runs: Sequence[Path]) -> list[Path]:
+    return [run / name for run in runs for name in RECORD_FILES]
+
+
 def archive(sweep: Path, dest: Path) -> list[Path]:
     """Copy the sweep's record (sweep.json, report/, each trial's RECORD_FILES) under ``dest``; returns the copies."""
-    copied = []
-    for src in [sweep / "sweep.json", *sorted((sweep / "report").glob("*")),
-                *(run / name for run in sorted((sweep / "runs").glob("*")) for name in RECORD_FILES)]:
-        if src.is_file():
-            target = dest / src.relative_to(sweep)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            copied.append(Path(shutil.copy2(src, target)))
-    return copied
+    return _copy([sweep / SWEEP_SPEC_NAME, *sorted((sweep / "report").glob("*")),
+                  *_records(sorted((sweep / "runs").glob("*")))], sweep, dest)
 
 
 def restore(archived: Path, sweep: Path) -> list[str]:
@@ -96,14 +105,9 @@ def restore(archived: Path, sweep: Path) -> list[str]:
     source = SweepLayout.open(archived)
     done = [run for run in sorted(source.runs.glob("*"))
             if (run / "config.json").is_file() and recorded_outcome(RunLog(run)).finished]
-    for run in done:
-        dest = target.run(run.name)
-        dest.mkdir(parents=True, exist_ok=True)
-        for name in RECORD_FILES:
-            if (run / name).is_file():
-                shutil.copy2(run / name, dest / name)
+    _copy(_records(done), source.root, target.root)
     target.runs.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(source.spec, target.root / SWEEP_SPEC_NAME)  # last: the folder is a sweep once its trials are in
+    _copy([source.spec], source.root, target.root)  # last: the folder is a sweep once its trials are in
     return [run.name for run in done]
 
 

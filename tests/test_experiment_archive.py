@@ -14,11 +14,11 @@ from lares_agent.runs.files import RunLog
 from lares_agent.runs.sweep_layout import SweepLayout
 from lares_agent.search.sweep_spec import SweepSpec
 
-SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "sample_efficiency.py"
+EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
 
 
-def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("sample_efficiency", SCRIPT)
+def _script(name: str = "sample_efficiency") -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, EXPERIMENTS / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -64,3 +64,20 @@ def test_restore_never_writes_into_a_sweep(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match="holds a sweep already"):
         script.restore(sweep.root, sweep.root)
     assert sweep.spec.read_text() == before and not sweep.runs.exists()
+
+
+def test_final_policies_keeps_its_numbers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A restored sweep has no policy files: its numbers come from the file, lines of another setting stay."""
+    sweep = SweepLayout(tmp_path / "sweep")
+    SweepSpec(tasks=("reach-v3",), seeds=(0, 1), methods=("lares",)).save(sweep.spec)
+    _trial(sweep, "reach-v3-lares-s0", finished=True)
+    _trial(sweep, "reach-v3-lares-s1", finished=True)
+    kept = tmp_path / "final.csv"
+    kept.write_text("trial,episodes,seed,success\nreach-v3-lares-s0,30,2000,0.5\nreach-v3-lares-s0,10,2000,0.9\n",
+                    encoding="utf-8")
+    assert _script("final_policies").main([str(sweep.root), "--csv", str(kept)]) == 0
+    out = capsys.readouterr()
+    assert "| reach-v3 | lares | 1 | 50% ± 0% | 50% |" in out.out
+    assert "reach-v3-lares-s1 finished but its policy is not here" in out.err
+    assert kept.read_text(encoding="utf-8").splitlines() == [
+        "trial,episodes,seed,success", "reach-v3-lares-s0,10,2000,0.9", "reach-v3-lares-s0,30,2000,0.5"]

@@ -239,13 +239,12 @@ def _aligned(runs: Sequence[TrialCurve]) -> tuple[np.ndarray, np.ndarray]:
     step, from the step every run has an evaluation to the step the first run ended. Seeds evaluate at other steps
     (whole episodes, updates at iteration boundaries), so the steps all of them share were few and stopped early:
     the figure once ended door-close-v3's LaRes curve at 38k of 50k steps."""
-    steps = [np.asarray(c.steps, dtype=np.int64) for c in runs]
-    start, end = max(int(s.min()) for s in steps), min(int(s.max()) for s in steps)
+    steps = [np.asarray(c.steps, dtype=np.int64) for c in runs]  # ascending: read_trial sorts them
+    start, end = max(int(s[0]) for s in steps), min(int(s[-1]) for s in steps)
     grid = np.unique(np.concatenate(steps))
     grid = grid[(grid >= start) & (grid <= end)]
-    order = [np.argsort(s, kind="stable") for s in steps]
-    values = np.array([np.asarray(c.success, dtype=np.float64)[o][np.searchsorted(s[o], grid, side="right") - 1]
-                       for c, s, o in zip(runs, steps, order, strict=True)]).reshape(len(runs), grid.size)
+    values = np.array([np.asarray(c.success, dtype=np.float64)[np.searchsorted(s, grid, side="right") - 1]
+                       for c, s in zip(runs, steps, strict=True)])
     return grid, values
 
 
