@@ -39,6 +39,7 @@ lint: install
 	$(BIN)/ruff check lares_agent tests benchmarks experiments examples
 	$(BIN)/mypy
 
+# Timings only; the studies behind docs/RESULTS.md train for hours and run by hand (experiments/README.md).
 bench: install
 	$(BIN)/pip install -q -e ".[bench]"
 	for b in benchmarks/*.py; do $(BIN)/python $$b || exit 1; done

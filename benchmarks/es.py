@@ -8,7 +8,7 @@ nothing is asserted (speed claims live here, not in tests). Target: vectorised >
 * sequential (reference style): one env, the perturbations one after another, a policy call and a feature +
   reward call per step (the reference computed rewards per step in Python, docs/lares-reference.md §12 items 19, 23).
 * sequential, features per episode: the same loop with features batched per episode (a fairer baseline).
-* backend: ``ESEngine`` generations with the in-process backend vs the Ray backend (local Ray, 2 CPUs).
+* backend: ES engine generations with the in-process backend vs the Ray backend (local Ray, 2 CPUs).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from lares_agent.engine import ESEngine, ESSearchConfig, HumanReward, get_task
+from lares_agent.engine import EngineConfig, ESPopulationConfig, HumanReward, get_task, make_engine
 from lares_agent.engine.es import strategy as es
 from lares_agent.engine.es.policies import PolicyBatch, PolicySpec, act, num_params
 from lares_agent.engine.es.workers import RolloutWorkers
@@ -95,18 +95,18 @@ def sequential(task: Any, spec: PolicySpec, p: int, generations: int, per_step_f
 
 
 def backend_seconds(backend: str, generations: int, p: int) -> tuple[float, float]:
-    """(seconds to build the engine, seconds per generation) for an ESEngine with 2 reward slots."""
+    """(seconds to build the engine, seconds per generation) for an ES engine with 2 reward slots."""
     # scratch with two human rewards: two learners (`init` would add its extra human-reward learner)
-    cfg = ESSearchConfig(setting="scratch", population_size=2, elites=1, reward_every_generations=0,
-                         eval_every_generations=0, horizon=HORIZON, backend=backend, ray_num_cpus=2,
-                         es=es.ESConfig(population_size=p), total_steps=10**9)
+    cfg = EngineConfig(setting="scratch", population=2, elites=1, reward_period=0, eval_every=0, horizon=HORIZON,
+                       total_steps=10**9, learners=ESPopulationConfig(backend=backend, ray_num_cpus=2,
+                                                                      es=es.ESConfig(population_size=p)))
     t0 = time.perf_counter()
-    engine = ESEngine(get_task(TASK), cfg, [HumanReward(), HumanReward()])
+    engine = make_engine(get_task(TASK), cfg, [HumanReward(), HumanReward()])
     try:
-        engine.step_generation()  # warm-up (Ray: actors start and build their envs)
+        engine.step()  # warm-up (Ray: actors start and build their envs)
         t1 = time.perf_counter()
         for _ in range(generations):
-            engine.step_generation()
+            engine.step()
         t2 = time.perf_counter()
     finally:
         engine.close()
@@ -141,7 +141,7 @@ def main() -> None:
     except ImportError:
         print("Ray not installed: pip install 'lares-agent[ray]' to compare backends")
         return
-    print(f"\nBackend overhead, ESEngine with 2 reward slots, population {p}, 2 CPUs:")
+    print(f"\nBackend overhead, ES engine with 2 reward slots, population {p}, 2 CPUs:")
     print(f"{'backend':<10}{'start-up s':>12}{'s / generation':>16}{'env steps/s':>14}")
     steps = 2 * p * HORIZON
     for name in ("local", "ray"):

@@ -1,14 +1,14 @@
 """Learner throughput: K batched SAC (and CrossQ) learners vs K separate ones vs K library learners.
 
 Side by side in one run, with the reference's sizes (obs 39, act 4, 3x256 MLPs, batch 128):
-  * learner-updates/s of `Population` (K learners as one batched computation, ours),
+  * learner-updates/s of `ActorCriticPopulation` (K learners as one batched computation, ours),
   * K separate `SACLearner`s of our own (the same maths, one learner at a time),
   * K Stable-Baselines3 SAC learners with the same sizes (skipped when SB3 is not installed),
   * the fraction of this CPU's measured matmul FLOP/s that each reaches (matmul FLOPs actually executed),
   * env steps/s of a whole LaRes-style loop on MetaWorld reach-v3 (episode, add with K reward columns,
     one update per env step per learner);
-  * the same side-by-side table for CrossQ (issue 12 item 7) at K = 3 and 5 (`--crossq-k`), with the sizes of
-    `CrossQConfig()` (actor 2x128, critic 2x256, batch 256, policy delay 3): `CrossQPopulation`, K separate
+  * the same side-by-side table for CrossQ at K = 3 and 5 (`--crossq-k`), with the sizes of
+    `CrossQConfig()` (actor 2x128, critic 2x256, batch 256, policy delay 3): `ActorCriticPopulation`, K separate
     `CrossQLearner`s, K sb3-contrib CrossQ learners (skipped when sb3-contrib is not installed). A CrossQ
     update's FLOPs count the actor step once per `policy_delay` updates (its average cost).
 Each timing is the best of several blocks, because the CPU may be shared. Usage:
@@ -30,11 +30,10 @@ import numpy as np
 import torch
 
 from lares_agent.engine.buffer import ReplayBuffer
+from lares_agent.engine.learners.actor_critic import ActorCriticPopulation
 from lares_agent.engine.learners.crossq import CrossQConfig, CrossQLearner
-from lares_agent.engine.learners.crossq_population import CrossQPopulation
 from lares_agent.engine.learners.nets import layer_sizes, reuse_freed_memory
 from lares_agent.engine.learners.sac import SACConfig, SACLearner
-from lares_agent.engine.learners.sac_population import Population
 
 OBS, ACT = 39, 4
 
@@ -179,7 +178,7 @@ def loop_steps_per_second(k: int, cfg: SACConfig, steps: int, seed: int, clock: 
         print(f"loop benchmark skipped: {exc}")
         return None
     names = [f.name for f in task.features]
-    pop = Population(k, OBS, ACT, cfg, seed)
+    pop = ActorCriticPopulation(k, OBS, ACT, cfg, seed)
     buf = ReplayBuffer(max(10_000, 2 * steps), OBS, ACT, names, k)
     rng, gen = np.random.default_rng(seed), torch.Generator().manual_seed(seed)
     timers = dict.fromkeys(("env", "act", "add", "sample", "update"), 0.0)
@@ -272,7 +271,7 @@ def crossq_table(k: int, peak: float, timing: tuple[float, int, Clock]) -> None:
     cfg = CrossQConfig()
     buf = random_buffer(k, 20_000, seed=0)
     rng = np.random.default_rng(1)
-    pop = CrossQPopulation(k, OBS, ACT, cfg, seed=0)
+    pop = ActorCriticPopulation(k, OBS, ACT, cfg, seed=0)
     pop.inherit(list(range(1, k // 2 + 1)), 0, anchor_weight=1.0)  # as after a reward update: some anchored
     learners = [CrossQLearner(OBS, ACT, cfg, seed) for seed in range(k)]
     delay = cfg.policy_delay
@@ -286,7 +285,7 @@ def crossq_table(k: int, peak: float, timing: tuple[float, int, Clock]) -> None:
             for j, learner in enumerate(learners):
                 learner.update(buf.sample(cfg.batch_size, [j], rng).column(0))
 
-    rows = {f"{k} batched learners (CrossQPopulation)": best_time(batched, *timing) / delay,
+    rows = {f"{k} batched CrossQ learners (ours)": best_time(batched, *timing) / delay,
             f"{k} separate CrossQLearners (ours)": best_time(separate, *timing) / delay}
     sb3 = sb3_crossq_update_time(k, cfg, *timing)
     sb3_name = f"{k} sb3-contrib CrossQ learners"
@@ -305,7 +304,7 @@ def crossq_table(k: int, peak: float, timing: tuple[float, int, Clock]) -> None:
     if sb3 is None:
         print(f"{sb3_name}: skipped (sb3_contrib not installed; `pip install sb3-contrib`)")
     else:
-        print(f"batched vs sb3-contrib CrossQ: {sb3 / rows[names[0]]:.2f}x (issue 12 target: >= 2x)")
+        print(f"batched vs sb3-contrib CrossQ: {sb3 / rows[names[0]]:.2f}x (target: >= 2x)")
 
 
 def sac_table(args: argparse.Namespace, k: int, peak: float, timing: tuple[float, int, Clock], clock: Clock) -> None:
@@ -313,7 +312,7 @@ def sac_table(args: argparse.Namespace, k: int, peak: float, timing: tuple[float
     cfg = SACConfig()
     buf = random_buffer(k, 20_000, seed=0)
     rng = np.random.default_rng(1)
-    pop = Population(k, OBS, ACT, cfg, seed=0)
+    pop = ActorCriticPopulation(k, OBS, ACT, cfg, seed=0)
     pop.inherit(list(range(1, k // 2 + 1)), 0, anchor_weight=1.0)  # as after a reward update: some anchored
 
     def batched() -> None:
@@ -325,7 +324,7 @@ def sac_table(args: argparse.Namespace, k: int, peak: float, timing: tuple[float
         for j, learner in enumerate(learners):
             learner.update(buf.sample(cfg.batch_size, [j], rng).column(0))
 
-    rows = {f"{k} batched learners (Population)": best_time(batched, *timing),
+    rows = {f"{k} batched SAC learners (ours)": best_time(batched, *timing),
             f"{k} separate SACLearners (ours)": best_time(separate, *timing)}
     sb3 = sb3_update_time(k, cfg, *timing)
     sb3_name = f"{k} Stable-Baselines3 SAC learners"
@@ -343,11 +342,11 @@ def sac_table(args: argparse.Namespace, k: int, peak: float, timing: tuple[float
     if sb3 is None:
         print(f"{sb3_name}: skipped (stable_baselines3 not installed; `pip install -e .[bench]`)")
     names = list(rows)
-    print(f"\nbatched vs separate (ours): {rows[names[1]] / rows[names[0]]:.2f}x (issue target: beat 1.25x)")
+    print(f"\nbatched vs separate (ours): {rows[names[1]] / rows[names[0]]:.2f}x (target: beat 1.25x)")
     if sb3 is not None:
-        print(f"batched vs Stable-Baselines3: {sb3 / rows[names[0]]:.2f}x (issue target: >= 2x)")
+        print(f"batched vs Stable-Baselines3: {sb3 / rows[names[0]]:.2f}x (target: >= 2x)")
     print(f"batched update reaches {100 * flops / rows[names[0]] / peak:.1f}% of the matmul peak "
-          "(issue target: >= 65%)")
+          "(target: >= 65%)")
     if args.loop_steps > 0:
         loop = loop_steps_per_second(k, cfg, args.loop_steps, 0, clock)
         if loop is not None:

@@ -1,4 +1,4 @@
-"""What `lares sweep` costs over running the same runs by hand (issue 14: overhead < 10%, both cores busy).
+"""What `lares sweep` costs over running the same runs by hand (its targets: overhead < 10%, both cores busy).
 
 Runs N human-baseline runs by hand (`lares baseline`, one process each, as many at once as there are cores, the
 way one would start them by hand), then the same N as a sweep on a local Ray (one trial per core), and prints

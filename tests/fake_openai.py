@@ -66,7 +66,7 @@ def reacher_answer(body: dict[str, Any], n: int) -> dict[str, Any]:
 def format_refusal(body: dict[str, Any], refused: tuple[str, ...] = ("json_schema",),
                    status: int = 500) -> tuple[int, dict[str, Any]] | None:
     """The error a server that cannot honour a `response_format` of a kind in `refused` answers (some answer
-    500, not 400: issue 13 item 9); None when the request asks for another format."""
+    500, not 400); None when the request asks for another format."""
     fmt = (body.get("response_format") or {}).get("type", "none")
     if fmt not in refused:
         return None

@@ -22,6 +22,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
 
 from lares_agent.engine.contracts import Batch
+from lares_agent.engine.loop.config import EngineConfig, ESPopulationConfig, ReplayConfig
 from lares_agent.engine.tasks import Feature, TaskSpec
 from lares_agent.llm import LLMClient, LLMConfig
 
@@ -94,6 +95,20 @@ def described_task(name: str, progress: str, features: Mapping[str, tuple[str, s
     """
     defs = tuple(Feature(n, meaning, unit) for n, (meaning, unit) in features.items())
     return point_task(name=name, feature_defs=defs, progress_feature=progress, **overrides)
+
+
+# ---------------------------------------------------------------------------------------------- engine configs
+def flat_config(es: bool = False, **fields: Any) -> EngineConfig:
+    """An ``EngineConfig`` from one flat set of fields: each goes to the loop's config or to its ``learners``
+    config (``ReplayConfig``, or ``ESPopulationConfig`` with ``es``), whichever has a field of that name; ES's
+    own strategy config is ``es_config``. A name neither has is a TypeError, as for a dataclass."""
+    kind = ESPopulationConfig if es else ReplayConfig
+    own = {f.name for f in dataclasses.fields(kind)}
+    learner_fields = {k: v for k, v in fields.items() if k in own or k == "es_config"}
+    if "es_config" in learner_fields:
+        learner_fields["es"] = learner_fields.pop("es_config")
+    loop = {k: v for k, v in fields.items() if k not in learner_fields and k != "es_config"}
+    return EngineConfig(**loop, learners=kind(**learner_fields))
 
 
 # ---------------------------------------------------------------------------------------------- chat model

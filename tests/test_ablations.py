@@ -1,4 +1,4 @@
-"""Ablation switches (issue 7): each one, when set, changes exactly the behaviour it names.
+"""Ablation switches: each one, when set, changes exactly the behaviour it names.
 
 relabel=False leaves old buffer rows as they were, thompson=False ignores successes, scale_to_best=False and
 anchor_weight=0 skip the scaling and the L2 pull, GraphLimits.reflect=False skips analyse/critique, and the
@@ -15,11 +15,11 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from helpers import described_task, point_task
+from helpers import described_task, flat_config, point_task
 
-from lares_agent.engine import EngineConfig, LaResEngine, SACConfig, UpdateContext
+from lares_agent.engine import LaResEngine, ReplayConfig, SACConfig, UpdateContext, make_engine
 from lares_agent.engine.buffer import ReplayBuffer
-from lares_agent.engine.loop.thompson import ThompsonSampler
+from lares_agent.engine.populations.thompson import ThompsonSampler
 from lares_agent.errors import LaresError
 from lares_agent.graphs.build import build_graph
 from lares_agent.graphs.context import GraphLimits, RunContext
@@ -56,8 +56,8 @@ class Linear:
 
 def run_to_first_update(**overrides: Any) -> tuple[LaResEngine, UpdateContext, dict[int, np.ndarray]]:
     """A tiny engine run up to its first reward update; returns it, the update and the pre-update columns."""
-    cfg = EngineConfig(
-        population_size=3, elites=1, total_steps=120, warmup_steps=60, reward_period=120, eval_every=0,
+    cfg = flat_config(
+        population=3, elites=1, total_steps=120, warmup_steps=60, reward_period=120, eval_every=0,
         eval_episodes=2, update_eval_episodes=2, ts_window=10, buffer_capacity=2000, seed=3, max_rounds=1,
         sac=SACConfig(hidden=(16, 16), batch_size=16, utd_ratio=0.1), feature_sample=50, **overrides,
     )
@@ -66,9 +66,9 @@ def run_to_first_update(**overrides: Any) -> tuple[LaResEngine, UpdateContext, d
     def propose(ctx: UpdateContext) -> Sequence[Any]:
         return [Linear("dist", 50.0, 7.0, id=f"new{s}") for s in ctx.refill]
 
-    engine = LaResEngine(point_task(), cfg, rewards, propose)
+    engine = make_engine(point_task(), cfg, rewards, propose)
     engine.run(until_steps=120)
-    before = {j: engine.buffer.rewards(j).astype(np.float64) for j in range(3)}
+    before = {j: engine.population.buffer.rewards(j).astype(np.float64) for j in range(3)}
     ctx = engine.reward_update()
     return engine, ctx, before
 
@@ -99,10 +99,10 @@ def test_engine_without_relabel_leaves_refilled_columns_old_rows_unchanged() -> 
     engine, ctx, before = run_to_first_update(relabel=False)
     for slot in ctx.refill:
         assert engine.rewards[slot].id == f"new{slot}"
-        np.testing.assert_allclose(engine.buffer.rewards(slot), before[slot], atol=1e-4)
+        np.testing.assert_allclose(engine.population.buffer.rewards(slot), before[slot], atol=1e-4)
     engine.close()
     relabelled, ctx2, before2 = run_to_first_update()
-    assert any(not np.allclose(relabelled.buffer.rewards(s), before2[s], atol=1e-3) for s in ctx2.refill)
+    assert any(not np.allclose(relabelled.population.buffer.rewards(s), before2[s], atol=1e-3) for s in ctx2.refill)
     relabelled.close()
 
 
@@ -138,25 +138,25 @@ def test_engine_without_thompson_never_calls_thompson_selection(monkeypatch: pyt
 # ---------------------------------------------------------------------------------------------- scaling, constraint
 def test_without_scaling_a_new_column_keeps_its_own_scale() -> None:
     engine, ctx, _ = run_to_first_update(scale_to_best=False)
-    ref = engine.buffer.rewards(ctx.best).astype(np.float64)
+    ref = engine.population.buffer.rewards(ctx.best).astype(np.float64)
     for slot in ctx.refill:
-        assert engine.buffer.affine(slot).scale == 1.0 and engine.buffer.affine(slot).shift == 0.0
-        col = engine.buffer.rewards(slot).astype(np.float64)
+        assert engine.population.buffer.affine(slot).scale == 1.0 and engine.population.buffer.affine(slot).shift == 0.0
+        col = engine.population.buffer.rewards(slot).astype(np.float64)
         assert col.std() > 5 * ref.std()  # 50 * dist is far wider than the best elite's column
     engine.close()
     scaled, ctx2, _ = run_to_first_update()
-    ref2 = scaled.buffer.rewards(ctx2.best).astype(np.float64)
+    ref2 = scaled.population.buffer.rewards(ctx2.best).astype(np.float64)
     for slot in ctx2.refill:
-        assert scaled.buffer.rewards(slot).astype(np.float64).std() == pytest.approx(ref2.std(), rel=1e-3)
+        assert scaled.population.buffer.rewards(slot).astype(np.float64).std() == pytest.approx(ref2.std(), rel=1e-3)
     scaled.close()
 
 
 def test_without_constraint_inherited_learners_get_no_pull() -> None:
     engine, ctx, _ = run_to_first_update(anchor_weight=0.0)
-    assert all(float(engine.population.anchor_weight[s]) == 0.0 for s in ctx.refill)
+    assert all(float(engine.population.learners.anchor_weight[s]) == 0.0 for s in ctx.refill)
     engine.close()
     anchored, ctx2, _ = run_to_first_update()
-    assert all(float(anchored.population.anchor_weight[s]) == 1.0 for s in ctx2.refill)
+    assert all(float(anchored.population.learners.anchor_weight[s]) == 1.0 for s in ctx2.refill)
     anchored.close()
 
 
@@ -192,7 +192,8 @@ def test_graph_without_reflection_goes_straight_to_propose(scripted_llm: Callabl
 # ---------------------------------------------------------------------------------------------- search config
 def test_search_config_maps_every_ablation_onto_its_switch() -> None:
     full = SearchConfig()
-    ecfg = engine_config(full)
+    ecfg = engine_config(full).learners
+    assert isinstance(ecfg, ReplayConfig)
     assert (ecfg.relabel, ecfg.thompson, ecfg.scale_to_best, ecfg.anchor_weight) == (True, True, True, 1.0)
     assert uses_retrieval(full) and reflects(full)
     expected = {
@@ -206,9 +207,9 @@ def test_search_config_maps_every_ablation_onto_its_switch() -> None:
     assert set(expected) == set(ABLATIONS)
     for name, check in expected.items():
         cfg = SearchConfig(ablations=(name,))
-        assert check(engine_config(cfg), cfg), name
+        assert check(engine_config(cfg).learners, cfg), name
         others = [n for n in expected if n != name]
-        assert not any(expected[n](engine_config(cfg), cfg) for n in others), name  # only its own switch
+        assert not any(expected[n](engine_config(cfg).learners, cfg) for n in others), name  # only its own switch
         assert SearchConfig.from_json(json.loads(json.dumps(cfg.to_json()))) == cfg
 
 

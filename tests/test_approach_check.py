@@ -1,5 +1,5 @@
 """Task-aware validation: an approach term where the task names one, and a progress term that moves the reward
-(both failures were seen in the sample-efficiency experiment, docs/RESULTS.md)."""
+(both failures were seen in the 10k-step sample-efficiency sittings, docs/results-archive.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The reward proposal in the background (issue 13 item 8): the learners train while the hook runs.
+"""The reward proposal in the background: the learners train while the hook runs.
 
 A scripted hook that blocks on a `threading.Event` stands in for the LLM round; the engine is the real
 `LaResEngine` on the tiny point-mass task with tiny networks.
@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from test_lares_engine import LaResEngine, Proposer, load_reward, scratch_rewards, tiny_config, tiny_task
+from test_lares_engine import Proposer, load_reward, scratch_rewards, tiny_config, tiny_task
 
-from lares_agent.engine import UpdateContext
+from lares_agent.engine import LaResEngine, UpdateContext, make_engine, restore_engine
 from lares_agent.engine.checkpoint import latest_checkpoint, load_checkpoint
 from lares_agent.runs.jsonl import read_jsonl
 
@@ -81,7 +81,7 @@ def _until(engine: LaResEngine, condition: Any) -> None:
     while not condition():
         assert time.monotonic() < deadline, "condition never held"
         assert not engine.done, "the budget ran out first"
-        engine.step_iteration()
+        engine.step()
 
 
 def _events(engine: LaResEngine, kind: str) -> list[dict[str, Any]]:
@@ -91,7 +91,7 @@ def _events(engine: LaResEngine, kind: str) -> list[dict[str, Any]]:
 def test_background_round_installs_later_while_the_learners_train(tmp_path: Path) -> None:
     hook = GatedProposer()
     cfg = tiny_config(total_steps=900, reward_period=300, checkpoint_every=30, propose_in_background=True)
-    engine = LaResEngine(tiny_task(), cfg, scratch_rewards(), hook, run_dir=tmp_path)
+    engine = make_engine(tiny_task(), cfg, scratch_rewards(), hook, run_dir=tmp_path)
     _until(engine, lambda: engine.update_in_flight)
     started = _events(engine, "reward_update_started")
     assert len(started) == 1 and started[0]["background"] is True
@@ -102,7 +102,7 @@ def test_background_round_installs_later_while_the_learners_train(tmp_path: Path
     ctx = hook.contexts[0] if hook.contexts else None
     assert ctx is None  # the hook has not returned yet
     for _ in range(4):
-        engine.step_iteration()  # the learners keep training on their current rewards
+        engine.step()  # the learners keep training on their current rewards
     assert engine.env_steps > s0 and engine.update_in_flight and engine.round == 0
     assert [fn.id for fn in engine.rewards] == before and not _events(engine, "candidate_accepted")
     # No periodic checkpoint while the round is in flight (checkpoint_every is 30 steps, 4 iterations are more).
@@ -121,13 +121,14 @@ def test_background_round_installs_later_while_the_learners_train(tmp_path: Path
     assert {fn.id for fn in engine.rewards} >= {e["reward_id"] for e in accepted}
     names = [e["name"] for e in _events(engine, "checkpoint")]
     assert "round-0001" in names
-    assert not any(np.shares_memory(v, engine.buffer.features) for v in hook.contexts[0].feature_sample.values())
+    features = engine.population.buffer.features
+    assert not any(np.shares_memory(v, features) for v in hook.contexts[0].feature_sample.values())
     engine.close()
 
 
 def test_sync_mode_installs_at_the_step_it_started_and_counts_the_wait() -> None:
     hook = SlowProposer(0.2)
-    engine = LaResEngine(tiny_task(), tiny_config(total_steps=300), scratch_rewards(), hook)
+    engine = make_engine(tiny_task(), tiny_config(total_steps=300), scratch_rewards(), hook)
     engine.run()
     accepted = _events(engine, "candidate_accepted")
     started = {e["round"]: e["env_steps"] for e in _events(engine, "reward_update_started")}
@@ -141,7 +142,7 @@ def test_sync_mode_installs_at_the_step_it_started_and_counts_the_wait() -> None
 def test_a_due_update_waits_for_the_round_in_flight_and_rounds_never_overlap() -> None:
     hook = OverdueProposer(0.5)
     cfg = tiny_config(total_steps=300, reward_period=45, propose_in_background=True)
-    engine = LaResEngine(tiny_task(), cfg, scratch_rewards(), hook)
+    engine = make_engine(tiny_task(), cfg, scratch_rewards(), hook)
     hook.engine = engine
     engine.run()
     starts = {e["round"]: e["env_steps"] for e in _events(engine, "reward_update_started")}
@@ -156,7 +157,7 @@ def test_a_due_update_waits_for_the_round_in_flight_and_rounds_never_overlap() -
 def test_budget_end_with_a_round_in_flight_waits_and_installs_it(tmp_path: Path) -> None:
     hook = SlowProposer(0.5)
     cfg = tiny_config(total_steps=150, reward_period=120, propose_in_background=True)
-    engine = LaResEngine(tiny_task(), cfg, scratch_rewards(), hook, run_dir=tmp_path)
+    engine = make_engine(tiny_task(), cfg, scratch_rewards(), hook, run_dir=tmp_path)
     engine.run()
     assert engine.done and not engine.update_in_flight and engine.round == 1
     accepted = _events(engine, "candidate_accepted")
@@ -172,7 +173,7 @@ def test_budget_end_with_a_round_in_flight_waits_and_installs_it(tmp_path: Path)
 def test_stop_with_a_round_in_flight_installs_it_and_ends_cleanly(tmp_path: Path) -> None:
     hook = SlowProposer(0.3)
     cfg = tiny_config(total_steps=600, propose_in_background=True)
-    engine = LaResEngine(tiny_task(), cfg, scratch_rewards(), hook, run_dir=tmp_path)
+    engine = make_engine(tiny_task(), cfg, scratch_rewards(), hook, run_dir=tmp_path)
     steps = engine.run(should_stop=lambda: engine.update_in_flight)  # a signal arrives while the LLM works
     assert steps < cfg.total_steps and engine.round == 1 and not engine.update_in_flight
     assert len(_events(engine, "candidate_accepted")) == 2
@@ -184,11 +185,11 @@ def test_a_kill_while_in_flight_resumes_before_the_round_and_reruns_it(tmp_path:
     cfg = tiny_config(total_steps=300, checkpoint_every=30, max_rounds=1, propose_in_background=True)
     # The run killed mid-round: its last checkpoint is from before the round started.
     hook = GatedProposer()
-    killed = LaResEngine(tiny_task(), cfg, scratch_rewards(), hook, run_dir=tmp_path / "killed")
+    killed = make_engine(tiny_task(), cfg, scratch_rewards(), hook, run_dir=tmp_path / "killed")
     _until(killed, lambda: killed.update_in_flight)
     s0 = _events(killed, "reward_update_started")[0]["env_steps"]
     for _ in range(4):
-        killed.step_iteration()
+        killed.step()
     last = latest_checkpoint(tmp_path / "killed" / "checkpoints")
     assert last is not None
     kept = shutil.copytree(last, tmp_path / "kept")
@@ -196,9 +197,9 @@ def test_a_kill_while_in_flight_resumes_before_the_round_and_reruns_it(tmp_path:
     hook.gate.set()
     killed.close()
 
-    resumed = LaResEngine.restore(kept, tiny_task(), load_reward, Proposer(), tmp_path / "resumed")
+    resumed = restore_engine(kept, tiny_task(), load_reward, Proposer(), tmp_path / "resumed")
     resumed.run()
-    whole = LaResEngine(tiny_task(), cfg, scratch_rewards(), Proposer(), run_dir=tmp_path / "whole")
+    whole = make_engine(tiny_task(), cfg, scratch_rewards(), Proposer(), run_dir=tmp_path / "whole")
     whole.run()
 
     def installs(engine: LaResEngine) -> list[tuple[int, int, str, int]]:

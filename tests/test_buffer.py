@@ -1,4 +1,5 @@
-"""Replay buffer: storage, FIFO, per-column sampling, relabelling and scale consistency (defects 4, 5, 12, 13)."""
+"""Replay buffer: storage, FIFO, per-column sampling, relabelling and scale consistency (docs/lares-reference.md
+§12 items 4, 5, 12, 13)."""
 
 from __future__ import annotations
 

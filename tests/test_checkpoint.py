@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from lares_agent.engine import make_engine, restore_engine
 from lares_agent.engine.checkpoint import CheckpointError, latest_checkpoint, load_checkpoint, save_checkpoint
 
 
@@ -113,64 +114,64 @@ def assert_same_state(a: object, b: object, where: str = "state") -> None:
 
 @pytest.mark.parametrize("learner", ["sac", "crossq"])
 def test_engine_resume_reproduces_the_same_next_steps(tmp_path: Path, learner: str) -> None:
-    from test_lares_engine import LaResEngine, Proposer, load_reward, scratch_rewards, tiny_config, tiny_task
+    from test_lares_engine import Proposer, load_reward, scratch_rewards, tiny_config, tiny_task
 
     cfg = tiny_config(total_steps=400, checkpoint_every=100, reward_period=120, learner=learner)
-    a = LaResEngine(tiny_task(), cfg, scratch_rewards(), Proposer(), run_dir=tmp_path / "a")
+    a = make_engine(tiny_task(), cfg, scratch_rewards(), Proposer(), run_dir=tmp_path / "a")
     a.run(until_steps=150)  # one reward update (round-0001) and periodic checkpoints on the way
     saved = a.save_checkpoint()
     assert saved is not None and a.round == 1
     kept = shutil.copytree(saved, tmp_path / "kept")  # later periodic checkpoints prune this one
-    steps_at_save, rows_at_save = a.env_steps, len(a.buffer)
+    steps_at_save, rows_at_save = a.env_steps, len(a.population.buffer)
     a.run(until_steps=300)  # crosses the second reward update
     assert a.round == 2
 
-    b = LaResEngine.restore(kept, tiny_task(), load_reward, Proposer(), tmp_path / "b")
-    assert b.env_steps == steps_at_save and len(b.buffer) == rows_at_save and b.round == 1
+    b = restore_engine(kept, tiny_task(), load_reward, Proposer(), tmp_path / "b")
+    assert b.env_steps == steps_at_save and len(b.population.buffer) == rows_at_save and b.round == 1
     b.run(until_steps=300)
     assert b.env_steps == a.env_steps and b.round == a.round
     assert [fn.id for fn in b.rewards] == [fn.id for fn in a.rewards]
-    n = len(a.buffer)
-    assert len(b.buffer) == n
+    n = len(a.population.buffer)
+    assert len(b.population.buffer) == n
     for name in ("obs", "action", "next_obs", "raw_reward", "features"):
-        assert np.array_equal(getattr(a.buffer, name)[:n], getattr(b.buffer, name)[:n]), name
+        assert np.array_equal(getattr(a.population.buffer, name)[:n], getattr(b.population.buffer, name)[:n]), name
     # Every learner tensor: parameters, running statistics, optimiser states, anchors, generators, obs statistics.
-    assert_same_state(a.population.state_dict(), b.population.state_dict(), "population")
-    assert np.array_equal(a.ts.state_dict()["ring"], b.ts.state_dict()["ring"])
+    assert_same_state(a.population.learners.state_dict(), b.population.learners.state_dict(), "population")
+    assert np.array_equal(a.population.ts.state_dict()["ring"], b.population.ts.state_dict()["ring"])
     assert a.rng.random() == b.rng.random()
     events = [json.loads(line)["event"] for line in (tmp_path / "b" / "events.jsonl").read_text().splitlines()]
     assert events[0] == "resumed"
 
 
 def test_restore_needs_load_reward_and_matching_task(tmp_path: Path) -> None:
-    from test_lares_engine import LaResEngine, Proposer, load_reward, scratch_rewards, tiny_config, tiny_task
+    from test_lares_engine import Proposer, load_reward, scratch_rewards, tiny_config, tiny_task
 
     from lares_agent.engine import EngineError
 
-    a = LaResEngine(tiny_task(), tiny_config(total_steps=30), scratch_rewards(), Proposer(), run_dir=tmp_path)
+    a = make_engine(tiny_task(), tiny_config(total_steps=30), scratch_rewards(), Proposer(), run_dir=tmp_path)
     a.run()
     a.save_checkpoint()
     with pytest.raises(EngineError):
-        LaResEngine.restore(tmp_path / "checkpoints", tiny_task(), None)
+        restore_engine(tmp_path / "checkpoints", tiny_task(), None)
     other = tiny_task(horizon=7)
     object.__setattr__(other, "name", "other-task")
     with pytest.raises(EngineError):
-        LaResEngine.restore(tmp_path / "checkpoints", other, load_reward)
+        restore_engine(tmp_path / "checkpoints", other, load_reward)
 
 
 def test_checkpoint_of_an_older_engine_state_is_refused_in_one_line(tmp_path: Path) -> None:
-    from test_lares_engine import LaResEngine, Proposer, load_reward, scratch_rewards, tiny_config, tiny_task
+    from test_lares_engine import Proposer, load_reward, scratch_rewards, tiny_config, tiny_task
 
     from lares_agent.engine import EngineError
-    from lares_agent.engine.loop.state import STATE_VERSION, check_state
+    from lares_agent.engine.loop.records import STATE_VERSION, check_state
 
-    a = LaResEngine(tiny_task(), tiny_config(total_steps=30), scratch_rewards(), Proposer(), run_dir=tmp_path)
+    a = make_engine(tiny_task(), tiny_config(total_steps=30), scratch_rewards(), Proposer(), run_dir=tmp_path)
     a.run()
     state = a.state_dict()
     a.close()
     save_checkpoint(tmp_path / "old", {**state, "version": STATE_VERSION - 1}, "step-000000001")
     with pytest.raises(EngineError) as err:
-        LaResEngine.restore(tmp_path / "old", tiny_task(), load_reward)
+        restore_engine(tmp_path / "old", tiny_task(), load_reward)
     message = str(err.value)
     assert "\n" not in message
     assert f"version {STATE_VERSION - 1}" in message and f"version {STATE_VERSION}" in message
@@ -179,47 +180,47 @@ def test_checkpoint_of_an_older_engine_state_is_refused_in_one_line(tmp_path: Pa
 
 
 def test_resuming_with_the_other_learner_kind_is_refused_in_one_line(tmp_path: Path) -> None:
-    from test_lares_engine import LaResEngine, Proposer, load_reward, scratch_rewards, tiny_config, tiny_task
+    from test_lares_engine import Proposer, load_reward, scratch_rewards, tiny_config, tiny_task
 
     from lares_agent.engine import EngineError
 
-    a = LaResEngine(tiny_task(), tiny_config(total_steps=30, learner="crossq"), scratch_rewards(), Proposer(),
+    a = make_engine(tiny_task(), tiny_config(total_steps=30, learner="crossq"), scratch_rewards(), Proposer(),
                     run_dir=tmp_path)
     a.run()
     a.save_checkpoint()
     a.close()
     with pytest.raises(EngineError) as err:
-        LaResEngine.restore(tmp_path / "checkpoints", tiny_task(), load_reward, learner="sac")
+        restore_engine(tmp_path / "checkpoints", tiny_task(), load_reward, learner="sac")
     assert "\n" not in str(err.value) and "'crossq' engine state, not 'sac'" in str(err.value)
-    b = LaResEngine.restore(tmp_path / "checkpoints", tiny_task(), load_reward, learner="crossq")
+    b = restore_engine(tmp_path / "checkpoints", tiny_task(), load_reward, learner="crossq")
     assert b.config.learner == "crossq" and b.env_steps == a.env_steps
     b.close()
 
 
 def test_engine_resume_is_exact_on_reacher(tmp_path: Path) -> None:
-    from test_lares_engine import FeatureReward, LaResEngine, Proposer, load_reward, tiny_config
+    from test_lares_engine import FeatureReward, Proposer, load_reward, tiny_config
 
     from lares_agent.engine.tasks import get_task
 
     task = get_task("Reacher-v5")
     p = task.progress_feature
-    cfg = tiny_config(population_size=2, total_steps=200, warmup_steps=40, reward_period=80, eval_every=60,
+    cfg = tiny_config(population=2, total_steps=200, warmup_steps=40, reward_period=80, eval_every=60,
                       eval_episodes=1, update_eval_episodes=1, horizon=20)
 
     def hook() -> Proposer:
         return Proposer(lambda ctx, slot: FeatureReward(p, 10.0, -3.0, id=f"r{ctx.round}s{slot}"))
 
-    a = LaResEngine(task, cfg, [FeatureReward(p), FeatureReward("action_norm", 0.5)], hook(), tmp_path / "a")
+    a = make_engine(task, cfg, [FeatureReward(p), FeatureReward("action_norm", 0.5)], hook(), tmp_path / "a")
     a.run(until_steps=60)
     kept = shutil.copytree(a.save_checkpoint(), tmp_path / "kept")
     a.run()
-    b = LaResEngine.restore(kept, task, load_reward, hook(), tmp_path / "b")
+    b = restore_engine(kept, task, load_reward, hook(), tmp_path / "b")
     b.run()
-    n = len(a.buffer)
-    assert a.round == b.round == 2 and len(b.buffer) == n
+    n = len(a.population.buffer)
+    assert a.round == b.round == 2 and len(b.population.buffer) == n
     for name in ("obs", "action", "raw_reward", "features"):
-        assert np.array_equal(getattr(a.buffer, name)[:n], getattr(b.buffer, name)[:n]), name
-    assert all(torch.equal(x, y) for x, y in zip(a.population.actor, b.population.actor, strict=True))
+        assert np.array_equal(getattr(a.population.buffer, name)[:n], getattr(b.population.buffer, name)[:n]), name
+    assert all(torch.equal(x, y) for x, y in zip(a.population.learners.actor, b.population.learners.actor, strict=True))
 
 
 def test_metaworld_reset_depends_only_on_the_episode_seed() -> None:

@@ -78,7 +78,7 @@ def accepted(run: Path) -> list[tuple[int, int, dict[str, str]]]:
 @pytest.fixture(scope="module")
 def recorded(server: FakeServer, tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("recorded")
-    result = lares("run", *TINY, "--llm", "openai", "--model", "fake", "--base-url", server.url,
+    result = lares("run", *TINY, "--llm-backend", "openai", "--llm-model", "fake", "--base-url", server.url,
                    "--run-dir", str(base / "runs"), home=base / "home")
     assert result.exit_code == 0, result.output
     assert "run finished: 300 env steps" in result.output
@@ -89,8 +89,8 @@ def recorded(server: FakeServer, tmp_path_factory: pytest.TempPathFactory) -> Pa
 def replayed(recorded: Path, server: FakeServer, tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("replayed")
     before = server.requests
-    result = lares("run", *TINY, "--llm", "replay", "--replay-from", str(recorded), "--run-dir", str(base / "runs"),
-                   home=base / "home")
+    result = lares("run", *TINY, "--llm-backend", "replay", "--replay-from", str(recorded),
+                   "--run-dir", str(base / "runs"), home=base / "home")
     assert result.exit_code == 0, result.output
     assert server.requests == before  # answered from the record alone
     return only_run(base / "runs")
@@ -168,7 +168,7 @@ def test_trace_candidate_lineage_points_at_the_best_elite(replayed: Path, tmp_pa
 def test_crossq_run_and_baseline_through_the_cli(server: FakeServer, tmp_path: Path) -> None:
     from lares_agent.engine import latest_checkpoint, load_checkpoint
 
-    result = lares("run", *TINY, "--learner", "crossq", "--obs-norm", "--llm", "openai", "--model", "fake",
+    result = lares("run", *TINY, "--learner", "crossq", "--obs-norm", "--llm-backend", "openai", "--llm-model", "fake",
                    "--base-url", server.url, "--run-dir", str(tmp_path / "runs"), home=tmp_path / "home")
     assert result.exit_code == 0, result.output
     assert "run finished: " in result.output and "(ranked first)" in result.output
@@ -177,8 +177,8 @@ def test_crossq_run_and_baseline_through_the_cli(server: FakeServer, tmp_path: P
     checkpoint = latest_checkpoint(run / "checkpoints")
     assert checkpoint is not None
     state = load_checkpoint(checkpoint)
-    assert state["learner"] == "crossq" and state["config"]["crossq"]["obs_norm"]
-    assert state["population"]["obs_norm"]["count"] > 0
+    assert state["learner"] == "crossq" and state["config"]["learners"]["crossq"]["obs_norm"]
+    assert state["population"]["learners"]["obs_norm"]["count"] > 0
     base = lares("baseline", "--task", "Reacher-v5", "--budget", "100", "--learner", "crossq", "--no-report",
                  "--run-dir", str(tmp_path / "base"), home=tmp_path / "home")
     assert base.exit_code == 0, base.output
@@ -208,8 +208,8 @@ def test_default_local_model_end_to_end(tmp_path: Path) -> None:
     if not parts_installed(KNOWN_MODELS["qwen2.5-coder-0.5b"]):
         pytest.skip("0.5B model parts not installed (test extra)")
     # --allow-fallback: the 0.5B model within 6000 tokens does not always get a candidate past the validator, and a
-    # run without one exits 3 (issue 16); this test is about the real model driving the pipeline end to end.
-    result = lares("run", *TINY, "--model", "qwen2.5-coder-0.5b", "--max-llm-tokens", "6000", "--allow-fallback",
+    # run without one exits 3 (FALLBACK_EXIT); this test is about the real model driving the pipeline end to end.
+    result = lares("run", *TINY, "--llm-model", "qwen2.5-coder-0.5b", "--max-llm-tokens", "6000", "--allow-fallback",
                    "--run-dir", str(tmp_path / "runs"), home=tmp_path / "home")
     assert result.exit_code == 0, result.output
     run = only_run(tmp_path / "runs")

@@ -61,12 +61,12 @@ def _nothing_written(runs: Path) -> bool:
     [
         (["--task", "reach-v99"], ("unknown task 'reach-v99'", "lares tasks")),
         (["--persona", "grumpy-wizard"], ("unknown persona 'grumpy-wizard'", "neutral")),
-        (["--model", "no/such/model.gguf"], ("model 'no/such/model.gguf' not found",)),
-        (["--model", "qwen-99b"], ("not a known model", "qwen2.5-coder-0.5b")),
-        (["--llm", "openai"], ("needs a model name", "--model")),
-        (["--llm", "replay"], ("--llm replay needs --replay-from",)),
-        (["--llm", "replay", "--replay-from", "."], ("replay record", "does not exist")),
-        (["--rewards", "no-such-rewards.json"], ("--rewards file", "does not exist")),
+        (["--llm-model", "no/such/model.gguf"], ("model 'no/such/model.gguf' not found",)),
+        (["--llm-model", "qwen-99b"], ("not a known model", "qwen2.5-coder-0.5b")),
+        (["--llm-backend", "openai"], ("needs a model name", "--llm-model")),
+        (["--llm-backend", "replay"], ("--llm-backend replay needs --replay-from",)),
+        (["--llm-backend", "replay", "--replay-from", "."], ("replay record", "does not exist")),
+        (["--rewards-file", "no-such-rewards.json"], ("--rewards-file", "does not exist")),
     ],
 )
 def test_run_rejects_bad_input_before_creating_anything(
@@ -84,7 +84,7 @@ def test_run_rejects_bad_input_before_creating_anything(
         (["--elites", "0"], ("--elites must be between 1 and --population (2), not 0", "inherit")),
         (["--elites", "3"], ("--elites must be between 1 and --population (2), not 3",)),
         (["--setting", "bogus"], ("--setting must be one of scratch, init, baseline",)),
-        (["--llm", "bogus"], ("--llm must be one of local, openai, replay",)),
+        (["--llm-backend", "bogus"], ("--llm-backend must be one of local, openai, replay",)),
         (["--learner", "ppo"], ("--learner must be one of sac, crossq, es",)),
         (["--learner", "crossq", "--critic-layer-norm"], ("--critic-layer-norm applies to SAC's critics",)),
         (["--learner", "es", "--obs-norm"], ("--obs-norm applies to --learner sac or crossq",)),
@@ -116,13 +116,15 @@ def test_resume_refuses_a_config_the_engine_refuses_with_exit_2(tmp_path: Path) 
 
 def test_run_with_an_unreachable_endpoint_fails_at_once(runs: Path) -> None:
     url = f"http://127.0.0.1:{closed_port()}/v1"
-    result = invoke("run", *SMALL, "--run-dir", str(runs), "--llm", "openai", "--model", "m", "--base-url", url)
+    result = invoke("run", *SMALL, "--run-dir", str(runs), "--llm-backend", "openai", "--llm-model", "m",
+                    "--base-url", url)
     assert_one_line_error(result, "cannot reach the LLM endpoint", url, "--base-url")
     assert _nothing_written(runs)
 
 
 def test_run_with_a_base_url_that_is_not_a_url(runs: Path) -> None:
-    result = invoke("run", *SMALL, "--run-dir", str(runs), "--llm", "openai", "--model", "m", "--base-url", "localhost")
+    result = invoke("run", *SMALL, "--run-dir", str(runs), "--llm-backend", "openai", "--llm-model", "m",
+                    "--base-url", "localhost")
     assert_one_line_error(result, "is not an http(s) URL")
 
 

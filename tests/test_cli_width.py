@@ -1,4 +1,4 @@
-"""CLI listings at 80 columns (issue 15, part 5): no line over 80 characters, and a path is printed whole on a
+"""CLI listings at 80 columns: no line over 80 characters, and a path is printed whole on a
 line of its own rather than folded into a narrow table column."""
 
 from __future__ import annotations

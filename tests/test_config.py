@@ -12,7 +12,6 @@ from lares_agent.engine.es.strategy import ESConfig
 from lares_agent.engine.learners.crossq import CrossQConfig
 from lares_agent.engine.learners.sac import SACConfig
 from lares_agent.engine.loop import config as engine_cfg
-from lares_agent.engine.loop import es_config
 from lares_agent.engine.loop.selection import SelectionConfig
 from lares_agent.errors import ConfigError, LaresError
 from lares_agent.graphs.context import GraphLimits
@@ -27,8 +26,8 @@ from lares_agent.search.presets import preset_config
     "make",
     [
         lambda: SearchConfig(population=0),
-        lambda: engine_cfg.EngineConfig(warmup_steps=1),
-        lambda: es_config.ESSearchConfig(backend="spark"),
+        lambda: engine_cfg.ReplayConfig(warmup_steps=1),
+        lambda: engine_cfg.ESPopulationConfig(backend="spark"),
         lambda: SACConfig(utd_ratio=0),
         lambda: ESConfig(population_size=3),
         lambda: SelectionConfig(tournament_size=0),
@@ -47,7 +46,7 @@ def test_every_config_refuses_with_the_one_config_error(make: Any) -> None:
 
 def test_choices_come_from_one_literal_each_and_match_the_engine() -> None:
     assert search_cfg.SETTINGS == get_args(search_cfg.Setting) == engine_cfg.SETTINGS
-    assert search_cfg.BACKENDS == get_args(search_cfg.Backend) == es_config.BACKENDS
+    assert search_cfg.BACKENDS == get_args(search_cfg.Backend) == engine_cfg.BACKENDS
     assert get_args(get_type_hints(SelectionConfig)["method"]) == search_cfg.SELECTIONS
     assert get_args(search_cfg.Learner) == search_cfg.LEARNERS
     assert tuple(search_cfg.ABLATIONS) == get_args(search_cfg.Ablation)
@@ -64,11 +63,11 @@ def test_choices_come_from_one_literal_each_and_match_the_engine() -> None:
 @pytest.mark.parametrize("setting", ["scratch", "init"])
 def test_search_config_accepts_exactly_the_population_and_elites_the_engine_accepts(learner: str,
                                                                                    setting: str) -> None:
-    engine_type = es_config.ESSearchConfig if learner == "es" else engine_cfg.EngineConfig
+    learners = engine_cfg.ESPopulationConfig() if learner == "es" else engine_cfg.ReplayConfig()
     for population in range(4):
         for elites in range(-1, 6):
             try:
-                engine_type(setting=setting, population_size=population, elites=elites)
+                engine_cfg.EngineConfig(setting=setting, population=population, elites=elites, learners=learners)
                 engine_ok = True
             except ConfigError:
                 engine_ok = False
@@ -79,7 +78,7 @@ def test_search_config_accepts_exactly_the_population_and_elites_the_engine_acce
                 continue
             assert engine_ok, (population, elites)
             run = engine_config(cfg)
-            assert (run.population_size, run.elites) == (cfg.population, cfg.elites)  # stored is what runs
+            assert (run.population, run.elites) == (cfg.population, cfg.elites)  # stored is what runs
 
 
 def test_zero_elites_are_refused_with_the_reason() -> None:
@@ -98,7 +97,7 @@ def test_options_that_do_not_apply_to_the_gradient_learners_are_refused(learner:
     with pytest.raises(ConfigError, match="--critic-layer-norm applies to SAC's critics"):
         SearchConfig(critic_layer_norm=True, learner="crossq")
     es_run = engine_config(SearchConfig(learner="es", selection="tournament", tournament_size=3))
-    assert isinstance(es_run, es_config.ESSearchConfig)
+    assert isinstance(es_run.learners, engine_cfg.ESPopulationConfig)
     assert (es_run.selection.method, es_run.selection.tournament_size) == ("tournament", 3)
 
 
@@ -117,20 +116,22 @@ def test_the_mapping_renames_once_for_both_learners() -> None:
     sac = engine_config(cfg)
     es = engine_config(SearchConfig.from_json({**cfg.to_json(), "learner": "es"}))
     for run in (sac, es):
-        assert (run.population_size, run.elites, run.total_steps, run.eval_episodes, run.update_eval_episodes,
+        assert (run.population, run.elites, run.total_steps, run.eval_episodes, run.update_eval_episodes,
                 run.horizon, run.complexity_lambda, run.seed) == (4, 2, 1_234, 3, 3, 40, 0.5, 9)
-    assert isinstance(sac, engine_cfg.EngineConfig) and isinstance(es, es_config.ESSearchConfig)
-    assert sac.reward_period == 600 and es.reward_every_steps == 600 and es.es.population_size == 8
-    assert sac.sac.hidden == (16,) and sac.sac.utd_ratio == 0.5 and sac.sac.init_log_alpha == 0.0
-    assert sac.learner == "sac" and sac.crossq == CrossQConfig()  # the other learner's config stays default
+    assert isinstance(sac.learners, engine_cfg.ReplayConfig) and isinstance(es.learners, engine_cfg.ESPopulationConfig)
+    assert sac.reward_period == 600 and es.reward_period == 600 and es.learners.es.population_size == 8
+    replay = sac.learners
+    assert replay.sac.hidden == (16,) and replay.sac.utd_ratio == 0.5 and replay.sac.init_log_alpha == 0.0
+    assert sac.learner == "sac" and replay.crossq == CrossQConfig()  # the other learner's config stays default
     crossq = engine_config(SearchConfig.from_json({**cfg.to_json(), "learner": "crossq", "batch_size": 64,
                                                    "obs_norm": True}))
-    assert isinstance(crossq, engine_cfg.EngineConfig) and crossq.learner == "crossq"
-    assert (crossq.crossq.actor_hidden, crossq.crossq.critic_hidden) == ((16,), CrossQConfig().critic_hidden)
-    assert (crossq.crossq.batch_size, crossq.crossq.utd_ratio, crossq.crossq.init_log_alpha) == (64, 0.5, 0.0)
-    assert crossq.crossq.obs_norm and crossq.sac == SACConfig() and crossq.learner_config is crossq.crossq
+    replay = crossq.learners
+    assert isinstance(replay, engine_cfg.ReplayConfig) and crossq.learner == "crossq"
+    assert (replay.crossq.actor_hidden, replay.crossq.critic_hidden) == ((16,), CrossQConfig().critic_hidden)
+    assert (replay.crossq.batch_size, replay.crossq.utd_ratio, replay.crossq.init_log_alpha) == (64, 0.5, 0.0)
+    assert replay.crossq.obs_norm and replay.sac == SACConfig() and replay.learner_config is replay.crossq
     wide = SearchConfig(learner="crossq", critic_hidden=(64, 64, 64))
-    assert engine_config(wide).crossq.critic_hidden == (64, 64, 64)  # type: ignore[union-attr]
+    assert engine_config(wide).learners.crossq.critic_hidden == (64, 64, 64)  # type: ignore[union-attr]
     assert SearchConfig.from_json(json.loads(json.dumps(wide.to_json()))) == wide
     llm = llm_config(SearchConfig(llm_backend="openai", llm_model="m", max_llm_tokens=100, temperature=0.2))
     assert (llm.backend, llm.model, llm.max_total_tokens, llm.temperature) == ("openai", "m", 100, 0.2)
@@ -149,44 +150,45 @@ def test_config_json_of_earlier_versions_loads_as_what_it_ran() -> None:
 
 
 def test_presets_name_their_learner() -> None:
-    # The demo's learner is one constant (issue 12: switched after measurement); the paper stays SAC.
+    # The demo's learner is one constant (switched after measurement, docs/RESULTS.md); the paper stays SAC.
     assert preset_config("demo").learner == presets.DEMO_LEARNER
     for learner in ("crossq", "sac"):  # the demo values each learner gets: the defaults unless measured otherwise
-        cfg = preset_config("demo", learner=learner)
+        cfg = preset_config("demo", {"learner": learner})
         expected = {**{"batch_size": SearchConfig().batch_size, "init_alpha": SearchConfig().init_alpha},
                     **presets.DEMO_LEARNER_VALUES.get(learner, {})}
         assert (cfg.batch_size, cfg.init_alpha) == (expected["batch_size"], expected["init_alpha"])
     paper = preset_config("paper")
-    assert paper.learner == "sac" and engine_config(paper).sac.hidden == (256, 256, 256)  # type: ignore[union-attr]
-    assert preset_config("paper", learner="crossq").learner == "crossq"  # a flag still overrides the preset
+    assert paper.learner == "sac" and engine_config(paper).learners.sac.hidden == (256, 256, 256)  # type: ignore[union-attr]
+    assert preset_config("paper", {"learner": "crossq"}).learner == "crossq"  # an option still overrides the preset
 
 
 @pytest.mark.parametrize(("task", "window"), [("window-close-v3", 500), ("button-press-v3", 50),
                                               ("button-press-topdown-v3", 500), ("coffee-pull-v3", 20),
                                               ("soccer-v3", 100), ("reach-v3", 1000), ("HalfCheetah-v5", 1000)])
 def test_paper_preset_takes_the_reference_thompson_window_of_each_task(task: str, window: int) -> None:
-    cfg = preset_config("paper", task=task)
-    assert cfg.ts_window == window and engine_config(cfg).ts_window == window  # type: ignore[union-attr]
-    assert preset_config("paper", task=task, ts_window=7).ts_window == 7  # an explicit value still wins
+    cfg = preset_config("paper", {"task": task})
+    assert cfg.ts_window == window and engine_config(cfg).learners.ts_window == window  # type: ignore[union-attr]
+    assert preset_config("paper", {"task": task, "ts_window": 7}).ts_window == 7  # an explicit value still wins
 
 
 def test_paper_preset_keeps_each_tasks_horizon_and_the_reference_values() -> None:
     from lares_agent.engine.tasks import get_task
 
-    cheetah = preset_config("paper", task="HalfCheetah-v5")
+    cheetah = preset_config("paper", {"task": "HalfCheetah-v5"})
     assert cheetah.horizon is None and engine_config(cheetah).horizon is None  # the task's own: 1000 steps
     assert get_task("HalfCheetah-v5").horizon == 1000 and get_task("push-v3").horizon == 150
-    paper = engine_config(preset_config("paper", task="push-v3"))
-    assert paper.sac.lr == 3e-4 and paper.sac.init_log_alpha == 0.0 and paper.sac.batch_size == 128  # type: ignore[union-attr]
-    assert (paper.population_size, paper.elites, paper.total_steps, paper.reward_period) == (5, 3, 1_000_000, 200_000)  # type: ignore[union-attr]
-    assert (paper.warmup_steps, paper.eval_every, paper.eval_episodes) == (10_000, 10_000, 20)  # type: ignore[union-attr]
+    paper = engine_config(preset_config("paper", {"task": "push-v3"}))
+    sac = paper.learners
+    assert sac.sac.lr == 3e-4 and sac.sac.init_log_alpha == 0.0 and sac.sac.batch_size == 128  # type: ignore[union-attr]
+    assert (paper.population, paper.elites, paper.total_steps, paper.reward_period) == (5, 3, 1_000_000, 200_000)
+    assert (sac.warmup_steps, paper.eval_every, paper.eval_episodes) == (10_000, 10_000, 20)  # type: ignore[union-attr]
     assert preset_config("paper").temperature == 1.0
 
 
 def test_lr_reaches_the_learner_and_is_checked() -> None:
-    assert engine_config(SearchConfig(lr=1e-3)).sac.lr == 1e-3  # type: ignore[union-attr]
-    assert engine_config(SearchConfig(learner="crossq", lr=5e-4)).crossq.lr == 5e-4  # type: ignore[union-attr]
-    assert engine_config(SearchConfig()).sac.lr == 3e-4  # type: ignore[union-attr]  # the learner's default
+    assert engine_config(SearchConfig(lr=1e-3)).learners.sac.lr == 1e-3  # type: ignore[union-attr]
+    assert engine_config(SearchConfig(learner="crossq", lr=5e-4)).learners.crossq.lr == 5e-4  # type: ignore[union-attr]
+    assert engine_config(SearchConfig()).learners.sac.lr == 3e-4  # type: ignore[union-attr]  # the learner's default
     with pytest.raises(ConfigError, match="--lr must be a positive number"):
         SearchConfig(lr=0.0)
     with pytest.raises(ConfigError, match="--lr sets the Adam rate"):

@@ -47,15 +47,15 @@ def _hook(point):
     urllib.request.urlopen(req, timeout=600).read()  # the test kills this process while it waits here
 point, _, nth = os.environ.get("LARES_TEST_KILL_AT", "").partition(":")
 if point == "learn":
-    from lares_agent.engine.loop import population_engine as _lares
-    _real_learn, _seen = _lares.LaResEngine._learn, [0]
-    def _learn(self, steps):
-        done = _real_learn(self, steps)
+    from lares_agent.engine.populations import replay as _replay
+    _real_learn, _seen = _replay.ReplayPopulation._learn, [0]
+    def _learn(self, steps, env_steps):
+        done = _real_learn(self, steps, env_steps)
         _seen[0] += 1
         if _seen[0] == int(nth):
             _hook("learn")
         return done
-    _lares.LaResEngine._learn = _learn
+    _replay.ReplayPopulation._learn = _learn
 elif point == "checkpoint":
     from lares_agent.engine import checkpoint as _ckpt
     _real_fsync_dir, _seen = _ckpt._fsync_dir, [0]

@@ -14,15 +14,15 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import FeatureReward, final_state, load_reward, point_task, three_rewards
+from helpers import FeatureReward, final_state, flat_config, load_reward, point_task, three_rewards
 
-from lares_agent.engine import EngineError, ESEngine, UpdateContext
+from lares_agent.engine import EngineConfig, EngineError, UpdateContext, make_engine, restore_engine
 from lares_agent.engine.contracts import HumanReward
 from lares_agent.engine.es import strategy as es
 from lares_agent.engine.es.learner import ESLearner, LearnerSettings, generation_seeds
 from lares_agent.engine.es.policies import PolicyBatch, PolicySpec, RunningNorm, act, init_params, num_params
 from lares_agent.engine.es.workers import RolloutWorkers
-from lares_agent.engine.loop.es_config import ESSearchConfig, reward_population_size
+from lares_agent.engine.loop.config import ESPopulationConfig
 from lares_agent.engine.loop.selection import SelectionConfig
 from lares_agent.engine.rollouts.vector import concat_rollouts, make_vector_env, rollout
 from lares_agent.engine.tasks import get_task
@@ -223,14 +223,18 @@ def test_es_learner_improves_point_mass() -> None:
 
 
 # ---------------------------------------------------------------------------------------------- engine
-def _config(**kw: Any) -> ESSearchConfig:
+GEN = 8 * 12 * 3
+"""Env steps of one generation of three learners (8 perturbations, 12 steps, no early end)."""
+
+
+def _config(**kw: Any) -> EngineConfig:
     base: dict[str, Any] = dict(
-        population_size=3, elites=1, total_steps=8 * 12 * 3 * 6, reward_every_generations=3,
-        eval_every_generations=2, eval_episodes=2, update_eval_episodes=3, rollouts_kept=1,
-        es=es.ESConfig(population_size=8, sigma=0.1, learning_rate=0.05, total_generations=20),
+        population=3, elites=1, total_steps=GEN * 6, reward_period=3 * GEN,
+        eval_every=2 * GEN, eval_episodes=2, update_eval_episodes=3, rollouts_kept=1,
+        es_config=es.ESConfig(population_size=8, sigma=0.1, learning_rate=0.05, total_generations=20),
     )
     base.update(kw)
-    return ESSearchConfig(**base)
+    return flat_config(es=True, **base)
 
 
 def test_engine_runs_updates_and_logs_like_sac(tmp_path: Path) -> None:
@@ -240,13 +244,13 @@ def test_engine_runs_updates_and_logs_like_sac(tmp_path: Path) -> None:
         seen.append(ctx)
         return [FeatureReward("dist", 3.0 + ctx.round + i) for i in range(len(ctx.refill))]
 
-    engine = ESEngine(TASK, _config(), three_rewards(), propose, tmp_path)
+    engine = make_engine(TASK, _config(), three_rewards(), propose, tmp_path)
     try:
         engine.run()
         state = engine.state_dict()
     finally:
         engine.close()
-    assert engine.env_steps >= engine.config.total_steps and engine.generation == 6
+    assert engine.env_steps >= engine.config.total_steps and engine.population.generation == 6
     assert len(seen) == 1 and seen[0].round == 1  # due after generation 3, run ends at 6
     ctx = seen[0]
     assert set(ctx.elites) | set(ctx.refill) == {0, 1, 2} and len(ctx.elites) == 1
@@ -263,18 +267,18 @@ def test_engine_runs_updates_and_logs_like_sac(tmp_path: Path) -> None:
     # replaced slots restarted from the best slot's policy, then trained 3 generations on their own reward
     for s in replaced:
         assert engine.rewards[s].id.startswith("neg-dist-")
-    assert state["learners"][ctx.best]["es"]["generation"] == 6
-    assert all(state["learners"][s]["es"]["generation"] == 6 for s in replaced)
+    assert state["population"]["learners"][ctx.best]["es"]["generation"] == 6
+    assert all(state["population"]["learners"][s]["es"]["generation"] == 6 for s in replaced)
 
 
 def test_replaced_slot_inherits_best_parameters() -> None:
-    engine = ESEngine(TASK, _config(reward_every_generations=2, max_rounds=1), three_rewards(),
+    engine = make_engine(TASK, _config(reward_period=2 * GEN, max_rounds=1), three_rewards(),
                       lambda ctx: [FeatureReward("dist", 5.0)] * len(ctx.refill))
     try:
         for _ in range(2):
-            engine.step_generation()
+            engine.step()
         ctx = engine.reward_update()
-        learners = engine.backend.learners
+        learners = engine.population.backend.learners
         for s in ctx.refill:
             assert np.array_equal(learners[s].state.mean, learners[ctx.best].state.mean)
             assert learners[s].reward.id == "neg-dist-5"
@@ -285,11 +289,11 @@ def test_replaced_slot_inherits_best_parameters() -> None:
 def test_rollout_workers_give_the_in_process_result() -> None:
     means = []
     for workers in (0, 2):
-        engine = ESEngine(TASK, _config(rollout_workers=workers, reward_every_generations=0), three_rewards())
+        engine = make_engine(TASK, _config(rollout_workers=workers, reward_period=0), three_rewards())
         try:
             for _ in range(2):
-                engine.step_generation()
-            means.append([lr.state.mean.copy() for lr in engine.backend.learners])
+                engine.step()
+            means.append([lr.state.mean.copy() for lr in engine.population.backend.learners])
         finally:
             engine.close()
     assert all(np.array_equal(a, b) for a, b in zip(*means, strict=True))
@@ -302,9 +306,9 @@ def test_tournament_selection_and_the_engine_installs_what_propose_returns() -> 
             return np.ones(len(features[self.feature]))
 
     cfg = _config(selection=SelectionConfig(method="tournament", tournament_size=2), elites=2)
-    engine = ESEngine(TASK, cfg, three_rewards(), lambda ctx: [Constant("dist", id="const")])
+    engine = make_engine(TASK, cfg, three_rewards(), lambda ctx: [Constant("dist", id="const")])
     try:
-        engine.step_generation()
+        engine.step()
         ctx = engine.reward_update()
     finally:
         engine.close()
@@ -313,7 +317,7 @@ def test_tournament_selection_and_the_engine_installs_what_propose_returns() -> 
     # reward); the ES engine keeps no validator of its own, so what the hook returns is installed.
     (refilled,) = ctx.refill
     assert engine.rewards[refilled].id == "const"
-    assert engine.backend.learners[refilled].reward.id == "const"
+    assert engine.population.backend.learners[refilled].reward.id == "const"
     assert any(e["event"] == "candidate_accepted" and e["slot"] == refilled for e in engine.events)
     assert not any(e["event"] == "candidate_rejected" for e in engine.events)
 
@@ -326,16 +330,16 @@ def test_nan_reward_without_candidate_shares_the_best_reward() -> None:
             return np.full(len(features[self.feature]), np.nan)
 
     rewards = [*three_rewards()[:2], NaNReward("dist", id="nan")]
-    engine = ESEngine(TASK, _config(reward_every_generations=1), rewards, lambda ctx: [])
+    engine = make_engine(TASK, _config(reward_period=1 * GEN), rewards, lambda ctx: [])
     try:
-        engine.step_generation()
+        engine.step()
         ctx = engine.reward_update()
     finally:
         engine.close()
     assert ctx.slots[2].quarantined and ctx.ranking[-1] == 2 and 2 in ctx.refill
     shared = [e for e in engine.events if e["event"] == "reward_shared"]
     assert [e["slot"] for e in shared] == [2]
-    assert engine.rewards[2] is engine.rewards[ctx.best] and engine.backend.learners[2].reward.id != "nan"
+    assert engine.rewards[2] is engine.rewards[ctx.best] and engine.population.backend.learners[2].reward.id != "nan"
     update = next(e for e in engine.events if e["event"] == "reward_update")
     assert 2 in update["inherited"]
 
@@ -343,14 +347,15 @@ def test_nan_reward_without_candidate_shares_the_best_reward() -> None:
 def test_init_setting_has_a_replaceable_human_slot_and_an_extra_human_learner() -> None:
     """One meaning of ``init`` for both learners: the human reward seeds slot 0, which the update may replace,
     and an extra learner trains on the human reward throughout, never ranked or replaced."""
-    engine = ESEngine(TASK, _config(setting="init", reward_every_generations=1, max_rounds=1),
-                      three_rewards()[:2], lambda ctx: [FeatureReward("dist", 7.0, id=f"new{s}") for s in ctx.refill])
+    engine = make_engine(TASK, _config(setting="init", reward_period=1 * GEN, max_rounds=1),
+                         three_rewards()[:2],
+                         lambda ctx: [FeatureReward("dist", 7.0, id=f"new{s}") for s in ctx.refill])
     try:
-        assert engine.num_learners == 4 and engine.extra == 3 and engine.backend.num_learners == 4
+        assert engine.population.num_learners == 4 and len(engine.rewards) == 4
         assert isinstance(engine.rewards[0], HumanReward) and isinstance(engine.rewards[3], HumanReward)
-        steps = engine.step_generation().steps
+        steps = engine.step().steps
         ctx = engine.reward_update()
-        engine.step_generation()
+        engine.step()
     finally:
         engine.close()
     assert steps == 4 * 8 * 12  # the extra learner trains (and counts) like every slot
@@ -369,10 +374,10 @@ def test_init_slot_zero_is_replaceable() -> None:
     given = three_rewards()[:2]
     for fn in given:
         fn.complexity = -1.0
-    engine = ESEngine(TASK, _config(setting="init", elites=1, reward_every_generations=1, complexity_lambda=10.0),
+    engine = make_engine(TASK, _config(setting="init", elites=1, reward_period=1 * GEN, complexity_lambda=10.0),
                       given, lambda ctx: [FeatureReward("dist", 9.0, id="fresh")] * len(ctx.refill))
     try:
-        engine.step_generation()
+        engine.step()
         ctx = engine.reward_update()
     finally:
         engine.close()
@@ -384,31 +389,29 @@ def test_checkpoint_restore_continues_identically(tmp_path: Path) -> None:
     def propose(ctx: UpdateContext) -> list[FeatureReward]:
         return [FeatureReward("dist", 4.0)] * len(ctx.refill)
 
-    final_a = final_state(ESEngine(TASK, _config(), three_rewards(), propose, tmp_path / "a"))
-    b = ESEngine.restore(tmp_path / "a" / "checkpoints" / "round-0001", TASK, load_reward, propose,
+    final_a = final_state(make_engine(TASK, _config(), three_rewards(), propose, tmp_path / "a"))
+    b = restore_engine(tmp_path / "a" / "checkpoints" / "round-0001", TASK, load_reward, propose,
                          tmp_path / "b")
-    assert b.generation == 3 and b.round == 1
+    assert b.population.generation == 3 and b.round == 1
     final_b = final_state(b)
     assert final_b["counters"] == final_a["counters"]
-    for la, lb in zip(final_a["learners"], final_b["learners"], strict=True):
+    for la, lb in zip(final_a["population"]["learners"], final_b["population"]["learners"], strict=True):
         assert np.array_equal(la["es"]["mean"], lb["es"]["mean"])
 
 
-def test_config_validation_and_reward_fraction() -> None:
-    assert reward_population_size(16, 0.25) == 4
-    cfg = ESSearchConfig(reward_fraction=0.25, elites=2, es=es.ESConfig(population_size=16))
-    assert cfg.num_slots == 4
-    assert ESSearchConfig.from_json(cfg.to_json()) == cfg
+def test_config_validation() -> None:
+    cfg = _config(hidden=(8,), selection=SelectionConfig(method="tournament"))
+    assert cfg.learner == "es" and EngineConfig.from_json(cfg.to_json()) == cfg  # tuples rebuilt from lists
     with pytest.raises(ConfigError, match="elites"):
-        ESSearchConfig(population_size=2, elites=3)
+        _config(population=2, elites=3)
     with pytest.raises(ConfigError, match="backend"):
-        ESSearchConfig(backend="spark")
+        ESPopulationConfig(backend="spark")
     with pytest.raises(EngineError, match="initial rewards"):
-        ESEngine(TASK, _config(), three_rewards()[:2])
+        make_engine(TASK, _config(), three_rewards()[:2])
 
 
 def test_baseline_setting_trains_on_human_reward() -> None:
-    engine = ESEngine(TASK, _config(setting="baseline", population_size=1))
+    engine = make_engine(TASK, _config(setting="baseline", population=1))
     try:
         engine.run(until_steps=8 * 12 * 2)
     finally:

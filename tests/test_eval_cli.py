@@ -1,4 +1,4 @@
-"""`lares eval` on a tiny real run folder (issue 15 part 1): success and return of the run's policy, the same
+"""`lares eval` on a tiny real run folder: success and return of the run's policy, the same
 numbers from the policy file and from the checkpoint, JSON output, and one line for a video it cannot write."""
 
 from __future__ import annotations

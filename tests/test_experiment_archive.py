@@ -1,5 +1,5 @@
-"""experiments/sample_efficiency.py's archive and restore: a machine that kept only the repository continues the
-experiment from what was committed, running only the trials that never finished."""
+"""experiments/sample_efficiency/run.py's archive and restore: a machine that kept only the repository continues
+the experiment from what was committed, running only the trials that never finished."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from lares_agent.runs.files import RunLog
 from lares_agent.runs.sweep_layout import SweepLayout
 from lares_agent.search.sweep_spec import SweepSpec
 
-EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
+STUDY = Path(__file__).resolve().parents[1] / "experiments" / "sample_efficiency"
 
 
-def _script(name: str = "sample_efficiency") -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, EXPERIMENTS / f"{name}.py")
+def _script(name: str = "run") -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"sample_efficiency_{name}", STUDY / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -43,13 +43,18 @@ def test_restore_brings_back_the_finished_trials_only(tmp_path: Path) -> None:
     _trial(sweep, "reach-v3-lares-s0", finished=True)
     _trial(sweep, "reach-v3-lares-s1", finished=False)
     _trial(sweep, "reach-v3-lares-s2", finished=None)
+    sweep.targets.write_text((STUDY / "targets.json").read_text(), encoding="utf-8")
+    sweep.report.mkdir()
+    (sweep.report / "table.md").write_text("| task |\n", encoding="utf-8")
     archived = tmp_path / "archive"
     copied = script.archive(sweep.root, archived)
     assert not any("checkpoints" in p.parts for p in copied)
+    assert (archived / "results" / "table.md").is_file() and not (archived / "report").exists()
 
     again = SweepLayout(tmp_path / "again")
     assert script.main(["--restore", str(archived), str(again.root)]) == 0
     assert SweepSpec.load(again.spec) == SweepSpec.load(sweep.spec)
+    assert again.targets.read_text() == sweep.targets.read_text()  # the report judges by the same targets
     assert sorted(p.name for p in again.runs.iterdir()) == ["reach-v3-lares-s0"]
     restored = again.run("reach-v3-lares-s0")
     assert sorted(p.name for p in restored.iterdir()) == ["config.json", "events.jsonl", "metrics.jsonl"]
@@ -64,6 +69,25 @@ def test_restore_never_writes_into_a_sweep(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match="holds a sweep already"):
         script.restore(sweep.root, sweep.root)
     assert sweep.spec.read_text() == before and not sweep.runs.exists()
+
+
+def test_a_new_sweep_gets_the_study_targets_and_a_resumed_one_keeps_its_own(tmp_path: Path) -> None:
+    script = _script()
+    out = tmp_path / "grid"
+    script.give_targets(script.sweep_args(["--out", str(out)]), ablations=False)
+    assert (out / "targets.json").read_text() == (STUDY / "targets.json").read_text()
+    ablations = tmp_path / "ablations"
+    script.give_targets(script.sweep_args(["--ablations", "--out", str(ablations)]), ablations=True)
+    assert (ablations / "targets.json").read_text() == (STUDY.parent / "ablations" / "targets.json").read_text()
+
+    kept = SweepLayout(tmp_path / "kept")
+    SweepSpec(tasks=("reach-v3",), seeds=(0,), methods=("lares",)).save(kept.spec)
+    kept.targets.write_text('{"targets": []}', encoding="utf-8")
+    script.give_targets(script.sweep_args(["--out", str(kept.root), "--resume"]), ablations=False)
+    assert kept.targets.read_text() == '{"targets": []}'
+    missing = tmp_path / "missing"
+    script.give_targets(script.sweep_args(["--out", str(missing), "--resume"]), ablations=False)
+    assert not missing.exists()  # `lares sweep --resume` says it is no sweep; nothing is left behind
 
 
 def test_final_policies_keeps_its_numbers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

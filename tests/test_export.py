@@ -1,5 +1,5 @@
-"""`lares export`: the exported numpy module equals the compiled reward without lares importable (issue 15,
-part 2), and the CLI picks the run's selected reward and writes python, json and latex."""
+"""`lares export`: the exported numpy module equals the compiled reward without lares importable,
+and the CLI picks the run's selected reward and writes python, json and latex."""
 
 from __future__ import annotations
 

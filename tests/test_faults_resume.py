@@ -1,5 +1,5 @@
-"""A damaged or foreign run folder, a finished run, a run of fallbacks only, and a graceful SIGTERM (issue 16,
-defects 2-9): each is resumed, refused or reported in one plain line, and no metric or event row is written twice.
+"""A damaged or foreign run folder, a finished run, a run of fallbacks only, and a graceful SIGTERM:
+each is resumed, refused or reported in one plain line, and no metric or event row is written twice.
 
 One tiny Reacher-v5 run against a fake OpenAI-compatible server is made once per module; each test works on
 its own copy of that folder.
@@ -157,17 +157,17 @@ def test_a_run_without_a_checkpoint_resumes_with_a_marker_and_no_repeated_rows(k
 def test_sigterm_finishes_the_step_checkpoints_and_says_how_to_resume(
     server: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from lares_agent.engine.loop import population_engine as sac_engine
+    from lares_agent.engine.populations.replay import ReplayPopulation
 
-    real, seen = sac_engine.LaResEngine._learn, [0]
+    real, seen = ReplayPopulation._learn, [0]
 
-    def learn(self: Any, steps: int) -> int:
+    def learn(self: Any, steps: int, env_steps: int) -> int:
         seen[0] += 1
         if seen[0] == 2:
             os.kill(os.getpid(), signal.SIGTERM)  # arrives in the middle of a step
-        return int(real(self, steps))
+        return int(real(self, steps, env_steps))
 
-    monkeypatch.setattr(sac_engine.LaResEngine, "_learn", learn)
+    monkeypatch.setattr(ReplayPopulation, "_learn", learn)
     result = lares("run", *TINY, "--llm", "openai", "--model", "fake", "--base-url", server.url,
                    "--run-dir", str(tmp_path / "runs"), home=tmp_path)
     assert result.exit_code == 128 + signal.SIGTERM, result.output
@@ -178,7 +178,7 @@ def test_sigterm_finishes_the_step_checkpoints_and_says_how_to_resume(
     assert end["stopped_by"] == "SIGTERM" and not end["finished"]
     state = json.loads((latest_checkpoint(run / "checkpoints") / "state.json").read_text())  # type: ignore[operator]
     assert state["counters"]["env_steps"] == end["env_steps"] > 0  # the step it was in was finished and saved
-    monkeypatch.setattr(sac_engine.LaResEngine, "_learn", real)
+    monkeypatch.setattr(ReplayPopulation, "_learn", real)
     again = lares("resume", str(run), "--no-report", home=tmp_path)
     assert again.exit_code == 0 and "run finished: 3" in again.output, again.output
     assert_rows_once(run)

@@ -1,4 +1,4 @@
-"""Graded fitness (issue 13 item 6): success once any slot succeeds, before that the start distance closed (of the
+"""Graded fitness: success once any slot succeeds, before that the start distance closed (of the
 approach feature when the progress shares tie); minus lambda x complexity; every slot of one update graded the same
 way; what it was made of reaches the records."""
 
@@ -82,7 +82,8 @@ def test_missing_progress_grades_as_nothing_closed() -> None:
 
 
 def test_approach_grades_when_the_progress_shares_tie() -> None:
-    # door-close-v3 (docs/RESULTS.md, issue 14): the door swings 13.9% shut by itself, so every slot closed 0.132
+    # door-close-v3 in the 50k-step grid (docs/RESULTS.md): the door swings shut a little by itself, so every slot
+    # closed the same share (0.132 here)
     rewards = [Cx(5.0, "a"), Cx(9.0, "b"), Cx(5.0, "c")]
     evals = [ev(0, 0.0, 0.132, approach_closed=0.2), ev(1, 0.0, 0.135, approach_closed=0.6),
              ev(2, 0.0, 0.132, approach_closed=0.4)]

@@ -1,4 +1,4 @@
-"""Many cheap candidates (issue 13): several per LLM call, numeric children of the elites, one dedupe by reward key,
+"""Many cheap candidates: several per LLM call, numeric children of the elites, one dedupe by reward key,
 and the offline pre-screen that keeps the best valid ones for the free slots. Scripted model, real validator."""
 
 from __future__ import annotations

@@ -6,7 +6,6 @@ quickly; the end-to-end tests at the bottom run the registered `reach-v3` and `R
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -16,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from helpers import PointMass, point_features
+from helpers import PointMass, flat_config, point_features
 
 from lares_agent.engine import (
     GRADIENT_LEARNERS,
@@ -25,11 +24,12 @@ from lares_agent.engine import (
     EngineError,
     Feature,
     HumanReward,
-    LaResEngine,
     MemberEvaluation,
+    ReplayConfig,
     SACConfig,
     TaskSpec,
     UpdateContext,
+    make_engine,
 )
 from lares_agent.engine.loop.fitness import rank_slots, slot_evaluation
 from lares_agent.errors import ConfigError
@@ -111,12 +111,12 @@ TINY_CROSSQ = CrossQConfig(actor_hidden=(32, 32), critic_hidden=(32, 32), batch_
 def tiny_config(**overrides: Any) -> EngineConfig:
     """Tiny networks and budgets; ``learner="crossq"`` trains TINY_CROSSQ learners."""
     base: dict[str, Any] = dict(
-        population_size=3, elites=1, total_steps=300, warmup_steps=60, reward_period=120, eval_every=150,
+        population=3, elites=1, total_steps=300, warmup_steps=60, reward_period=120, eval_every=150,
         eval_episodes=2, update_eval_episodes=2, ts_window=10, buffer_capacity=5000, seed=1,
         sac=SACConfig(hidden=(32, 32), batch_size=32, utd_ratio=0.25), crossq=TINY_CROSSQ, feature_sample=100,
     )
     base.update(overrides)
-    return EngineConfig(**base)
+    return flat_config(**base)
 
 
 def scratch_rewards() -> list[FeatureReward]:
@@ -138,7 +138,7 @@ class Proposer:
 # ---------------------------------------------------------------------------------------------- tests
 def test_scratch_run_updates_rewards_and_logs(tmp_path: Path) -> None:
     hook = Proposer()
-    engine = LaResEngine(tiny_task(), tiny_config(), scratch_rewards(), hook, run_dir=tmp_path)
+    engine = make_engine(tiny_task(), tiny_config(), scratch_rewards(), hook, run_dir=tmp_path)
     infos = []
     engine.run(progress=infos.append)
     assert engine.env_steps >= 300 and engine.round == 2
@@ -168,12 +168,12 @@ def test_scratch_run_updates_rewards_and_logs(tmp_path: Path) -> None:
 def test_update_relabels_rescales_and_inherits(tmp_path: Path) -> None:
     hook = Proposer(lambda ctx, slot: FeatureReward("dist", 50.0, 7.0, id=f"new{slot}"))
     cfg = tiny_config(total_steps=120, max_rounds=1)
-    engine = LaResEngine(tiny_task(), cfg, scratch_rewards(), hook)
+    engine = make_engine(tiny_task(), cfg, scratch_rewards(), hook)
     engine.run(until_steps=120)  # reach the period; the update runs at the next iteration boundary
-    old_alpha = engine.population.log_alpha.detach().clone()
+    old_alpha = engine.population.learners.log_alpha.detach().clone()
     ctx = engine.reward_update()
     best, refill = ctx.best, ctx.refill
-    buf, pop = engine.buffer, engine.population
+    buf, pop = engine.population.buffer, engine.population.learners
     ref = buf.rewards(best).astype(np.float64)
     for slot in refill:
         assert engine.rewards[slot].id == f"new{slot}"
@@ -193,11 +193,11 @@ def test_update_relabels_rescales_and_inherits(tmp_path: Path) -> None:
         assert pop.anchor_weight[slot].item() == 1.0
     for e in ctx.elites:
         assert pop.anchor_weight[e].item() == 0.0
-    a, b = engine.ts.posterior()
+    a, b = engine.population.ts.posterior()
     assert np.all(a == 1) and np.all(b == 1)  # TS reset at every reward update
     # New rows of a rescaled column use the same fixed map as old rows (no drift, §12 item 4).
     n0 = len(buf)
-    engine.step_iteration()
+    engine.step()
     fn = engine.rewards[refill[0]]
     new_rows = buf.rewards(refill[0])[n0:].astype(np.float64)
     raw_new = fn({k: v[n0:] for k, v in buf.feature_view().items()})
@@ -207,16 +207,16 @@ def test_update_relabels_rescales_and_inherits(tmp_path: Path) -> None:
 
 def test_rejected_and_missing_proposals_keep_the_slot() -> None:
     hook = Proposer(lambda ctx, slot: ConstantReward("dist", id=f"const{slot}"))
-    engine = LaResEngine(tiny_task(), tiny_config(total_steps=120, max_rounds=1), scratch_rewards(), hook)
+    engine = make_engine(tiny_task(), tiny_config(total_steps=120, max_rounds=1), scratch_rewards(), hook)
     engine.run(until_steps=120)
     before = [fn.id for fn in engine.rewards]
-    actor_before = [p.detach().clone() for p in engine.population.actor]
+    actor_before = [p.detach().clone() for p in engine.population.learners.actor]
     ctx = engine.reward_update()
     assert [fn.id for fn in engine.rewards] == before
     rejected = [e for e in engine.events if e["event"] == "candidate_rejected"]
     assert {e["slot"] for e in rejected} == set(ctx.refill) and all("constant" in e["reason"] for e in rejected)
     # nothing inherited
-    assert all(torch.equal(a, b) for a, b in zip(actor_before, engine.population.actor, strict=True))
+    assert all(torch.equal(a, b) for a, b in zip(actor_before, engine.population.learners.actor, strict=True))
     # Too many proposals is a programming error of the hook.
     engine.propose = lambda c: [FeatureReward("dist")] * (len(c.refill) + 1)
     with pytest.raises(EngineError):
@@ -227,61 +227,62 @@ def test_rejected_and_missing_proposals_keep_the_slot() -> None:
 def test_nonfinite_reward_and_policy_are_quarantined_then_refilled(learner: str) -> None:
     rewards = scratch_rewards()
     rewards[2] = ArmedNanReward("dist", id="breaks-later")
-    engine = LaResEngine(tiny_task(), tiny_config(total_steps=120, max_rounds=1, learner=learner), rewards,
+    engine = make_engine(tiny_task(), tiny_config(total_steps=120, max_rounds=1, learner=learner), rewards,
                          Proposer())
-    engine.warmup()
-    assert engine.quarantined == set()
+    engine.population.prepare(engine.rewards)
+    assert engine.population.quarantined_learners == set()
     rewards[2].armed = True
-    while 2 not in engine.quarantined and engine.env_steps < 120:
-        engine.step_iteration()
-    assert 2 in engine.quarantined and 2 in engine.ts.blocked
+    while 2 not in engine.population.quarantined_learners and engine.env_steps < 120:
+        engine.step()
+    assert 2 in engine.population.quarantined_learners and 2 in engine.population.ts.blocked
     assert any(e["event"] == "quarantine" and e["learner"] == 2 and "NaN" in e["reason"] for e in engine.events)
-    assert np.isfinite(engine.buffer.rewards(2)).all()  # NaN rows were neutralised by the buffer
+    assert np.isfinite(engine.population.buffer.rewards(2)).all()  # NaN rows were neutralised by the buffer
     # A learner whose weights went NaN acts non-finitely in evaluation and is quarantined too.
     with torch.no_grad():
-        engine.population.actor[0][1] = float("nan")
-    engine.evaluate([0, 1, 2], 1)
-    assert 1 in engine.quarantined
+        engine.population.learners.actor[0][1] = float("nan")
+    engine.evaluate(1)
+    assert 1 in engine.population.quarantined_learners
     ctx = engine.reward_update()
     assert ctx.slot(1).fitness == -math.inf and ctx.slot(2).fitness == -math.inf
     assert ctx.best == 0 and set(ctx.refill) == {1, 2}
-    assert engine.rewards[2].id == "r1s2" and engine.quarantined == set()
-    assert all(torch.isfinite(p[1]).all() for p in engine.population.actor)  # reset from the best learner
-    engine.step_iteration()  # the reset learners train again, on finite rewards
-    assert engine.quarantined == set() and all(torch.isfinite(p).all() for p in engine.population.critic)
+    assert engine.rewards[2].id == "r1s2" and engine.population.quarantined_learners == set()
+    assert all(torch.isfinite(p[1]).all() for p in engine.population.learners.actor)  # reset from the best learner
+    engine.step()  # the reset learners train again, on finite rewards
+    assert engine.population.quarantined_learners == set()
+    assert all(torch.isfinite(p).all() for p in engine.population.learners.critic)
 
 
 @pytest.mark.parametrize(("learner", "name"), [("sac", "SAC"), ("crossq", "CrossQ")])
 def test_diverged_learner_stops_training(learner: str, name: str) -> None:
-    engine = LaResEngine(tiny_task(), tiny_config(total_steps=60, learner=learner), scratch_rewards(), Proposer())
-    engine.warmup()
+    engine = make_engine(tiny_task(), tiny_config(total_steps=60, learner=learner), scratch_rewards(), Proposer())
+    engine.population.prepare(engine.rewards)
     with torch.no_grad():
-        engine.population.critic[0][1] = float("nan")  # first critic parameter of learner 1
-    engine.step_iteration()
-    assert 1 in engine.quarantined
+        engine.population.learners.critic[0][1] = float("nan")  # first critic parameter of learner 1
+    engine.step()
+    assert 1 in engine.population.quarantined_learners
     assert any(e["event"] == "quarantine" and e["reason"] == f"non-finite {name} loss" for e in engine.events)
     calls: list[list[int]] = []
-    update = engine.population.update
-    engine.population.update = lambda batch, members: calls.append(list(members)) or update(batch, members)
-    engine.step_iteration()
+    update = engine.population.learners.update
+    engine.population.learners.update = lambda batch, members: calls.append(list(members)) or update(batch, members)
+    engine.step()
     assert calls and all(1 not in members and 0 in members for members in calls)
-    assert 1 not in engine.ts.select(3, np.random.default_rng(0))
+    assert 1 not in engine.population.ts.select(3, np.random.default_rng(0))
 
 
 def test_init_setting_extra_learner_always_acts() -> None:
     hook = Proposer()
     cfg = tiny_config(setting="init", total_steps=150)
-    engine = LaResEngine(tiny_task(), cfg, scratch_rewards()[:2], hook)
+    engine = make_engine(tiny_task(), cfg, scratch_rewards()[:2], hook)
     infos = []
     engine.run(progress=infos.append)
-    assert engine.num_learners == 4 and engine.extra == 3
+    assert engine.population.num_learners == 4 and engine.population.extra == 3
     assert all(i.acted[-1] == 3 and 3 not in i.acted[:-1] for i in infos)
     assert isinstance(engine.rewards[3], HumanReward)  # the env-reward learner keeps the human reward
     ctx = hook.contexts[0]
     assert 3 not in ctx.refill and 3 not in ctx.elites and len(ctx.slots) == 3
     assert "human_reward" in ctx.feature_sample  # the init setting may show the human reward
     with pytest.raises(EngineError):
-        LaResEngine(tiny_task(), cfg, scratch_rewards(), hook)  # init takes K - 1 candidates
+        make_engine(tiny_task(), cfg, scratch_rewards(), hook)  # init takes K - 1 candidates
 
 
 def test_init_slot_zero_is_replaceable_like_any_slot() -> None:
@@ -289,7 +290,7 @@ def test_init_slot_zero_is_replaceable_like_any_slot() -> None:
     # ranks the given rewards above the human one, so slot 0 ranks last and is refilled; the extra learner stays.
     given = [FeatureReward("dist", 1.0, complexity=-1.0), FeatureReward("dist", 3.0, 1.0, complexity=-1.0)]
     hook = Proposer()
-    engine = LaResEngine(tiny_task(), tiny_config(setting="init", total_steps=150, complexity_lambda=10.0), given,
+    engine = make_engine(tiny_task(), tiny_config(setting="init", total_steps=150, complexity_lambda=10.0), given,
                          hook)
     engine.run()
     ctx = hook.contexts[0]
@@ -299,11 +300,11 @@ def test_init_slot_zero_is_replaceable_like_any_slot() -> None:
 
 def test_baseline_is_plain_sac_on_human_reward() -> None:
     hook = Proposer()
-    engine = LaResEngine(tiny_task(), tiny_config(setting="baseline", total_steps=150), (), hook)
+    engine = make_engine(tiny_task(), tiny_config(setting="baseline", total_steps=150), (), hook)
     engine.run()
-    assert engine.num_learners == 1 and isinstance(engine.rewards[0], HumanReward)
+    assert engine.population.num_learners == 1 and isinstance(engine.rewards[0], HumanReward)
     assert hook.contexts == [] and engine.round == 0
-    assert np.allclose(engine.buffer.rewards(0), engine.buffer.feature_view()["human_reward"])
+    assert np.allclose(engine.population.buffer.rewards(0), engine.population.buffer.feature_view()["human_reward"])
 
 
 def test_fitness_ranking_tie_breaks() -> None:
@@ -323,35 +324,36 @@ def test_fitness_ranking_tie_breaks() -> None:
 
 def test_config_validation() -> None:
     with pytest.raises(ConfigError):
-        EngineConfig(setting="nope")
+        flat_config(setting="nope")
     with pytest.raises(ConfigError):
-        EngineConfig(population_size=3, elites=4)
+        flat_config(population=3, elites=4)
     with pytest.raises(ConfigError):
-        EngineConfig(setting="init", population_size=1, elites=1)
+        flat_config(setting="init", population=1, elites=1)
     with pytest.raises(ConfigError, match="unknown learner 'ppo'"):
-        EngineConfig(learner="ppo")  # type: ignore[arg-type]
+        flat_config(learner="ppo")  # type: ignore[arg-type]
     cfg = tiny_config()
     assert EngineConfig.from_json(json.loads(json.dumps(cfg.to_json()))) == cfg
     crossq = tiny_config(learner="crossq")
     assert EngineConfig.from_json(json.loads(json.dumps(crossq.to_json()))) == crossq  # tuples rebuilt from lists
-    assert crossq.learner_config is TINY_CROSSQ and cfg.learner_config is cfg.sac
-    old = {k: v for k, v in cfg.to_json().items() if k not in ("learner", "crossq")}  # written before CrossQ
-    assert EngineConfig.from_json(old) == dataclasses.replace(cfg, crossq=CrossQConfig())
+    assert isinstance(crossq.learners, ReplayConfig) and isinstance(cfg.learners, ReplayConfig)
+    assert crossq.learners.learner_config is TINY_CROSSQ and cfg.learners.learner_config is cfg.learners.sac
+    with pytest.raises(EngineError, match="unknown engine config keys"):
+        EngineConfig.from_json({**cfg.to_json(), "population_size": 3})  # a name from before: refused, not dropped
     with pytest.raises(EngineError):
-        LaResEngine(tiny_task(), cfg, scratch_rewards()[:2])
+        make_engine(tiny_task(), cfg, scratch_rewards()[:2])
     with pytest.raises(EngineError):
-        LaResEngine(tiny_task(has_human_reward=False), tiny_config(setting="baseline"))
+        make_engine(tiny_task(has_human_reward=False), tiny_config(setting="baseline"))
 
 
 # ---------------------------------------------------------------------------------------------- CrossQ learners
 def test_crossq_run_updates_rewards_and_inherits_everything(tmp_path: Path) -> None:
-    from lares_agent.engine.learners.crossq_population import CrossQPopulation
+    from lares_agent.engine.learners.actor_critic import ActorCriticPopulation
 
     hook = Proposer()
     cfg = tiny_config(learner="crossq", max_rounds=1, eval_every=0)  # losses add up from update to update
-    engine = LaResEngine(tiny_task(), cfg, scratch_rewards(), hook, run_dir=tmp_path)
-    pop = engine.population
-    assert isinstance(pop, CrossQPopulation)
+    engine = make_engine(tiny_task(), cfg, scratch_rewards(), hook, run_dir=tmp_path)
+    pop = engine.population.learners
+    assert isinstance(pop, ActorCriticPopulation) and pop.critic_target is None  # CrossQ: no targets
     engine.run(until_steps=120)
     ctx = engine.reward_update()
     best, refill = ctx.best, ctx.refill
@@ -368,15 +370,15 @@ def test_crossq_run_updates_rewards_and_inherits_everything(tmp_path: Path) -> N
         assert all(torch.equal(m[slot], m[best]) for m in pop.q_optimizer.exp_avg_sq)
         assert pop.anchor_weight[slot].item() == 1.0
     assert pop.anchor_weight[best].item() == 0.0
-    engine.step_iteration()
-    pull = engine.interaction.loss_sum["anchor_loss"]
+    engine.step()
+    pull = engine.population.loss_sum["anchor_loss"]
     assert all(pull[s] > 0 for s in refill) and pull[best] == 0.0  # the L2 pull acts on inherited learners only
     engine.run()
-    assert engine.done and engine.round == 1 and not engine.quarantined
+    assert engine.done and engine.round == 1 and not engine.population.quarantined_learners
     metrics = list(read_jsonl(tmp_path / "metrics.jsonl"))
     assert [m["kind"] for m in metrics] == ["update"] and np.isfinite(metrics[0]["losses"]["q_loss"]).all()
     # The observation statistics saw every stored step (warm-up and training), no evaluation step.
-    assert pop.obs_norm is not None and pop.obs_norm.count == len(engine.buffer)
+    assert pop.obs_norm is not None and pop.obs_norm.count == len(engine.population.buffer)
     assert engine.state_dict()["learner"] == "crossq"
 
 
@@ -389,21 +391,21 @@ def test_end_to_end_on_registered_tasks(task_name: str, tmp_path: Path) -> None:
     progress = task.progress_feature
     rewards = [FeatureReward(progress, 1.0), FeatureReward("action_norm", 0.5)]
     hook = Proposer(lambda ctx, slot: FeatureReward(progress, 10.0, -3.0, id=f"{task_name}-r{ctx.round}s{slot}"))
-    cfg = tiny_config(population_size=2, total_steps=160, warmup_steps=40, reward_period=80, eval_every=0,
+    cfg = tiny_config(population=2, total_steps=160, warmup_steps=40, reward_period=80, eval_every=0,
                       eval_episodes=1, update_eval_episodes=1, horizon=20, max_rounds=1)
-    engine = LaResEngine(task, cfg, rewards, hook, run_dir=tmp_path)
+    engine = make_engine(task, cfg, rewards, hook, run_dir=tmp_path)
     engine.run()
     engine.close()
     assert engine.env_steps >= 160 and engine.round == 1
     ctx = hook.contexts[0]
     best = ctx.best
     # Relabel + scaling + inheritance on the real task.
-    ref = engine.buffer.rewards(best).astype(np.float64)
+    ref = engine.population.buffer.rewards(best).astype(np.float64)
     for slot in ctx.refill:
         assert engine.rewards[slot].id == f"{task_name}-r1s{slot}"
-        col = engine.buffer.rewards(slot).astype(np.float64)
+        col = engine.population.buffer.rewards(slot).astype(np.float64)
         assert np.isfinite(col).all() and col.std() > 0
-        assert engine.population.anchor_weight[slot].item() == 1.0
+        assert engine.population.learners.anchor_weight[slot].item() == 1.0
     accepted = [e for e in engine.events if e["event"] == "candidate_accepted"]
     assert {e["slot"] for e in accepted} == set(ctx.refill)
     assert all(e["scale"] > 0 for e in accepted)

@@ -1,4 +1,4 @@
-"""The package's import graph: layers point down only and no module imports itself back (issue 11).
+"""The package's import graph: layers point down only and no module imports itself back (docs/DESIGN.md §2).
 
 Walks every module's ``import`` statements with ``ast`` (function-level and ``TYPE_CHECKING`` imports
 included: a cycle hidden inside a function is still a cycle in the design).

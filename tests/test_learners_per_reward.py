@@ -1,4 +1,4 @@
-"""--learners-per-reward N (issue 17): N learners per reward slot on the slot's one column, fitness the mean over
+"""--learners-per-reward N: N learners per reward slot on the slot's one column, fitness the mean over
 them, the best slot's best learner inherited, the grouping kept through checkpoints, metrics, events and policies."""
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 import torch
 from test_checkpoint import assert_same_state
-from test_lares_engine import LaResEngine, Proposer, load_reward, scratch_rewards, tiny_config, tiny_task
+from test_lares_engine import Proposer, load_reward, scratch_rewards, tiny_config, tiny_task
 
-from lares_agent.engine import MemberEvaluation, PolicyArtefact
+from lares_agent.engine import MemberEvaluation, PolicyArtefact, make_engine, restore_engine
 from lares_agent.engine.loop.fitness import slot_evaluations
-from lares_agent.engine.loop.groups import LearnerGroups
+from lares_agent.engine.populations.groups import LearnerGroups
 from lares_agent.errors import ConfigError
 from lares_agent.report.run_reader import read_run
 from lares_agent.report.summary import lineage
@@ -74,25 +74,26 @@ def test_a_slot_whose_learners_all_diverged_grades_as_broken() -> None:
 
 def test_scratch_run_with_two_learners_per_reward(tmp_path: Path) -> None:
     cfg = tiny_config(learners_per_reward=2, max_rounds=1, total_steps=120)
-    engine = LaResEngine(tiny_task(), cfg, scratch_rewards(), Proposer(), run_dir=tmp_path)
+    engine = make_engine(tiny_task(), cfg, scratch_rewards(), Proposer(), run_dir=tmp_path)
     try:
-        assert engine.population.k == 6 and engine.buffer.num_columns == 3 and engine.ts.num_arms == 6
-        engine.run(until_steps=120)
-        before = [p.detach().clone() for p in engine.population.actor]
-        ctx = engine.reward_update()
-        best, leader = ctx.best, engine.leaders[ctx.best]
-        assert leader in engine.groups.learners(best)
         pop = engine.population
+        assert pop.learners.k == 6 and pop.buffer.num_columns == 3 and pop.ts.num_arms == 6
+        engine.run(until_steps=120)
+        before = [p.detach().clone() for p in engine.population.learners.actor]
+        ctx = engine.reward_update()
+        best, leader = ctx.best, engine.population.leaders[ctx.best]
+        assert leader in engine.population.groups.learners(best)
+        pop = engine.population.learners
         for slot in ctx.refill:  # every learner of a replaced slot starts from the best slot's best learner
-            for i in engine.groups.learners(slot):
+            for i in engine.population.groups.learners(slot):
                 assert all(torch.equal(p[i], p[leader]) for p in pop.actor) and pop.anchor_weight[i].item() == 1.0
         for slot in ctx.elites:  # elites keep all their learners
-            for i in engine.groups.learners(slot):
+            for i in engine.population.groups.learners(slot):
                 assert all(torch.equal(p[i], b[i]) for p, b in zip(pop.actor, before, strict=True))
         for s in ctx.slots:
             assert len(s.learner_success) == 2
             assert s.success_rate == pytest.approx(float(np.mean(s.learner_success)))
-        engine.step_iteration()  # every learner acts through its own TS arm, on its slot's column
+        engine.step()  # every learner acts through its own TS arm, on its slot's column
         engine.save_policy("round-0001", every_slot=True)
     finally:
         engine.close()
@@ -105,7 +106,7 @@ def test_scratch_run_with_two_learners_per_reward(tmp_path: Path) -> None:
     layout = RunLayout(tmp_path)
     obs = np.random.default_rng(0).standard_normal((8, 4)).astype(np.float32)
     chosen = PolicyArtefact.load(layout.policy("round-0001"))
-    want = engine.population.act(obs, np.full(8, leader), True, torch.Generator())
+    want = engine.population.learners.act(obs, np.full(8, leader), True, torch.Generator())
     assert chosen.data["slot"] == best and np.allclose(chosen.act(obs), want, atol=1e-5)
     # The report shows each slot's spread over its learners next to the fitness.
     cells = lineage(read_run(tmp_path))
@@ -125,29 +126,32 @@ def row_of(run: Path) -> dict[str, Any]:
 
 def test_grouping_survives_checkpoint_and_resume(tmp_path: Path) -> None:
     cfg = tiny_config(learners_per_reward=2, total_steps=400, checkpoint_every=100, reward_period=120)
-    a = LaResEngine(tiny_task(), cfg, scratch_rewards(), Proposer(), run_dir=tmp_path / "a")
+    a = make_engine(tiny_task(), cfg, scratch_rewards(), Proposer(), run_dir=tmp_path / "a")
     a.run(until_steps=150)
     saved = a.save_checkpoint()
     assert saved is not None and a.round == 1
     kept = shutil.copytree(saved, tmp_path / "kept")
-    leaders = list(a.leaders)
+    leaders = list(a.population.leaders)
     a.run(until_steps=300)
-    b = LaResEngine.restore(kept, tiny_task(), load_reward, Proposer(), tmp_path / "b")
-    assert b.config.learners_per_reward == 2 and b.population.k == 6 and b.leaders == leaders
+    b = restore_engine(kept, tiny_task(), load_reward, Proposer(), tmp_path / "b")
+    assert b.config.to_json()["learners"]["learners_per_reward"] == 2
+    assert b.population.learners.k == 6 and b.population.leaders == leaders
     b.run(until_steps=300)
-    assert b.round == a.round == 2 and b.leaders == a.leaders
-    assert_same_state(a.population.state_dict(), b.population.state_dict(), "population")
-    assert np.array_equal(a.buffer.raw_reward[: len(a.buffer)], b.buffer.raw_reward[: len(b.buffer)])
+    assert b.round == a.round == 2 and b.population.leaders == a.population.leaders
+    assert_same_state(a.population.learners.state_dict(), b.population.learners.state_dict(), "population")
+    buf_a, buf_b = a.population.buffer, b.population.buffer
+    assert np.array_equal(buf_a.raw_reward[: len(buf_a)], buf_b.raw_reward[: len(buf_b)])
     a.close()
     b.close()
 
 
 def test_init_setting_keeps_one_extra_learner_after_the_groups() -> None:
     cfg = tiny_config(setting="init", learners_per_reward=2, total_steps=60)
-    engine = LaResEngine(tiny_task(), cfg, scratch_rewards()[:2], Proposer())
+    engine = make_engine(tiny_task(), cfg, scratch_rewards()[:2], Proposer())
     try:
-        assert engine.population.k == 7 and engine.extra == 6 and engine.buffer.num_columns == 4
-        info = engine.step_iteration()
+        pop = engine.population
+        assert pop.learners.k == 7 and pop.extra == 6 and pop.buffer.num_columns == 4
+        info = engine.step()
         assert 6 in info.acted
     finally:
         engine.close()
@@ -160,7 +164,7 @@ def test_config_checks() -> None:
         SearchConfig(learner="es", learners_per_reward=2)
     with pytest.raises(ConfigError, match="--learners-per-reward must be between 1 and 16"):
         SearchConfig(learners_per_reward=17)
-    assert engine_config(SearchConfig(learners_per_reward=3)).learners_per_reward == 3  # type: ignore[union-attr]
+    assert engine_config(SearchConfig(learners_per_reward=3)).learners.learners_per_reward == 3  # type: ignore[union-attr]
 
 
 def test_lares_run_with_two_learners_per_reward_end_to_end(tmp_path: Path) -> None:

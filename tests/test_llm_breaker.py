@@ -1,4 +1,4 @@
-"""Bounded LLM waiting (issue 16, defects 1 and 12): a hanging or all-500 endpoint is called a few times, not
+"""Bounded LLM waiting: a hanging or all-500 endpoint is called a few times, not
 24; `--max-minutes` cuts the wait; a non-JSON 200 answer is one bad answer, not a retried AttributeError."""
 
 from __future__ import annotations

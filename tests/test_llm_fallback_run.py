@@ -1,9 +1,9 @@
-"""A run whose LLM answered every call, but never with a usable candidate, is no successful search (issue 13).
+"""A run whose LLM answered every call, but never with a usable candidate, is no successful search.
 
-Issue 16 covered the loud case (every call a 500, the breaker trips). Here nothing fails at the HTTP level and
-the breaker never trips: every answer is valid JSON whose reward names a feature Reacher does not have, so the
-validator rejects each one and every slot runs on the fallback reward. The last screen, the run_end event and
-the report must say so, and the exit status is non-zero unless --allow-fallback is given.
+tests/test_llm_breaker.py covers the loud case (every call a 500, the breaker trips). Here nothing fails at the
+HTTP level and the breaker never trips: every answer is valid JSON whose reward names a feature Reacher does not
+have, so the validator rejects each one and every slot runs on the fallback reward. The last screen, the run_end
+event and the report must say so, and the exit status is non-zero unless --allow-fallback is given.
 """
 
 from __future__ import annotations

@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from helpers import ScriptedChatModel
+from helpers import ScriptedChatModel, flat_config
 
-from lares_agent.engine import EngineConfig, LaResEngine, SACConfig
+from lares_agent.engine import LaResEngine, SACConfig, make_engine
 from lares_agent.engine.tasks import get_task
 from lares_agent.graphs.build import build_graph
 from lares_agent.graphs.context import GraphLimits, RunContext
@@ -131,12 +131,12 @@ def _engine_run(run_layout: RunLayout, rate: float, seed: int) -> tuple[LaResEng
     client, model = _client(run_layout.root, rate=rate, seed=seed)
     deps = RunContext(llm=client, task=TASK, limits=GraphLimits(retry_budget=2))
     proposer = GraphProposer(build_graph(), deps, run, TASK.name)
-    cfg = EngineConfig(population_size=3, elites=1, total_steps=300, warmup_steps=60, reward_period=80,
+    cfg = flat_config(population=3, elites=1, total_steps=300, warmup_steps=60, reward_period=80,
                        eval_every=0, eval_episodes=1, update_eval_episodes=1, ts_window=10, buffer_capacity=2000,
                        horizon=20, seed=seed, feature_sample=200,
                        sac=SACConfig(hidden=(32, 32), batch_size=32, utd_ratio=0.1))
     initial = proposer.initial(3, random_feature_sample(TASK, 200, seed, horizon=20))
-    engine = LaResEngine(TASK, cfg, initial, proposer, run_dir=run_layout.root)
+    engine = make_engine(TASK, cfg, initial, proposer, run_dir=run_layout.root)
     try:
         engine.run()
     finally:

@@ -59,7 +59,7 @@ def test_local_deadline_stops_generation_and_model_stays_usable(model_path: Path
 
 def test_the_shared_system_block_is_served_from_cache_even_after_another_system(model_path: Path,
                                                                                 tmp_path: Path) -> None:
-    """Issue 13 item 8: llama.cpp alone reuses only what the previous call shares; the saved system-block state
+    """llama.cpp alone reuses only what the previous call shares; the saved system-block state
     serves it after a call with another system message too, and every call records what it reused."""
     from lares_agent.llm.local import get_llama, prefix_states
     from lares_agent.runs import LLMCallRow, RecordFile

@@ -119,7 +119,7 @@ def _client(config: LLMConfig, formats: FormatSteps, record: Any = None) -> LLMC
 
 
 def test_a_5xx_naming_the_format_steps_down_and_every_client_of_the_endpoint_remembers(tmp_path) -> None:
-    """Issue 13 item 9: a server answering json_schema with a 500 "response_format json_schema not supported"."""
+    """A server answering json_schema with a 500 "response_format json_schema not supported"."""
     formats = FormatSteps()
     with serving(RefusesFormat(status=500)) as srv:
         config = _config(srv.url)

@@ -16,9 +16,9 @@ import gymnasium
 import numpy as np
 import pytest
 import torch
-from helpers import POINT_FEATURES, PointMass, ScriptedChatModel, point_features, point_task
+from helpers import POINT_FEATURES, PointMass, ScriptedChatModel, flat_config, point_features, point_task
 
-from lares_agent.engine import EngineConfig, IterationInfo, LaResEngine, SACConfig, random_feature_sample
+from lares_agent.engine import LaResEngine, SACConfig, StepInfo, make_engine, random_feature_sample
 from lares_agent.engine.tasks import Feature
 from lares_agent.graphs.build import build_graph
 from lares_agent.graphs.context import GraphLimits, RunContext
@@ -79,10 +79,10 @@ def _run(run_layout: RunLayout, *, fault_rate: float, poison: bool, on_iteration
     given = [_poisoned()] if poison else []
     sample = random_feature_sample(TASK, 40, seed=0)
     initial = proposer.initial(3, sample, given)  # with every answer faulty: fallback rewards
-    cfg = EngineConfig(population_size=3, elites=1, total_steps=400, warmup_steps=60, reward_period=120,
+    cfg = flat_config(population=3, elites=1, total_steps=400, warmup_steps=60, reward_period=120,
                        eval_every=0, eval_episodes=1, update_eval_episodes=2, ts_window=10, buffer_capacity=3000,
                        seed=2, feature_sample=100, sac=SACConfig(hidden=(32, 32), batch_size=32, utd_ratio=0.1))
-    engine = LaResEngine(TASK, cfg, initial, proposer, run_dir=run_layout.root)
+    engine = make_engine(TASK, cfg, initial, proposer, run_dir=run_layout.root)
     try:
         engine.run(progress=(lambda info: on_iteration(engine, info)) if on_iteration else None)
     finally:
@@ -107,8 +107,9 @@ def test_reward_that_turns_nan_is_quarantined_and_regenerated(run_layout: RunLay
     assert new_id != "poisoned" and new_id in {c["id"] for c in read_jsonl(run_layout.candidates)
                                                 if c["verdict"] == "accepted" and c["round"] == first_update["round"]}
     assert all(fn.id != "poisoned" for fn in engine.rewards)
-    assert np.isfinite(engine.buffer.raw_reward[: len(engine.buffer)]).all()  # NaN rows were neutralised
-    assert all(torch.isfinite(p).all() for p in engine.population.actor)
+    buf = engine.population.buffer
+    assert np.isfinite(buf.raw_reward[: len(buf)]).all()  # NaN rows were neutralised
+    assert all(torch.isfinite(p).all() for p in engine.population.learners.actor)
 
 
 def test_nan_reward_without_any_valid_child_shares_the_best_reward(run_layout: RunLayout) -> None:
@@ -130,10 +131,10 @@ def test_nan_reward_without_any_valid_child_shares_the_best_reward(run_layout: R
 def test_learner_with_nan_actions_is_quarantined_then_reset(run_layout: RunLayout, fault_rate: float) -> None:
     broken: list[int] = []
 
-    def break_learner(engine: LaResEngine, info: IterationInfo) -> None:
-        if not broken and engine.warmed_up and info.env_steps >= 45:
+    def break_learner(engine: LaResEngine, info: StepInfo) -> None:
+        if not broken and info.env_steps >= 45:
             with torch.no_grad():
-                for p in engine.population.actor:
+                for p in engine.population.learners.actor:
                     p[1] = float("nan")  # every actor layer of learner 1: its actions go NaN
             broken.append(info.env_steps)
 
@@ -146,5 +147,5 @@ def test_learner_with_nan_actions_is_quarantined_then_reset(run_layout: RunLayou
     assert 1 in update["inherited"] and update["slots"][1]["quarantined"]
     if fault_rate == 0.0:  # a child arrived: the slot got a new reward
         assert "1" in update["replaced"]
-    assert all(torch.isfinite(p[1]).all() for p in engine.population.actor)  # reset from the best learner
-    assert 1 not in engine.quarantined
+    assert all(torch.isfinite(p[1]).all() for p in engine.population.learners.actor)  # reset from the best learner
+    assert 1 not in engine.population.quarantined_learners

@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from lares_agent.engine.contracts import Batch
+from lares_agent.engine.learners.actor_critic import ActorCriticPopulation
 from lares_agent.engine.learners.nets import member_seeds
 from lares_agent.engine.learners.obs_norm import ObsNormalizer
 from lares_agent.engine.learners.sac import SACConfig, SACLearner
-from lares_agent.engine.learners.sac_population import Population
 
 K, OBS, ACT, B = 3, 4, 2, 16
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -68,7 +68,7 @@ def random_batch(rng: np.random.Generator, c: int) -> Batch:
 def test_sac_options_batched_equal_single_learners(option: str) -> None:
     cfg = SACConfig(hidden=(16, 16), batch_size=B, **{option: True})
     rng = np.random.default_rng(2)
-    pop = Population(K, OBS, ACT, cfg, seed=4)
+    pop = ActorCriticPopulation(K, OBS, ACT, cfg, seed=4)
     learners = [SACLearner(OBS, ACT, cfg, seed=s) for s in member_seeds(4, K)]
     for step in range(4):
         obs = rng.normal(size=(20, OBS)) * 4.0 + 2.0
@@ -90,7 +90,7 @@ def test_sac_options_batched_equal_single_learners(option: str) -> None:
         assert not any(isinstance(m, torch.nn.LayerNorm) for m in learners[0].actor.net)
     else:
         assert pop.obs_norm is not None and pop.obs_norm.count == 80
-        twin = Population(K, OBS, ACT, cfg, seed=0)
+        twin = ActorCriticPopulation(K, OBS, ACT, cfg, seed=0)
         twin.load_state_dict(pop.state_dict())
         assert twin.obs_norm is not None and twin.obs_norm.count == 80
 
@@ -100,4 +100,4 @@ def test_sac_defaults_unchanged() -> None:
     learner = SACLearner(OBS, ACT, SACConfig(hidden=(8,)), seed=0)
     assert learner.obs_norm is None
     assert not any(isinstance(m, torch.nn.LayerNorm) for m in learner.qf1.net)
-    assert Population(1, OBS, ACT, SACConfig(hidden=(8,)), seed=0).state_dict()["obs_norm"] is None
+    assert ActorCriticPopulation(1, OBS, ACT, SACConfig(hidden=(8,)), seed=0).state_dict()["obs_norm"] is None

@@ -1,4 +1,4 @@
-"""OS errors in words (issue 16, defects 10 and 12): a full disk, a path that cannot hold a folder, a directory or
+"""OS errors in words: a full disk, a path that cannot hold a folder, a directory or
 binary file where a file of text is wanted: one line naming the file and the cause, nothing half-written."""
 
 from __future__ import annotations

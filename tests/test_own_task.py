@@ -1,4 +1,4 @@
-"""Your own task from the CLI (issue 15, part 3): `--task package.module:function` resolved in the task registry,
+"""Your own task from the CLI: `--task package.module:function` resolved in the task registry,
 recorded in config.json, and the example InvertedPendulum-v5 task run end to end (run, resume, report, trace,
 export, tasks --show) through a fake OpenAI-compatible server at a tiny budget."""
 

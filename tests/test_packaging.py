@@ -1,4 +1,4 @@
-"""The install prints no setuptools licence deprecation warning (issue 15, part 5): pyproject.toml's licence is an
+"""The install prints no setuptools licence deprecation warning: pyproject.toml's licence is an
 SPDX expression, checked by applying the file the way setuptools does when it builds (cheap: nothing is built)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Pareto selection (issue 13 item 7): NSGA-II fronts and crowding on hand-made cases, the elites it picks from
+"""Pareto selection: NSGA-II fronts and crowding on hand-made cases, the elites it picks from
 slot evaluations, and its wiring into both engines and the configs."""
 
 from __future__ import annotations
@@ -8,11 +8,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import point_task, three_rewards
+from helpers import flat_config, point_task, three_rewards
 
-from lares_agent.engine import EngineConfig, ESEngine, LaResEngine, SACConfig, SlotEvaluation
+from lares_agent.engine import EngineConfig, SACConfig, SlotEvaluation, make_engine
 from lares_agent.engine.es import strategy as es
-from lares_agent.engine.loop.es_config import ESSearchConfig
 from lares_agent.engine.loop.fitness import rank_slots
 from lares_agent.engine.loop.pareto import crowding_distance, dominates, non_dominated_fronts, pareto_select
 from lares_agent.engine.loop.selection import SelectionConfig, choose_elites, select_elites
@@ -95,15 +94,12 @@ def test_configs_accept_pareto_for_every_learner_and_refuse_tournament_for_gradi
         EngineConfig(selection=SelectionConfig(method="tournament"))
     saved = SearchConfig(learner="crossq", selection="pareto").to_json()
     assert SearchConfig.from_json(saved).selection == "pareto"  # a resumed run selects as it did
-    old = EngineConfig().to_json()
-    old.pop("selection")  # a checkpoint written before Pareto selection
-    assert EngineConfig.from_json(old).selection.method == "truncation"
     back = EngineConfig.from_json(EngineConfig(selection=PARETO).to_json())
     assert back.selection == PARETO
 
 
 def _tiny_sac(**kw: Any) -> EngineConfig:
-    return EngineConfig(population_size=3, elites=2, total_steps=120, warmup_steps=60, reward_period=120,
+    return flat_config(population=3, elites=2, total_steps=120, warmup_steps=60, reward_period=120,
                         eval_every=0, eval_episodes=2, update_eval_episodes=2, ts_window=10, buffer_capacity=2000,
                         seed=1, max_rounds=1, feature_sample=50,
                         sac=SACConfig(hidden=(16, 16), batch_size=16, utd_ratio=0.25), **kw)
@@ -111,19 +107,19 @@ def _tiny_sac(**kw: Any) -> EngineConfig:
 
 def test_both_engines_select_by_pareto() -> None:
     proposals = lambda ctx: []  # noqa: E731 - keep every reward; the update's choice is what is checked
-    engine = LaResEngine(point_task(), _tiny_sac(selection=PARETO), three_rewards(), proposals)
+    engine = make_engine(point_task(), _tiny_sac(selection=PARETO), three_rewards(), proposals)
     engine.run(until_steps=120)
     ctx = engine.reward_update()
     assert len(ctx.elites) == 2 and ctx.best in ctx.elites
     assert all(math.isfinite(s.action_jerk) and s.action_jerk >= 0 for s in ctx.slots)
     (update,) = [e for e in engine.events if e["event"] == "reward_update"]
     assert update["selection"] == "pareto" and update["slots"][0]["graded_by"] in ("success", "progress")
-    cfg = ESSearchConfig(population_size=3, elites=2, total_steps=8 * 12 * 3 * 2, reward_every_generations=1,
-                         eval_every_generations=0, eval_episodes=1, update_eval_episodes=2, rollouts_kept=1,
-                         selection=PARETO, es=es.ESConfig(population_size=4, total_generations=4))
-    es_engine = ESEngine(point_task(), cfg, three_rewards(), proposals)
+    cfg = flat_config(es=True, population=3, elites=2, total_steps=4 * 12 * 3 * 2, reward_period=4 * 12 * 3,
+                      eval_every=0, eval_episodes=1, update_eval_episodes=2, rollouts_kept=1,
+                      selection=PARETO, es_config=es.ESConfig(population_size=4, total_generations=4))
+    es_engine = make_engine(point_task(), cfg, three_rewards(), proposals)
     try:
-        es_engine.step_generation()
+        es_engine.step()
         es_ctx = es_engine.reward_update()
     finally:
         es_engine.close()

@@ -1,4 +1,4 @@
-"""Policy files (issue 15 part 1): `torch.load(weights_only=True)` reads them, and `PolicyArtefact` acts exactly as
+"""Policy files: `torch.load(weights_only=True)` reads them, and `PolicyArtefact` acts exactly as
 the learner's deterministic `act` for SAC, CrossQ (eval mode, running statistics) and ES."""
 
 from __future__ import annotations
@@ -10,23 +10,19 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from helpers import FeatureReward, point_task, three_rewards
+from helpers import FeatureReward, flat_config, point_task, three_rewards
 
 from lares_agent.engine import (
     CrossQConfig,
-    EngineConfig,
     EngineError,
     ESConfig,
-    ESEngine,
-    ESSearchConfig,
-    LaResEngine,
     PolicyArtefact,
     SACConfig,
     artefact_from_state,
+    make_engine,
     save_artefact,
 )
-from lares_agent.engine.learners.crossq_population import CrossQPopulation
-from lares_agent.engine.learners.sac_population import Population
+from lares_agent.engine.learners.actor_critic import ActorCriticPopulation
 from lares_agent.runs import FINAL_POLICY, RunLayout
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -36,8 +32,8 @@ LOW, HIGH = np.array([-2.0, 0.0]), np.array([2.0, 1.0])
 
 
 def _state(learner: str, population: Any, config: Any) -> dict[str, Any]:
-    return {"learner": learner, "task": "toy", "config": {learner: dataclasses.asdict(config)},
-            "counters": {"env_steps": 123, "round": 4}, "population": population.state_dict()}
+    return {"learner": learner, "task": "toy", "config": {"learners": {learner: dataclasses.asdict(config)}},
+            "counters": {"env_steps": 123, "round": 4}, "population": {"learners": population.state_dict()}}
 
 
 def _roundtrip(artefact: dict[str, Any], tmp_path: Path) -> PolicyArtefact:
@@ -58,7 +54,7 @@ def _shake(params: list[torch.Tensor], seed: int) -> None:
 
 def test_sac_policy_file_acts_like_the_population(tmp_path: Path) -> None:
     cfg = SACConfig(hidden=(16, 16), obs_norm=True)
-    pop = Population(K, OBS, ACT, cfg, seed=3, tune_malloc=False)
+    pop = ActorCriticPopulation(K, OBS, ACT, cfg, seed=3, tune_malloc=False)
     rng = np.random.default_rng(0)
     pop.observe(rng.normal(2.0, 3.0, (200, OBS)))
     _shake(pop.actor, 1)
@@ -77,7 +73,7 @@ def test_sac_policy_file_acts_like_the_population(tmp_path: Path) -> None:
 
 def test_crossq_policy_file_uses_the_running_statistics(tmp_path: Path) -> None:
     cfg = CrossQConfig(actor_hidden=(16, 16), critic_hidden=(16, 16), obs_norm=True)
-    pop = CrossQPopulation(K, OBS, ACT, cfg, seed=5, tune_malloc=False)
+    pop = ActorCriticPopulation(K, OBS, ACT, cfg, seed=5, tune_malloc=False)
     rng = np.random.default_rng(1)
     pop.observe(rng.normal(size=(100, OBS)))
     _shake(pop.actor, 2)
@@ -94,14 +90,14 @@ def test_crossq_policy_file_uses_the_running_statistics(tmp_path: Path) -> None:
 
 def test_es_engine_writes_a_policy_at_each_reward_update_and_at_the_end(tmp_path: Path) -> None:
     task = point_task(horizon=12)
-    cfg = ESSearchConfig(population_size=3, elites=1, total_steps=8 * 12 * 3 * 4, reward_every_generations=2,
-                         eval_every_generations=0, eval_episodes=1, update_eval_episodes=2, rollouts_kept=1,
-                         hidden=(6,), es=ESConfig(population_size=8, sigma=0.1, learning_rate=0.05))
+    cfg = flat_config(es=True, population=3, elites=1, total_steps=8 * 12 * 3 * 4, reward_period=2 * 8 * 12 * 3,
+                      eval_every=0, eval_episodes=1, update_eval_episodes=2, rollouts_kept=1,
+                      hidden=(6,), es_config=ESConfig(population_size=8, sigma=0.1, learning_rate=0.05))
 
     def propose(ctx: Any) -> list[FeatureReward]:
         return [FeatureReward("dist", 3.0 + ctx.round + i) for i in range(len(ctx.refill))]
 
-    engine = ESEngine(task, cfg, three_rewards(), propose, tmp_path)
+    engine = make_engine(task, cfg, three_rewards(), propose, tmp_path)
     try:
         engine.run()
         layout = RunLayout(tmp_path)
@@ -111,7 +107,7 @@ def test_es_engine_writes_a_policy_at_each_reward_update_and_at_the_end(tmp_path
         policy = PolicyArtefact.load(layout.policy(FINAL_POLICY))
         best = engine.best_slot
         obs = np.random.default_rng(2).normal(size=(32, 4))
-        want = engine.backend.learners[best].act_deterministic(obs)  # type: ignore[attr-defined]
+        want = engine.population.backend.learners[best].act_deterministic(obs)  # type: ignore[attr-defined]
         assert np.allclose(policy.act(obs), want, atol=1e-9)
         assert policy.reward_id == engine.rewards[best].id and policy.data["slot"] == best
         assert policy.data["env_steps"] == engine.env_steps and policy.learner == "es"
@@ -121,7 +117,7 @@ def test_es_engine_writes_a_policy_at_each_reward_update_and_at_the_end(tmp_path
 
 @pytest.mark.parametrize("learner", ["sac", "crossq"])
 def test_gradient_engine_policy_files_and_restore(learner: str, tmp_path: Path) -> None:
-    cfg = EngineConfig(population_size=3, elites=1, total_steps=200, warmup_steps=60, reward_period=100,
+    cfg = flat_config(population=3, elites=1, total_steps=200, warmup_steps=60, reward_period=100,
                        eval_every=0, eval_episodes=1, update_eval_episodes=1, ts_window=10, buffer_capacity=2000,
                        seed=1, learner=learner, feature_sample=50,  # type: ignore[arg-type]
                        sac=SACConfig(hidden=(16, 16), batch_size=16, utd_ratio=0.25, obs_norm=True),
@@ -131,7 +127,7 @@ def test_gradient_engine_policy_files_and_restore(learner: str, tmp_path: Path) 
     def propose(ctx: Any) -> list[FeatureReward]:
         return [FeatureReward("dist", 2.0 + ctx.round, id=f"r{ctx.round}s{s}") for s in ctx.refill]
 
-    engine = LaResEngine(point_task(), cfg, three_rewards(), propose, run_dir=tmp_path)
+    engine = make_engine(point_task(), cfg, three_rewards(), propose, run_dir=tmp_path)
     try:
         engine.run()
         layout = RunLayout(tmp_path)
@@ -140,13 +136,13 @@ def test_gradient_engine_policy_files_and_restore(learner: str, tmp_path: Path) 
         policy = PolicyArtefact.load(layout.policy(FINAL_POLICY))
         best = engine.best_slot
         obs = np.random.default_rng(3).normal(size=(32, 4)).astype(np.float32)
-        want = engine.population.act(obs, np.full(32, best), True, torch.Generator())
+        want = engine.population.learners.act(obs, np.full(32, best), True, torch.Generator())
         assert np.allclose(policy.act(obs), want, atol=1e-5)
         assert policy.reward_id == engine.rewards[best].id and policy.task == "point-mass"
         engine.save_policy(FINAL_POLICY, every_slot=True)
         for slot in range(3):  # every slot's own file, each its member's slice
             mine = PolicyArtefact.load(layout.slot_policy(slot))
-            want = engine.population.act(obs, np.full(32, slot), True, torch.Generator())
+            want = engine.population.learners.act(obs, np.full(32, slot), True, torch.Generator())
             assert np.allclose(mine.act(obs), want, atol=1e-5) and mine.reward_id == engine.rewards[slot].id
         state = engine.state_dict()
     finally:

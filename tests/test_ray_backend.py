@@ -16,11 +16,10 @@ from typing import Any
 import helpers
 import numpy as np
 import pytest
-from helpers import FeatureReward, final_state, load_reward, point_task, three_rewards
+from helpers import FeatureReward, final_state, flat_config, load_reward, point_task, three_rewards
 
+from lares_agent.engine import EngineConfig, LaResEngine, make_engine, restore_engine
 from lares_agent.engine.es import strategy as es
-from lares_agent.engine.loop.es_config import ESSearchConfig
-from lares_agent.engine.loop.es_engine import ESEngine
 from lares_agent.runs.jsonl import read_jsonl
 
 HORIZON = 10
@@ -30,11 +29,15 @@ def propose(ctx: Any) -> list[FeatureReward]:
     return [FeatureReward("dist", 2.0 + ctx.round + i) for i in range(len(ctx.refill))]
 
 
-def _config(backend: str) -> ESSearchConfig:
-    return ESSearchConfig(
-        population_size=3, elites=1, total_steps=8 * HORIZON * 3 * 4, reward_every_generations=2,
-        eval_every_generations=2, eval_episodes=2, update_eval_episodes=2, rollouts_kept=1, backend=backend,
-        es=es.ESConfig(population_size=8, sigma=0.1, learning_rate=0.05, total_generations=10),
+GEN = 8 * HORIZON * 3
+"""Env steps of one generation of the three learners."""
+
+
+def _config(backend: str) -> EngineConfig:
+    return flat_config(
+        es=True, population=3, elites=1, total_steps=GEN * 4, reward_period=2 * GEN, eval_every=2 * GEN,
+        eval_episodes=2, update_eval_episodes=2, rollouts_kept=1, backend=backend,
+        es_config=es.ESConfig(population_size=8, sigma=0.1, learning_rate=0.05, total_generations=10),
     )
 
 
@@ -51,8 +54,8 @@ def ray_local() -> Iterator[Any]:
         ray.shutdown()
 
 
-def _run(backend: str, run_dir: Path) -> tuple[ESEngine, dict[str, Any]]:
-    engine = ESEngine(point_task(horizon=HORIZON), _config(backend), three_rewards(), propose, run_dir)
+def _run(backend: str, run_dir: Path) -> tuple[LaResEngine, dict[str, Any]]:
+    engine = make_engine(point_task(horizon=HORIZON), _config(backend), three_rewards(), propose, run_dir)
     return engine, final_state(engine)
 
 
@@ -62,7 +65,7 @@ def test_ray_run_matches_local_run(ray_local: Any, tmp_path: Path) -> None:
     remote, remote_state = _run("ray", tmp_path / "ray")
     assert remote.round == local.round >= 1 and remote.env_steps == local.env_steps
     assert [fn.id for fn in remote.rewards] == [fn.id for fn in local.rewards]
-    for a, b in zip(local_state["learners"], remote_state["learners"], strict=True):
+    for a, b in zip(local_state["population"]["learners"], remote_state["population"]["learners"], strict=True):
         assert np.allclose(a["es"]["mean"], b["es"]["mean"])
     rows_l = list(read_jsonl(tmp_path / "local" / "metrics.jsonl"))
     rows_r = list(read_jsonl(tmp_path / "ray" / "metrics.jsonl"))
@@ -77,12 +80,12 @@ def test_ray_run_matches_local_run(ray_local: Any, tmp_path: Path) -> None:
 @pytest.mark.slow  # starts a local Ray cluster
 def test_local_checkpoint_resumes_on_ray(ray_local: Any, tmp_path: Path) -> None:
     _, local_state = _run("local", tmp_path / "a")
-    engine = ESEngine.restore(tmp_path / "a" / "checkpoints" / "round-0001", point_task(horizon=HORIZON), load_reward,
-                              propose, tmp_path / "b", backend="ray")
-    assert engine.config.backend == "ray" and engine.round == 1
+    engine = restore_engine(tmp_path / "a" / "checkpoints" / "round-0001", point_task(horizon=HORIZON), load_reward,
+                            propose, tmp_path / "b", backend="ray")
+    assert engine.config.to_json()["learners"]["backend"] == "ray" and engine.round == 1
     state = final_state(engine)
     assert state["counters"] == local_state["counters"]
-    for a, b in zip(local_state["learners"], state["learners"], strict=True):
+    for a, b in zip(local_state["population"]["learners"], state["population"]["learners"], strict=True):
         assert np.allclose(a["es"]["mean"], b["es"]["mean"])
 
 

@@ -1,4 +1,4 @@
-"""Computed diagnosis, the fact checker, critique rules and votes, and the reflect nodes (issue 13)."""
+"""Computed diagnosis, the fact checker, critique rules and votes, and the reflect nodes."""
 
 from __future__ import annotations
 
@@ -149,7 +149,7 @@ def test_checker_drops_contradictions_keeps_consistent_statements_and_counts() -
 
 
 def test_checker_judges_the_component_a_claim_is_about_and_ignores_markdown_labels() -> None:
-    """Seen with the 1.5B model (benchmarks/analysis.py): these are consistent and must stay."""
+    """Seen with the 1.5B model (experiments/analysis/run.py): these are consistent and must stay."""
     shares = [Fact("shares", "e1", {"progress": 0.98, "effort": 0.02}, ""),
               Fact("success", "success", {"rate": 0.0}, "")]
     for text in ("- **Reward Component:** Progress drives the robot's movement, while effort costs are minimized.",
@@ -163,7 +163,7 @@ def test_checker_drops_nothing_where_the_facts_agree() -> None:
     result = check_text("- The robot never gets closer.\n- It never succeeds.\n- It stalls.", facts)
     assert result.count == 0 and len(result.kept) == 3
     assert check_text("- It always succeeds.", [Fact("success", "success", {"rate": 0.5}, "")]).count == 1
-    # Found by benchmarks/analysis.py: a negated "always" is no claim of success, and an oscillating feature did
+    # Found by experiments/analysis/run.py: a negated "always" is no claim of success, and an oscillating feature did
     # move away at times.
     never = [Fact("success", "success", {"rate": 0.0}, "")]
     assert check_text("- It gets closer, but it does not always reach it.", never).count == 0

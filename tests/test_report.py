@@ -352,7 +352,7 @@ def test_engine_style_records(tmp_path: Path) -> None:
 
 def test_lineage_and_page_show_what_the_graded_fitness_was_made_of(tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 13: with no success yet every cell read "fit 0.00"; now a cell says how its fitness was graded."""
+    """With no success yet every cell once read "fit 0.00"; now a cell says how its fitness was graded."""
     run = tmp_path / "graded"
     run.mkdir()
     (run / "config.json").write_text(json.dumps({"task": "reach-v3"}))

@@ -1,6 +1,6 @@
-"""Token and time accounting that survives `lares resume` (issue 15, part 5): the earlier session's LLM calls
+"""Token and time accounting that survives `lares resume`: the earlier session's LLM calls
 count against `--max-llm-tokens`, and the wall time reported is the whole run's; and the last screen of that
-run (part 6)."""
+run."""
 
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ def finished(finished_run: tuple[Path, str]) -> Path:
 
 
 def test_the_last_screen_says_what_the_user_got(finished_run: tuple[Path, str]) -> None:
-    """Issue 15 part 6: the selected reward's expression, the policy's success and file, eval and export."""
+    """The last screen: the selected reward's expression, the policy's success and file, eval and export."""
     run, output = finished_run
     policy = PolicyArtefact.load(RunLayout(run).policy(FINAL_POLICY))
     accepted = {r.id: r.components for r in RunLog(RunLayout(run)).candidates.read() if r.components}

@@ -112,7 +112,7 @@ def test_rollout_sample_is_the_engines_sampler_cut_to_the_asked_states(states: i
 
 # --- one validator: the CLI says exactly what a search says ---------------------------------------------------
 def test_the_cli_and_the_graph_share_one_validator_and_agree(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`((((action_norm))))` on reach-v3 was accepted by the CLI though a search rejects it (issue 11): now the CLI
+    """`((((action_norm))))` on reach-v3 was accepted by the CLI though a search rejected it: now the CLI
     and the graph's validate node call the same function on the same candidate and give the same verdict."""
     tasks = pytest.importorskip("lares_agent.engine.tasks")
     from langchain_core.language_models.fake_chat_models import FakeListChatModel

@@ -7,12 +7,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import FeatureReward, point_task
+from helpers import FeatureReward, flat_config, point_task
 from test_buffer import FnReward
 from typer.testing import CliRunner
 
 from lares_agent.cli.app import app
-from lares_agent.engine import REWARD_NORMALISATIONS, ColumnMap, EngineConfig, LaResEngine, SACConfig
+from lares_agent.engine import REWARD_NORMALISATIONS, ColumnMap, EngineConfig, ReplayConfig, SACConfig, make_engine
 from lares_agent.engine.buffer import ConstantRewardError, ReplayBuffer
 from lares_agent.errors import ConfigError
 from lares_agent.search.config import REWARD_NORMALISATIONS as SEARCH_NORMALISATIONS
@@ -139,19 +139,18 @@ def test_state_dict_round_trip_and_old_checkpoints_load_as_affine() -> None:
 
 
 # ---------------------------------------------------------------------------------------------- configs
-def test_engine_config_checks_and_old_configs_load_as_affine() -> None:
+def test_engine_config_checks_and_round_trips() -> None:
     with pytest.raises(ConfigError, match="unknown reward normalisation 'softplus'"):
-        EngineConfig(reward_normalisation="softplus")  # type: ignore[arg-type]
-    cfg = EngineConfig(reward_normalisation="tanh")
-    assert EngineConfig.from_json(cfg.to_json()).reward_normalisation == "tanh"
-    old = {k: v for k, v in cfg.to_json().items() if k != "reward_normalisation"}
-    assert EngineConfig.from_json(old).reward_normalisation == "affine"
+        flat_config(reward_normalisation="softplus")  # type: ignore[arg-type]
+    cfg = flat_config(reward_normalisation="tanh")
+    assert EngineConfig.from_json(cfg.to_json()) == cfg
+    assert EngineConfig.from_json(cfg.to_json()).learners.reward_normalisation == "tanh"  # type: ignore[union-attr]
 
 
 def test_search_config_maps_and_refuses() -> None:
     assert SearchConfig().reward_normalisation == "affine"
     mapped = engine_config(SearchConfig(reward_normalisation="sigmoid"))
-    assert isinstance(mapped, EngineConfig) and mapped.reward_normalisation == "sigmoid"
+    assert isinstance(mapped.learners, ReplayConfig) and mapped.learners.reward_normalisation == "sigmoid"
     with pytest.raises(ConfigError, match="--reward-normalisation must be one of affine, sigmoid, tanh"):
         SearchConfig(reward_normalisation="softmax")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="--reward-normalisation tanh applies to the replay-buffer engine"):
@@ -171,18 +170,18 @@ def test_cli_refuses_a_bad_value_in_one_line_before_any_run_folder(tmp_path: Pat
 
 # ---------------------------------------------------------------------------------------------- the engine
 def test_the_engine_squashes_warmup_and_installed_columns() -> None:
-    cfg = EngineConfig(
-        population_size=2, elites=1, total_steps=60, warmup_steps=60, reward_period=30, eval_every=0,
+    cfg = flat_config(
+        population=2, elites=1, total_steps=60, warmup_steps=60, reward_period=30, eval_every=0,
         eval_episodes=1, update_eval_episodes=1, ts_window=10, buffer_capacity=2000, seed=1, max_rounds=1,
         sac=SACConfig(hidden=(16, 16), batch_size=16, utd_ratio=0.1), feature_sample=50,
         reward_normalisation="tanh",
     )
     rewards: list[Any] = [FeatureReward("dist"), FeatureReward("dist", 40.0)]
-    engine = LaResEngine(point_task(), cfg, rewards, lambda ctx: [FeatureReward("action_norm", 7.0, id="new")
+    engine = make_engine(point_task(), cfg, rewards, lambda ctx: [FeatureReward("action_norm", 7.0, id="new")
                                                                    for _ in ctx.refill])
     try:
         engine.run(until_steps=30)
-        buf = engine.buffer
+        buf = engine.population.buffer
         for j in range(2):  # warm-up columns: tanh with the identity match, so inside (-1, 1) and equal
             m = buf.affine(j)
             assert m is not None and m.kind == "tanh" and m.scale == 1.0

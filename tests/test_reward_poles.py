@@ -1,4 +1,4 @@
-"""Poles and domains over the features' declared ranges (issue 16, defect 11): `1/tcp_to_target` has its pole at
+"""Poles and domains over the features' declared ranges: `1/tcp_to_target` has its pole at
 the goal, which a sample of random states never holds, so the magnitude check alone lets it through."""
 
 from __future__ import annotations

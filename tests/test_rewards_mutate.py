@@ -1,4 +1,4 @@
-"""Numeric children of an elite (issue 13 item 4): constants move on a log scale, the structure does not."""
+"""Numeric children of an elite: constants move on a log scale, the structure does not."""
 
 from __future__ import annotations
 

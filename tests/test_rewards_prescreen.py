@@ -1,4 +1,4 @@
-"""The offline pre-screen's proxy (issue 13 item 5) on a buffer where the right answer is known."""
+"""The offline pre-screen's proxy on a buffer where the right answer is known."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def test_a_dense_distance_reward_ranks_above_a_flat_one_and_a_wrong_signed_one()
     sample = episodes()
     dense = proxy_score(compiled("-dist", sample), sample, "dist")
     smooth = proxy_score(compiled("exp(-dist/0.1)", sample), sample, "dist")
-    flat = proxy_score(compiled("exp(-100*dist)", sample), sample, "dist")  # the accepted candidate of issue 13
+    flat = proxy_score(compiled("exp(-100*dist)", sample), sample, "dist")  # a candidate the 1.5B model wrote
     wrong = proxy_score(compiled("dist", sample, require_progress_sign=False), sample, "dist")
     assert dense.score > 0.95 and dense.shaping is not None and dense.pairs == 60 * 29
     assert dense.score > smooth.score > flat.score > wrong.score

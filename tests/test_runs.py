@@ -1,5 +1,5 @@
 """runs/: every run-file name in one module, atomic writes, and one schema per record kind shared by the
-writers and the readers (issue 11 item 4)."""
+writers and the readers."""
 
 from __future__ import annotations
 

@@ -1,14 +1,24 @@
-"""The sweep table's maths and sections on made-up curves (report/sweep_stats.py, report/sweep_table.py)."""
+"""The sweep table's maths and sections on made-up curves (report/sweep_stats.py, report/sweep_table.py), and an
+experiment's targets read from its sweep folder (report/sweep_compare.py)."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from lares_agent.errors import LaresError
+from lares_agent.report.sweep_compare import Target, load_targets
 from lares_agent.report.sweep_stats import bootstrap_interval, mean_std, steps_to_threshold, success_auc
+
+# The sample-efficiency study's targets, as its folder states them: at least human's final success and area,
+# above sparse's final success.
+STUDY_TARGETS = Path(__file__).resolve().parents[1] / "experiments" / "sample_efficiency" / "targets.json"
+TARGETS = (Target("human", "final_success", False), Target("human", "auc", False),
+           Target("sparse", "final_success", True))
 
 
 def test_bootstrap_interval_contains_the_mean_and_narrows_with_n() -> None:
@@ -63,11 +73,12 @@ def test_shortfalls_name_the_comparisons_lares_lost() -> None:
     rows = [row("a", "lares", 0.9, 0.5), row("a", "human", 0.8, 0.6), row("a", "sparse", 0.9, 0.1),
             row("b", "lares", 1.0, 0.7), row("b", "human", 1.0, 0.7), row("b", "sparse", 0.0, 0.0),
             row("c", "human", 1.0, 0.9)]
-    lost = shortfalls(rows)
+    lost = shortfalls(rows, TARGETS)
     assert lost == {"a": ["area under the success curve 0.50 below human's 0.60",
                           "final success 0.90 not above sparse's 0.90"]}  # b ties the human reward: not a loss
-    assert why_markdown(rows[3:], {}) == ""
-    assert "### a: area under the success curve 0.50 below human's 0.60" in why_markdown(rows, {})
+    assert why_markdown(rows[3:], {}, TARGETS) == ""
+    assert "### a: area under the success curve 0.50 below human's 0.60" in why_markdown(rows, {}, TARGETS)
+    assert shortfalls(rows, ()) == {} and why_markdown(rows, {}, ()) == ""  # no targets: nothing to fall short of
 
 
 def test_progress_and_code_sections_of_a_partial_sweep() -> None:
@@ -143,13 +154,56 @@ def test_comparisons_say_ahead_behind_or_noise_and_count_the_targets() -> None:
     assert rows["b", "human"]["final_success_diff"] == pytest.approx(0.5 - 0.7)
     assert rows["b", "human"]["final_success_word"] == "within noise"  # 1 and 0 against 1 and 0.4
     assert rows["b", "sparse"]["seeds"] == "2 vs 2"
-    text = comparison_markdown(list(rows.values()))
+    text = comparison_markdown(list(rows.values()), targets=TARGETS)
     assert "| a | human | 3 vs 3 | +80 pts |" in text
     assert "area under the success curve, by the means: 1 of 2 tasks (a). Of the 1 missed" in text
     assert "rules the target out on 0 (none); the others could be chance" in text  # b's loss: within noise
     assert rows["b", "human"]["auc_word"] == "within noise"
     assert "Above sparse's final success, by the means: 1 of 1 tasks (b)." in text
+    untargeted = comparison_markdown(list(rows.values()))
+    assert "| a | human | 3 vs 3 | +80 pts |" in untargeted and "targets" not in untargeted
     assert comparison_markdown([]) == ""
+
+
+def test_targets_come_from_the_experiment(tmp_path: Path) -> None:
+    assert load_targets(STUDY_TARGETS) == TARGETS
+    assert load_targets(tmp_path / "none.json") == ()
+    bad = tmp_path / "targets.json"
+    for text in ('[{"other": "human"}]', '{"targets": [{"other": "human", "metric": "speed", "strict": false}]}',
+                 '{"targets": [{"other": "human", "metric": "auc", "strict": "no"}]}', "not json"):
+        bad.write_text(text, encoding="utf-8")
+        with pytest.raises(LaresError, match="is not a targets file"):
+            load_targets(bad)
+
+
+def test_the_sweep_report_counts_the_targets_of_its_folder(tmp_path: Path) -> None:
+    """`lares report --sweep DIR` judges only by DIR/targets.json: without it the comparison stands alone."""
+    from lares_agent.report.sweep_table import write_sweep_report
+    from lares_agent.runs import RunLog
+    from lares_agent.runs.sweep_layout import SweepLayout
+    from lares_agent.search.sweep_spec import SweepSpec
+
+    sweep = SweepLayout(tmp_path / "sweep")
+    SweepSpec(tasks=("reach-v3",), seeds=(0,), methods=("lares", "human")).save(sweep.spec)
+    for method, success in (("lares", 0.4), ("human", 0.8)):
+        run = sweep.run(f"reach-v3-{method}-s0")
+        run.mkdir(parents=True)
+        (run / "config.json").write_text(json.dumps({"task": "reach-v3", "budget": 300}), encoding="utf-8")
+        rows = [{"env_steps": steps, "round": 0, "success_best_slot": success * steps / 300} for steps in (150, 300)]
+        (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+        RunLog(run).event("run_end", finished=True, env_steps=300, wall_s=1.0)
+
+    write_sweep_report(sweep.root)
+    table = (sweep.report / "table.md").read_text(encoding="utf-8")
+    assert "## lares against each method" in table and "targets" not in table
+    assert "Where the search fell short" not in table
+
+    sweep.targets.write_text(STUDY_TARGETS.read_text(encoding="utf-8"), encoding="utf-8")
+    write_sweep_report(sweep.root)
+    table = (sweep.report / "table.md").read_text(encoding="utf-8")
+    assert "The experiment's targets (`targets.json`):" in table
+    assert "at least human's area under the success curve, by the means: 0 of 1 tasks (none)." in table
+    assert "### reach-v3: final success 0.40 below human's 0.80" in table
 
 
 def test_an_archived_trial_keeps_its_llm_tokens(tmp_path: Path) -> None:

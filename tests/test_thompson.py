@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lares_agent.engine.loop.thompson import ThompsonSampler
+from lares_agent.engine.populations.thompson import ThompsonSampler
 
 
 def test_window_order_matters_reference_counterexample() -> None:

@@ -136,7 +136,7 @@ def test_verdicts_and_lineage_of_a_child(traced_run: Path) -> None:
     x = _by_components(trace, X["components"], "accepted")
     z = _by_components(trace, Z["components"], "accepted")
     assert (x.round, x.slot) == (0, 0) and x.evaluations[0]["fitness"] == pytest.approx(0.5)
-    assert x.evaluations[0]["learner_success"] == [0.25, 0.75]  # the grouping's spread (issue 17)
+    assert x.evaluations[0]["learner_success"] == [0.25, 0.75]  # the spread over the slot's learners
     assert (z.round, z.attempt, z.slot) == (1, 3, 1)
     lineage = trace.lineage(z.id)
     assert [a.id for a in lineage.ancestors] == [x.id] and z.id in trace.lineage(x.id).children

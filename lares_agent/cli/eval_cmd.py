@@ -1,5 +1,5 @@
 """`lares eval RUN [--policy best|final|slot N|PATH] [--episodes N] [--seed S] [--task T] [--video FILE] [--json]`:
-roll a run's policy out and print its success and return (issue 15 part 1)."""
+roll a run's policy out and print its success and return."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ def list_models() -> None:
     """Show known and cached GGUF models: installed?, size, sha256 (pinned: checked before use) and path.
 
     One block per model, each path on its own line: a table folds 64-digit hashes and long paths into an
-    unreadable column at 80 characters (issue 15).
+    unreadable column at 80 characters.
     """
     typer.echo("GGUF models; cache folder:")
     typer.echo(f"  {cache_dir()}")

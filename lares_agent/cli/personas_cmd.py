@@ -16,7 +16,7 @@ personas_app = typer.Typer(help="Prompt personas: list them, or show one's full 
 @personas_app.command("list")
 def list_command() -> None:
     """Show every persona with its one-line summary."""
-    # a block per persona, the summary wrapped under its name: readable at 80 columns (issue 15)
+    # a block per persona, the summary wrapped under its name: readable at 80 columns
     wrap = textwrap.TextWrapper(width=max(40, min(Console().width, 100)) - 1, initial_indent="    ",
                                 subsequent_indent="    ")
     for persona in list_personas():

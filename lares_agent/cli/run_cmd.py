@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from lares_agent.search.presets import preset_config
+from lares_agent.errors import ConfigError
+from lares_agent.search.presets import is_tuple_field, parse_field, preset_config
 
 if TYPE_CHECKING:
     from lares_agent.search.outcome import RunOutcome, RunStatus
@@ -104,16 +105,26 @@ def _finish(outcome: RunOutcome, report: bool, allow_fallback: bool = False) -> 
         raise typer.Exit(FALLBACK_EXIT)
 
 
+# `lares run`'s options are `SearchConfig`'s fields, by the same name (`--reward-period` is `reward_period`);
+# tests/test_cli_options.py holds the two lists in step. The options that are not fields:
+NOT_FIELDS = ("run_dir", "report", "allow_fallback")  # where the run goes and what the CLI does at its end
+# The earlier names of three options, still accepted (scripts, tests and examples use them) but hidden from --help.
+OLD_NAMES = {"llm": "llm_backend", "model": "llm_model", "rewards": "rewards_file"}
+MORE = "More settings (default: the preset's)"  # the --help panel of the options a first run leaves alone
+
+
 def run_command(
+    ctx: typer.Context,
     task: Task = "reach-v3",
-    llm: Annotated[str, typer.Option(
-        help="LLM backend: local (GGUF via llama.cpp), openai (any OpenAI-compatible server) or replay.")] = "local",
-    model: Annotated[str | None, typer.Option(
+    llm_backend: Annotated[str | None, typer.Option(
+        help="LLM backend: local (GGUF via llama.cpp, the default), openai (any OpenAI-compatible server) or "
+             "replay.")] = None,
+    llm_model: Annotated[str | None, typer.Option(
         help="Local: a known model name (`lares models list`) or a GGUF path; openai: the model name.")] = None,
     base_url: Annotated[str | None, typer.Option(
         help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1 (key from OPENAI_API_KEY).")] = None,
     replay_from: Annotated[Path | None, typer.Option(
-        help="With --llm replay: the run whose recorded LLM calls answer this one.")] = None,
+        help="With --llm-backend replay: the run whose recorded LLM calls answer this one.")] = None,
     persona: Annotated[str, typer.Option(
         help="Prompt persona name (`lares personas list`) or a persona file.")] = "neutral",
     population: Annotated[int | None, typer.Option(help="K reward candidates (one learner each).")] = None,
@@ -133,7 +144,7 @@ def run_command(
         help="Fitness = graded value - this x reward complexity (default 0.001).")] = None,
     setting: Annotated[str, typer.Option(
         help="scratch (all rewards proposed) or init (the task's human reward seeds the population).")] = "scratch",
-    rewards: Annotated[Path | None, typer.Option(help="JSON file of starting reward candidates.")] = None,
+    rewards_file: Annotated[Path | None, typer.Option(help="JSON file of starting reward candidates.")] = None,
     obs_norm: Annotated[bool | None, typer.Option(
         "--obs-norm/--no-obs-norm", help="Running observation normalisation (sac, crossq).")] = None,
     critic_layer_norm: Annotated[bool | None, typer.Option(
@@ -144,15 +155,16 @@ def run_command(
     run_dir: Annotated[Path, typer.Option(help="Folder that receives the run folder.")] = RUNS_DIR,
     preset: Annotated[str, typer.Option(
         help="demo (minutes on a laptop) or paper (the LaRes reference settings).")] = "demo",
-    no_retrieval: Annotated[bool, typer.Option("--no-retrieval", help="Do not retrieve past reward cases.")] = False,
+    retrieval: Annotated[bool | None, typer.Option(
+        "--retrieval/--no-retrieval", help="Retrieve past reward cases for the proposer (default: on).")] = None,
     max_llm_tokens: Annotated[int | None, typer.Option(help="Token budget for all LLM calls of the run.")] = None,
     max_minutes: Annotated[float | None, typer.Option(help="Stop (resumably) after this many minutes.")] = None,
     report: Annotated[bool, typer.Option(help="Write the HTML report at the end.")] = True,
     allow_fallback: Annotated[bool, typer.Option(
         help="Exit 0 even when no LLM candidate was accepted (every reward the built-in fallback).")] = False,
-    sync_llm: Annotated[bool, typer.Option(
-        "--sync-llm", help="Learners wait for each reward round's LLM calls, as the LaRes reference (default: the "
-        "round runs in the background while they train; ES always waits).")] = False,
+    sync_llm: Annotated[bool | None, typer.Option(
+        "--sync-llm/--no-sync-llm", help="Learners wait for each reward round's LLM calls, as the LaRes reference "
+        "(default: the round runs in the background while they train; ES always waits).")] = None,
     candidates_per_slot: Annotated[float | None, typer.Option(
         help="LLM candidates asked per free slot; the offline pre-screen keeps the best (default 2).")] = None,
     numeric_children: Annotated[int | None, typer.Option(
@@ -171,6 +183,44 @@ def run_command(
     learners_per_reward: Annotated[int, typer.Option(
         help="Learners (distinct seeds) per reward candidate, all on its buffer column; a candidate's fitness is "
              "their mean (1: LaRes; --learner sac or crossq). Total learners = --population x this.")] = 1,
+    warmup_steps: Annotated[int | None, typer.Option(
+        help="Random-action env steps stored before learning (not counted in --budget).", rich_help_panel=MORE)] = None,
+    eval_every: Annotated[int | None, typer.Option(
+        help="Env steps between evaluations of every learner.", rich_help_panel=MORE)] = None,
+    eval_episodes: Annotated[int | None, typer.Option(
+        help="Episodes per learner at each evaluation and reward update.", rich_help_panel=MORE)] = None,
+    checkpoint_every: Annotated[int | None, typer.Option(
+        help="Env steps between checkpoints (besides those at reward updates).", rich_help_panel=MORE)] = None,
+    horizon: Annotated[int | None, typer.Option(
+        help="Episode length in env steps (default: the task's own).", rich_help_panel=MORE)] = None,
+    hidden: Annotated[str | None, typer.Option(
+        help="Layer widths, e.g. 256x256: SAC's actor and critics, CrossQ's actor.", rich_help_panel=MORE)] = None,
+    critic_hidden: Annotated[str | None, typer.Option(
+        help="CrossQ's critic widths, e.g. 512x512 (default: CrossQ's own).", rich_help_panel=MORE)] = None,
+    batch_size: Annotated[int | None, typer.Option(
+        help="Minibatch size of the sac or crossq learner.", rich_help_panel=MORE)] = None,
+    utd: Annotated[float | None, typer.Option(
+        help="Learner updates per env step, per learner.", rich_help_panel=MORE)] = None,
+    init_alpha: Annotated[float | None, typer.Option(
+        help="Initial entropy temperature of the sac or crossq learner.", rich_help_panel=MORE)] = None,
+    anchor_weight: Annotated[float | None, typer.Option(
+        help="L2 pull of a replaced learner toward the inherited parameters (0: off).", rich_help_panel=MORE)] = None,
+    ts_window: Annotated[int | None, typer.Option(
+        help="Thompson sampling window: outcomes remembered per learner.", rich_help_panel=MORE)] = None,
+    es_population: Annotated[int | None, typer.Option(
+        help="ES perturbations per generation (--learner es).", rich_help_panel=MORE)] = None,
+    tournament_size: Annotated[int | None, typer.Option(
+        help="Candidates per tournament (--selection tournament).", rich_help_panel=MORE)] = None,
+    torch_threads: Annotated[int | None, typer.Option(
+        help="Torch threads (0: torch's default).", rich_help_panel=MORE)] = None,
+    temperature: Annotated[float | None, typer.Option(
+        help="LLM sampling temperature.", rich_help_panel=MORE)] = None,
+    ablations: Annotated[str | None, typer.Option(
+        help="Parts of LaRes switched off, comma-separated: no-relabel, no-thompson, no-scaling, no-constraint, "
+             "no-reflection, no-retrieval.", rich_help_panel=MORE)] = None,
+    llm: Annotated[str | None, typer.Option(hidden=True)] = None,  # OLD_NAMES
+    model: Annotated[str | None, typer.Option(hidden=True)] = None,
+    rewards: Annotated[Path | None, typer.Option(hidden=True)] = None,
 ) -> None:
     """Search reward functions with an LLM while a population of policies learns from them (LaRes).
 
@@ -178,41 +228,7 @@ def run_command(
     """
     from lares_agent.search.runner import check_start, start_run
 
-    cfg = preset_config(
-        preset,
-        task=task,
-        llm_backend=llm,
-        llm_model=model,
-        base_url=base_url,
-        replay_from=str(replay_from) if replay_from else None,
-        persona=persona,
-        population=population,
-        elites=elites,
-        budget=budget,
-        reward_period=reward_period,
-        learner=learner,
-        backend=backend,
-        ray_address=ray_address,
-        setting=setting,
-        selection=selection,
-        complexity_lambda=complexity_lambda,
-        rewards_file=str(rewards) if rewards else None,
-        obs_norm=obs_norm,
-        critic_layer_norm=critic_layer_norm,
-        lr=lr,
-        seed=seed,
-        retrieval=not no_retrieval,
-        max_llm_tokens=max_llm_tokens,
-        max_minutes=max_minutes,
-        sync_llm=sync_llm or None,
-        candidates_per_slot=candidates_per_slot,
-        numeric_children=numeric_children,
-        analysis=analysis,
-        task_examples=task_examples,
-        personas=tuple(p.strip() for p in personas.split(",")) if personas is not None else None,
-        reward_normalisation=reward_normalisation,
-        learners_per_reward=learners_per_reward,
-    )
+    cfg = preset_config(preset, run_overrides(ctx.params))
     check_start(cfg)  # one error line before the progress bar appears
     from lares_agent.runs import RunLayout
 
@@ -220,6 +236,24 @@ def run_command(
     with _progress(cfg.budget) as update:
         outcome = start_run(cfg, run_dir, progress=update, notify=_notify)
     _finish(outcome, report, allow_fallback)
+
+
+def run_overrides(params: Mapping[str, object]) -> dict[str, object]:
+    """`lares run`'s option values by field name, for `preset_config`: an option is its field by name, a hidden
+    old name its new one's, paths become text and text the field's type (`--hidden 256x256`)."""
+    out: dict[str, object] = {}
+    for name, value in params.items():
+        field = OLD_NAMES.get(name, name)
+        if name in NOT_FIELDS or name == "preset" or value is None:
+            continue
+        if name in OLD_NAMES and params[field] is not None:
+            raise ConfigError(f"--{name} is the old name of --{field.replace('_', '-')}: give one of them")
+        if isinstance(value, Path):
+            value = str(value)
+        elif isinstance(value, str) and is_tuple_field(field):
+            value = parse_field(field, value, f"--{field.replace('_', '-')} {value}")
+        out[field] = value
+    return out
 
 
 def resume_command(
@@ -264,8 +298,8 @@ def baseline_command(
     `report --compare`."""
     from lares_agent.search.runner import check_start, start_run
 
-    cfg = preset_config(preset, task=task, budget=budget, learner=learner, seed=seed, setting="baseline",
-                        population=1, elites=1, baseline_reward=reward)
+    cfg = preset_config(preset, {"task": task, "budget": budget, "learner": learner, "seed": seed,
+                                 "setting": "baseline", "population": 1, "elites": 1, "baseline_reward": reward})
     check_start(cfg)
     from lares_agent.runs import RunLayout
 

@@ -20,8 +20,8 @@ def sweep_command(
              "learner on the task's success indicator alone), or an ablation of the search (no-relabel, no-thompson, "
              "no-scaling, no-constraint, no-reflection, no-retrieval).")] = "lares,human",
     set_: Annotated[list[str] | None, typer.Option(
-        "--set", help="A `lares run` option for every trial as FIELD=VALUE (SearchConfig's names: budget=20000, "
-                      "llm_backend=openai, hidden=256x256); repeat it.")] = None,
+        "--set", help="A `lares run` option for every trial, without its dashes: NAME=VALUE (budget=20000, "
+                      "llm-backend=openai, hidden=256x256); repeat it.")] = None,
     preset: Annotated[str, typer.Option(help="demo or paper (as `lares run --preset`).")] = "demo",
     cpus_per_trial: Annotated[float, typer.Option(help="CPUs Ray reserves for each trial.")] = 1.0,
     ray_address: Annotated[str | None, typer.Option(

@@ -1,4 +1,4 @@
-"""What a finished (or stopped) run leaves the user, as the last screen's lines (issue 15 part 6): the selected
+"""What a finished (or stopped) run leaves the user, as the last screen's lines: the selected
 reward's expression, the selected policy's success, where the policy file and the report are, and the commands
 to evaluate and export."""
 

@@ -88,7 +88,7 @@ def _show_steps(trace: Any, steps: tuple[Any, ...], detailed: bool) -> None:
         console.print(Text("no step matches this selection (rounds: " + ", ".join(map(str, trace.rounds)) + ")"))
         return
     # one line per step and its summary indented below: readable at 80 columns, where a table folds the
-    # summary into a column a few letters wide (issue 15)
+    # summary into a column a few letters wide
     wrap = textwrap.TextWrapper(width=max(40, min(console.width, 120)) - 1, initial_indent="    ",
                                 subsequent_indent="    ")
     for s in steps:

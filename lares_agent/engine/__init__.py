@@ -25,10 +25,12 @@ from lares_agent.engine.contracts import (
     HumanReward,
     LoadReward,
     MemberEvaluation,
+    Population,
     PopulationLearner,
     ProposeFn,
     RewardFunction,
     SlotEvaluation,
+    StepInfo,
     UpdateContext,
 )
 from lares_agent.engine.errors import ConstantRewardError, EngineError, NonFiniteRewardError, RewardColumnError
@@ -55,13 +57,11 @@ if TYPE_CHECKING:
     )
     from lares_agent.engine.learners.crossq import CrossQConfig
     from lares_agent.engine.learners.sac import SACConfig
-    from lares_agent.engine.loop.config import EngineConfig
-    from lares_agent.engine.loop.es_config import ESSearchConfig
-    from lares_agent.engine.loop.es_engine import ESEngine, GenerationInfo
-    from lares_agent.engine.loop.interaction import IterationInfo
-    from lares_agent.engine.loop.population_engine import LaResEngine
+    from lares_agent.engine.loop.config import EngineConfig, ESPopulationConfig, ReplayConfig
+    from lares_agent.engine.loop.engine import LaResEngine
     from lares_agent.engine.policy_artefact import PolicyArtefact, artefact_from_state, save_artefact, slot_member
     from lares_agent.engine.policy_eval import VideoError, evaluate_policy, record_video
+    from lares_agent.engine.populations import make_engine, restore_engine
 
 # name -> module, for the names that import torch (see the module docstring); the TYPE_CHECKING block above
 # lists the same names for type checkers.
@@ -77,11 +77,11 @@ _LAZY = {
     "CrossQConfig": "lares_agent.engine.learners.crossq",
     "SACConfig": "lares_agent.engine.learners.sac",
     "EngineConfig": "lares_agent.engine.loop.config",
-    "ESSearchConfig": "lares_agent.engine.loop.es_config",
-    "ESEngine": "lares_agent.engine.loop.es_engine",
-    "GenerationInfo": "lares_agent.engine.loop.es_engine",
-    "IterationInfo": "lares_agent.engine.loop.interaction",
-    "LaResEngine": "lares_agent.engine.loop.population_engine",
+    "ESPopulationConfig": "lares_agent.engine.loop.config",
+    "ReplayConfig": "lares_agent.engine.loop.config",
+    "LaResEngine": "lares_agent.engine.loop.engine",
+    "make_engine": "lares_agent.engine.populations",
+    "restore_engine": "lares_agent.engine.populations",
     "PolicyArtefact": "lares_agent.engine.policy_artefact",
     "artefact_from_state": "lares_agent.engine.policy_artefact",
     "save_artefact": "lares_agent.engine.policy_artefact",
@@ -107,30 +107,30 @@ __all__ = [
     "Diversity",
     "DiversityConfig",
     "ESConfig",
-    "ESEngine",
-    "ESSearchConfig",
+    "ESPopulationConfig",
     "EngineConfig",
     "EngineError",
     "EnvPool",
     "Feature",
-    "GenerationInfo",
     "GradientLearner",
     "HumanReward",
-    "IterationInfo",
     "LaResEngine",
     "LoadReward",
     "MemberEvaluation",
     "NonFiniteRewardError",
     "PolicyArtefact",
+    "Population",
     "PopulationLearner",
     "ProposeFn",
     "ReplayBuffer",
+    "ReplayConfig",
     "RewardColumnError",
     "RewardFunction",
     "RewardNormalisation",
     "SACConfig",
     "SelectionConfig",
     "SlotEvaluation",
+    "StepInfo",
     "TaskSpec",
     "UpdateContext",
     "VideoError",
@@ -143,10 +143,12 @@ __all__ = [
     "latest_checkpoint",
     "list_tasks",
     "load_checkpoint",
+    "make_engine",
     "newest_loadable",
     "random_feature_sample",
     "record_video",
     "remove_stale",
+    "restore_engine",
     "run_episodes",
     "save_artefact",
     "save_checkpoint",

@@ -35,10 +35,12 @@ __all__ = [
     "HumanReward",
     "LoadReward",
     "MemberEvaluation",
+    "Population",
     "PopulationLearner",
     "ProposeFn",
     "RewardFunction",
     "SlotEvaluation",
+    "StepInfo",
     "UpdateContext",
 ]
 
@@ -60,7 +62,7 @@ HUMAN_REWARD_FEATURE = "human_reward"
 NEXT_PREFIX = "next:"
 """A feature sample may also carry ``next:<name>``: the feature at the same episode's next step, NaN where the step
 ended its episode or the next step is not stored. The proposer's offline pre-screen reads reward changes along
-transitions from it (issue 13); ``:`` keeps the keys apart from feature names, which are identifiers."""
+transitions from it (``rewards/prescreen.py``); ``:`` keeps the keys apart from feature names, which are identifiers."""
 
 
 class Batch(NamedTuple):
@@ -85,7 +87,7 @@ class Batch(NamedTuple):
 
 class PopulationLearner(Protocol):
     """K gradient learners trained as one computation on the shared buffer, what the LaRes loop needs of them
-    (``learners.sac_population.Population``, ``learners.crossq_population.CrossQPopulation``).
+    (``learners.actor_critic.ActorCriticPopulation``, of SAC or CrossQ learners).
 
     Members are independent (own seed, optimiser states, temperature); each update gets one minibatch per
     listed member from its own reward column (docs/lares-reference.md §12 item 13).
@@ -222,7 +224,7 @@ class MemberEvaluation:
     """Mean over episodes of the mean squared change of the policy-space action per step, ||a_t - a_{t-1}||^2
     (lower is smoother; an objective of Pareto selection)."""
     learner_success: tuple[float, ...] = ()
-    """A slot with several learners (``--learners-per-reward``, ``loop/groups.py``): each learner's success rate,
+    """A slot with several learners (``--learners-per-reward``, ``populations/groups.py``): each learner's success rate,
     in learner order; the fields above are then their means. Empty for one learner."""
 
     def summary(self) -> dict[str, Any]:
@@ -361,3 +363,119 @@ class UpdateContext:
 
 ProposeFn = Callable[[UpdateContext], Sequence[RewardFunction]]
 """The reward-proposal hook (the LLM graph, wired in by the search layer); the engine treats it as opaque."""
+
+
+# ---------------------------------------------------------------------------------------------- what learns
+@dataclass(frozen=True)
+class StepInfo:
+    """What one step of the loop did (one interaction + learning iteration, or one ES generation), for progress
+    callbacks. The population fills what it did; the engine adds ``env_steps`` and ``round`` after the step."""
+
+    steps: int
+    """Counted env steps this step played."""
+    acted: tuple[int, ...] = ()
+    """Learners that played an episode (every learner for ES)."""
+    successes: tuple[bool, ...] = ()
+    """Each acting learner's any-step success (empty for ES)."""
+    updates: int = 0
+    """Learner updates done (ES: one per generation)."""
+    env_steps: int = 0
+    """Counted env steps after the step (set by the engine)."""
+    round: int = 0
+    """Reward updates done (set by the engine)."""
+
+
+class Population(Protocol):
+    """Whatever learns in a LaRes loop: the learners of the K reward slots (slot s's learners first, in slot
+    order), then the ``init`` setting's extra human-reward learner. ``loop/engine.py`` drives one through these
+    methods and nothing else; ``populations/replay.py`` (SAC or CrossQ on one shared replay buffer) and
+    ``populations/es.py`` (one OpenAI-ES policy per slot) implement it.
+
+    Evaluations are per slot: ``evaluate`` returns K slot rows (``member`` = slot), then the extra learner's.
+    """
+
+    kind: str
+    """The learner kind ('sac', 'crossq' or 'es'): checkpoints and policy files say it."""
+
+    def prepare(self, rewards: list[RewardFunction]) -> None:
+        """Called before every step. The replay population fills its buffer with warm-up episodes once and labels
+        every column; a candidate the buffer refuses is replaced in ``rewards`` (in place) by a usable slot's."""
+        ...
+
+    def step(self, env_steps: int) -> StepInfo:
+        """One step of acting and learning at ``env_steps`` counted steps; returns what it did."""
+        ...
+
+    def evaluate(self, rewards: Sequence[RewardFunction], seeds: Sequence[int], env_steps: int, *,
+                 keep_rollouts: int = 0, update: bool = False) -> list[MemberEvaluation]:
+        """Deterministic episodes of every learner on the given reset seeds (not counted in the budget), one row
+        per slot then the extra learner's; ``update``: a reward update's, after which each slot's leader (the
+        policy it hands over) is chosen again."""
+        ...
+
+    def feature_sample(self, n: int) -> dict[str, np.ndarray]:
+        """Up to ``n`` stored or recent steps of every feature, for the proposer's checks of new candidates."""
+        ...
+
+    def install(self, slot: int, fn: RewardFunction, best: int) -> Mapping[str, float]:
+        """Make the slot's learners train on ``fn`` from now on (relabel and rescale to slot ``best``, or swap);
+        returns extra fields of the ``candidate_accepted`` event. Raises RewardColumnError to refuse ``fn``."""
+        ...
+
+    def reward_nonfinite(self, slot: int, evaluation: MemberEvaluation) -> bool:
+        """Whether the slot's current reward went NaN/inf on new steps (``evaluation``: its update evaluation)."""
+        ...
+
+    def inherit(self, slots: Sequence[int], best: int) -> None:
+        """The learners of ``slots`` restart from the best slot's leader (called at every update, maybe empty)."""
+        ...
+
+    def quarantined(self, slot: int) -> bool:
+        """Whether every learner of the slot is out (its policy, reward or loss went non-finite)."""
+        ...
+
+    def diversity(self, evals: Sequence[MemberEvaluation], rewards: Sequence[RewardFunction]) -> Diversity | None:
+        """The population's diversity at an update (None: not measured here; the proposer judges)."""
+        ...
+
+    def slot_fields(self, slot: int) -> dict[str, Any]:
+        """The population's own per-slot fields of a metrics row."""
+        ...
+
+    def metrics_fields(self) -> dict[str, Any]:
+        """The population's own fields of a metrics row, averaged since the previous call (which they restart)."""
+        ...
+
+    def event_fields(self) -> dict[str, Any]:
+        """The population's own fields of a ``reward_update`` event."""
+        ...
+
+    @property
+    def leaders(self) -> list[int]:
+        """The learner that stands for each slot (its policy is handed over)."""
+        ...
+
+    @property
+    def timing(self) -> dict[str, float]:
+        """Wall seconds this session by activity (not checkpointed), for the run's ``run_end`` event."""
+        ...
+
+    def action_box(self) -> tuple[np.ndarray, np.ndarray]:
+        """The env's action bounds (low, high), for policy files."""
+        ...
+
+    def policy_state(self) -> dict[str, Any]:
+        """What a policy file is cut from (``policy_artefact.py``): ``{"learners": ...}``."""
+        ...
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything an exact resume needs."""
+        ...
+
+    def load_state_dict(self, state: Mapping[str, Any], rewards: Sequence[RewardFunction]) -> None:
+        """Restore from ``state_dict()``; ``rewards``: every learner's reward as saved with it."""
+        ...
+
+    def close(self) -> None:
+        """Close environments and workers."""
+        ...

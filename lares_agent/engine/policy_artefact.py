@@ -1,4 +1,4 @@
-"""The trained policy as a file `torch` alone can load: build it from an engine state, act from it (issue 15).
+"""The trained policy as a file `torch` alone can load: build it from an engine state, act from it.
 
 `torch.load(path, weights_only=True)` of a policy file gives one flat dict of plain tensors and
 str/int/float/list metadata, so the policy can be used without lares:
@@ -93,23 +93,25 @@ def _es_actor(learner: Mapping[str, Any], hidden: list[int], normalize: bool) ->
 
 def artefact_from_state(state: Mapping[str, Any], member: int, action_low: np.ndarray, action_high: np.ndarray,
                         reward_id: str, slot: int | None = None) -> dict[str, Any]:
-    """The policy file's dict for one learner of an engine state (`LaResEngine`/`ESEngine.state_dict()` or a
-    checkpoint's; only ``learner``, ``task``, ``config``, ``counters`` and ``population``/``learners`` are read).
-    ``slot``: the reward slot it stands for (default: ``member``, one learner per slot)."""
-    learner, config = str(state["learner"]), state["config"]
+    """The policy file's dict for one learner of an engine state (``LaResEngine.state_dict()``, a checkpoint's, or
+    the smaller one ``save_policy`` passes; only ``learner``, ``task``, ``config``, ``counters`` and
+    ``population["learners"]`` are read). ``slot``: the reward slot it stands for (default: ``member``)."""
+    if "learners" not in state["config"]:
+        raise EngineError("this engine state was written by an older lares (checkpoint version < 3); its policy "
+                          "files still load, but a policy cannot be cut from the checkpoint itself")
+    learner, config = str(state["learner"]), state["config"]["learners"]
+    learners = state["population"]["learners"]
     if learner == "es":
-        learners = state["learners"]
         if not 0 <= member < len(learners):
             raise EngineError(f"slot {member} does not exist (the run has slots 0..{len(learners) - 1})")
         normalize = bool(config.get("es", {}).get("normalize_obs", True))
         actor = _es_actor(learners[member], [int(h) for h in config.get("hidden", ())], normalize)
     else:
-        population = state["population"]
-        if not 0 <= member < int(population["k"]):
+        if not 0 <= member < int(learners["k"]):
             raise EngineError(f"slot {member if slot is None else slot} does not exist (the run has learners "
-                              f"0..{int(population['k']) - 1})")
+                              f"0..{int(learners['k']) - 1})")
         renorm = learner == "crossq" and bool(config.get("crossq", {}).get("actor_renorm", True))
-        actor = _torch_actor(population, member, int(population["act_dim"]), renorm)
+        actor = _torch_actor(learners, member, int(learners["act_dim"]), renorm)
         if renorm:
             actor["renorm_eps"] = float(config["crossq"]["renorm_eps"])
     counters = state.get("counters", {})

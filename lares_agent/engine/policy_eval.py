@@ -1,5 +1,5 @@
 """Roll a saved policy out: deterministic episodes on seeded resets, and a video where MuJoCo can render
-(`lares eval`, issue 15 part 1).
+(`lares eval`).
 
 The episodes go through the engine's own evaluation (`rollouts.evaluation.evaluate_members`), so success and
 task return mean what they mean in the run's metrics: an episode succeeds if the success flag is set at any

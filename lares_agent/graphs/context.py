@@ -27,8 +27,8 @@ __all__ = ["ANALYSIS_MODES", "TASK_EXAMPLE_MODES", "AnalysisMode", "DescribedFea
 AnalysisMode = Literal["facts", "llm"]
 ANALYSIS_MODES: tuple[AnalysisMode, ...] = get_args(AnalysisMode)
 # "own": the system prompt shows two answers for the run's task (and one for another task); "other": only the other
-# task's. The 1.5B model copies the first own example's shape (docs/RESULTS.md, issue 14), so a search measured
-# with "own" measures that shape with tuned weights.
+# task's. The 1.5B model copies the first own example's shape (docs/RESULTS.md, "Sample efficiency on five
+# MetaWorld tasks (50k steps)"), so a search measured with "own" measures that shape with tuned weights.
 TaskExampleMode = Literal["own", "other"]
 TASK_EXAMPLE_MODES: tuple[TaskExampleMode, ...] = get_args(TaskExampleMode)
 
@@ -71,7 +71,7 @@ class GraphLimits:
     section_chars: int = 1200  # cap on each variable prompt section, keeps prompts well under n_ctx 4096
     reflect: bool = True  # analyse + critique before propose; False routes START straight to propose (ablation)
     checks: CheckConfig = field(default_factory=CheckConfig)
-    # Many cheap candidates (issue 13): the LLM is asked for `oversample` candidates per free slot, each elite
+    # Many cheap candidates: the LLM is asked for `oversample` candidates per free slot, each elite
     # gets numeric children, and validate keeps the best valid ones by the offline proxy (rewards/prescreen.py).
     oversample: float = 1.0  # LLM candidates asked per free slot (SearchConfig.candidates_per_slot sets runs')
     numeric_children: int = 0  # numeric children of the elites per propose pass (rewards/mutate.py)
@@ -79,7 +79,7 @@ class GraphLimits:
     prescreen: bool = True  # rank valid candidates by the proxy; False: keep them in proposal order
     seed: int = 0  # the children's randomness (with the round and attempt)
     # "facts": analyse states the computed facts and critique the computed defects, no LLM call; "llm": the model
-    # summarises the facts (checked against them) and each critic may add defects (issue 13)
+    # summarises the facts (checked against them) and each critic may add defects
     analysis: AnalysisMode = "facts"
     task_examples: TaskExampleMode = "own"  # which answers the system prompt shows (TASK_EXAMPLE_MODES)
 

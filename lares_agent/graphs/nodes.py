@@ -84,7 +84,7 @@ def _temperature(limits: GraphLimits, explore: bool, made: int) -> float:
 def _children(ctx: RunContext, elites: list[EliteInfo], round_: int, attempt: int, first: int,
               critique_id: str | None) -> list[CandidateRecord]:
     """`numeric_children` children of the elites, best first in turn (rewards/mutate.py): structure from the LLM,
-    coefficients by evolution (R*-style, issue 13). Seeded by (seed, round, attempt): a resumed round makes the
+    coefficients by evolution (R*-style). Seeded by (seed, round, attempt): a resumed round makes the
     same ones."""
     limits = ctx.limits
     if limits.numeric_children <= 0 or not elites:

@@ -76,7 +76,7 @@ def _example(components: Mapping[str, str], rationale: str) -> str:
 
 def task_examples(progress: str, approach: str | None) -> str:
     """Two answers for this very task. The small model copies the first one's shape, so where the robot must
-    reach an object first both examples shape the approach (docs/RESULTS.md: without it nothing learned)."""
+    reach an object first both examples shape the approach (without it nothing learned: docs/results-archive.md)."""
     if approach:
         return "\n".join([
             _example({"approach": f"-{approach}", "progress": f"-5*{progress}", "bonus": "5*success"},

@@ -1,4 +1,4 @@
-"""The reflection nodes, analyse and critique: computed facts and defects, optionally worded by the LLM (issue 13).
+"""The reflection nodes, analyse and critique: computed facts and defects, optionally worded by the LLM.
 
 `analyse` computes the round's facts (`tools/diagnosis.py`) from the rollouts, the elites and the feature sample.
 With `GraphLimits.analysis == "facts"` (the default) the analysis is the rendered facts and no LLM is called; with

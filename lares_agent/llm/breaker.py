@@ -1,7 +1,7 @@
 """A circuit breaker for one LLM endpoint: stop calling a server that keeps failing the same way.
 
-Without it a hanging server cost 8 calls x 3 attempts x the time-out before training started (issue 16,
-defect 1), and an all-500 server as many round trips. The breaker counts failed attempts of one kind in a row
+Without it a hanging server cost 8 calls x 3 attempts x the time-out before training started,
+and an all-500 server as many round trips. The breaker counts failed attempts of one kind in a row
 (time-out, connection, HTTP status, bad answer); at `threshold` of them (`timeout_threshold` for time-outs,
 each of which costs a whole time-out) it opens for the rest of the round: every further call of that round
 fails at once with the reason. The next round tries once more (one failure re-opens it); once it has opened

@@ -13,8 +13,8 @@ __all__ = ["DEFAULT_TIMEOUTS", "LLM_BACKENDS", "LLMBackend", "LLMConfig"]
 LLMBackend = Literal["local", "openai", "replay"]
 LLM_BACKENDS: tuple[LLMBackend, ...] = get_args(LLMBackend)
 # Seconds one attempt may take when `timeout_s` is not set: a CPU llama.cpp model needs up to a minute or two
-# for a 256-token proposal; an OpenAI-compatible server that has not answered in 60 s is hanging (issue 16,
-# defect 1); a replay answers from a file.
+# for a 256-token proposal; an OpenAI-compatible server that has not answered in 60 s is hanging;
+# a replay answers from a file.
 DEFAULT_TIMEOUTS: dict[LLMBackend, float] = {"local": 120.0, "openai": 60.0, "replay": 10.0}
 
 

@@ -41,7 +41,7 @@ def failure_kind(exc: BaseException) -> str:
 def bad_answer(exc: Exception, kind: str) -> Exception:
     """An OpenAI-compatible server that answered, but not with a chat completion (a 200 with an HTML page or
     other non-JSON text, JSON without `choices`): the SDK then fails with AttributeError / TypeError /
-    ValueError, which is no transient failure to retry (issue 16, defect 12)."""
+    ValueError, which is no transient failure to retry."""
     if kind != "openai" or status_of(exc) is not None or not isinstance(exc, (AttributeError, TypeError, ValueError)):
         return exc
     error = BadAnswer(f"the endpoint answered, but not with an OpenAI chat completion (not JSON, or no 'choices'): "

@@ -1,7 +1,7 @@
 """Which structured-output `response_format` each OpenAI-compatible endpoint accepts, remembered per process.
 
 Servers differ: OpenAI and vLLM take `json_schema`, some llama-server and Ollama builds only `json_object`,
-others nothing; and some answer an unsupported format with a 5xx instead of a 400 (issue 13, item 9). The
+others nothing; and some answer an unsupported format with a 5xx instead of a 400. The
 client steps down the ladder json_schema -> json_object -> none when an error names the format, and records
 the step here, keyed by (base URL, model), so every later client of the same endpoint in this process (a
 resumed run, the next run of a sweep, the report's helpers) starts at the step that worked instead of paying

@@ -29,7 +29,7 @@ def make_openai_chat_model(config: LLMConfig) -> ChatOpenAI:
     `base_url` (a local server) a missing key is replaced by a placeholder.
     """
     if not config.model:
-        raise LLMError("the openai backend needs a model name; fix: pass --model NAME (as the server calls it)")
+        raise LLMError("the openai backend needs a model name; fix: pass --llm-model NAME (as the server calls it)")
     key = os.environ.get(config.api_key_env, "")
     if not key:
         if config.base_url is None:

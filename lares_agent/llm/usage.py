@@ -32,7 +32,7 @@ class UsageLedger:
     @classmethod
     def from_calls(cls, rows: Iterable[LLMCallRow]) -> UsageLedger:
         """The usage of calls already made (a resumed run's `llm_calls.jsonl`), so the run's token and time
-        budgets count them: without this a resume started again at 0 (issue 15, part 5)."""
+        budgets count them: without this a resume started again at 0."""
         ledger = cls()
         for row in rows:
             if row.ok:

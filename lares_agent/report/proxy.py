@@ -1,7 +1,7 @@
 """The pre-screen's proxy against the fitness candidates later earned: is the offline ranking worth anything?
 
 The round keeps the valid candidates with the best proxy score (rewards/prescreen.py); whether that score predicts
-what training then shows must be measured per run, not assumed (issue 13). Only candidates that got a slot are
+what training then shows must be measured per run, not assumed. Only candidates that got a slot are
 evaluated, so the correlation is over the accepted ones: it says whether the proxy orders them like training does.
 """
 

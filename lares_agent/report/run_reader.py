@@ -109,7 +109,7 @@ class Candidate:
     critique_id: str | None
     fitness: float | None
     component_stats: Mapping[str, Mapping[str, float]]
-    proxy: float | None = None  # the offline pre-screen's score when it was proposed (issue 13)
+    proxy: float | None = None  # the offline pre-screen's score when it was proposed
 
     @property
     def accepted(self) -> bool:

@@ -1,4 +1,4 @@
-"""Which reward a run hands the user: the one `lares export` writes by default (issue 15, part 2).
+"""Which reward a run hands the user: the one `lares export` writes by default.
 
 The run's selected reward is the reward of the learner it ranks first at the end: the final metrics line's
 `best_slot` (docs/lares-reference.md §12 item 16: the selected policy, not the optimistic max), else the last

@@ -87,7 +87,8 @@ class RunSummary:
     best_success: float  # max over evaluations of the population max (the paper's optimistic metric)
     best_success_steps: int | None
     final_best_success: float  # population max at the last evaluation
-    final_mean_success: float  # population mean at the last evaluation (defect 16: report more than the max)
+    # the population's mean at the last evaluation (docs/lares-reference.md §12 item 16: report more than the max)
+    final_mean_success: float
     best_task_return: float
     wall_s: float
     llm_calls: int
@@ -215,7 +216,7 @@ def best_reward_id(run: RunData) -> str | None:
             return cells[-1].reward_id
     if run.evaluations and run.evaluations[-1].slots:
         slots = run.evaluations[-1].slots
-        # success first, task return breaks ties (defect 15: no tie-breaking in the reference)
+        # success first, task return breaks ties (the reference has none: docs/lares-reference.md §12 item 15)
         key = [(_nan_low(s.success), _nan_low(s.task_return)) for s in slots]
         best = slots[max(range(len(slots)), key=key.__getitem__)]
         if best.reward_id != "?":

@@ -1,26 +1,32 @@
-"""LaRes against each other method of a sweep, with the seeds' noise shown (issue 14's targets).
+"""LaRes against each other method of a sweep, with the seeds' noise shown, and an experiment's targets counted.
 
 The table's means say who is ahead; with 2 or 3 seeds a side they cannot say by how much it could be chance.
 For every task and every method beside ``lares`` with finished trials on it, this section gives LaRes' final
 success and area under the success curve minus that method's, each with a 95% bootstrap interval (each side's
 seeds resampled on their own), and a word: "ahead" or "behind" when the interval lies wholly on one side of 0,
-"level" when it is the point 0, "within noise" otherwise. The targets are counted by the means, as issue 14
-states them (`TARGETS`, also what `sweep_why.shortfalls` explains), and the count says how many of the misses
-the intervals would settle.
+"level" when it is the point 0, "within noise" otherwise.
+
+What counts as good enough belongs to the experiment, not to the report: a sweep folder may hold
+``targets.json`` (`load_targets`; experiments/sample_efficiency/targets.json is one). Its targets are counted by
+the means, the count says how many of the misses the intervals would settle, and `sweep_why.shortfalls`
+explains each miss from the runs. Without the file the comparison stands alone: no target is counted.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
+from lares_agent.errors import LaresError
 from lares_agent.report.sweep_stats import bootstrap_difference, success_auc
 
-__all__ = ["LABELS", "TARGETS", "Curve", "Target", "comparison_markdown", "comparisons"]
+__all__ = ["LABELS", "Curve", "Target", "comparison_markdown", "comparisons", "load_targets"]
 
 METRICS = (("final_success", "final success"), ("auc", "area under the success curve"))
 LABELS = dict(METRICS)
@@ -57,9 +63,24 @@ class Target:
         return math.isfinite(high) and (high <= 0 if self.strict else high < 0)
 
 
-# Issue 14: at least as good as the human reward in final success and area; better than sparse in final success.
-TARGETS = (Target("human", "final_success", False), Target("human", "auc", False),
-           Target("sparse", "final_success", True))
+def _target(item: Any) -> Target:
+    if not (isinstance(item, dict) and isinstance(item.get("other"), str) and item.get("metric") in LABELS
+            and isinstance(item.get("strict"), bool)):
+        raise ValueError(f"a target is {{other: a method, metric: one of {', '.join(LABELS)}, strict: true or "
+                         f"false}}, not {item!r}")
+    return Target(item["other"], item["metric"], item["strict"])
+
+
+def load_targets(path: Path) -> tuple[Target, ...]:
+    """An experiment's targets: ``{"about": "...", "targets": [{"other": "human", "metric": "auc", "strict":
+    false}, ...]}`` (``metric``: a METRICS key; ``about`` is for the reader). A missing file has none."""
+    if not path.is_file():
+        return ()
+    try:
+        items = json.loads(path.read_text(encoding="utf-8"))["targets"]
+        return tuple(_target(item) for item in items)
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        raise LaresError(f"{path} is not a targets file: {exc}") from None
 
 
 def _per_seed(curves: Sequence[Curve]) -> dict[tuple[str, str], dict[str, list[float]]]:
@@ -104,10 +125,10 @@ def _signed(value: float, kind: str) -> str:
     return f"{value * 100:+.0f} pts" if kind == "final_success" else f"{value:+.3f}"
 
 
-def _targets_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
+def _targets_lines(rows: Sequence[dict[str, Any]], targets: Sequence[Target]) -> list[str]:
     lines = []
-    for other in dict.fromkeys(t.other for t in TARGETS):
-        rules = [t for t in TARGETS if t.other == other]
+    for other in dict.fromkeys(t.other for t in targets):
+        rules = [t for t in targets if t.other == other]
         mine = [r for r in rows if r["other"] == other]
         if not mine:
             continue
@@ -127,8 +148,8 @@ def _targets_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def comparison_markdown(rows: Sequence[dict[str, Any]], method: str = "lares") -> str:
-    """The section for ``table.md`` ("" without a task where both sides finished)."""
+def comparison_markdown(rows: Sequence[dict[str, Any]], method: str = "lares", targets: Sequence[Target] = ()) -> str:
+    """The section for ``table.md`` ("" without a task where both sides finished), with ``targets`` counted."""
     if not rows:
         return ""
     head = ["task", f"{method} against", "seeds", "final success: difference", "95% CI", "",
@@ -143,7 +164,7 @@ def comparison_markdown(rows: Sequence[dict[str, Any]], method: str = "lares") -
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "(Difference of means over finished seeds; 95% percentile bootstrap interval, each side's seeds "
               "resampled on their own; \"ahead\"/\"behind\": the interval excludes 0.)", ""]
-    targets = _targets_lines(rows)
-    if targets:
-        lines += ["Issue 14's targets:", "", *targets, ""]
+    counted = _targets_lines(rows, targets)
+    if counted:
+        lines += ["The experiment's targets (`targets.json`):", "", *counted, ""]
     return "\n".join(lines)

@@ -7,8 +7,9 @@ for the LLM where the run's `run_end` event has the split (`learn_s`, `sim_s`, `
 and LLM tokens. "Success" is that of the policy the run ranks first at each evaluation (what it hands over;
 docs/lares-reference.md §12 item 16), the human and sparse baselines' only learner. Below the table: LaRes
 against each other method with the seeds' noise (`report/sweep_compare.py`), how far a partial sweep is, which
-commit each trial ran in each session (its `run_start` events), and where the search fell short
-(`report/sweep_why.py`). Another sweep's trials on the same tasks may join (`--with-sweep`).
+commit each trial ran in each session (its `run_start` events), and, where the sweep folder holds an experiment's
+``targets.json``, those targets counted and where the search fell short of them (`report/sweep_why.py`). Another
+sweep's trials on the same tasks may join (`--with-sweep`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from lares_agent.errors import LaresError
-from lares_agent.report.sweep_compare import comparison_markdown, comparisons
+from lares_agent.report.sweep_compare import Target, comparison_markdown, comparisons, load_targets
 from lares_agent.report.sweep_stats import bootstrap_interval, mean_std, steps_to_threshold, success_auc
 from lares_agent.report.sweep_why import why_markdown
 from lares_agent.runs import (
@@ -292,10 +293,13 @@ def plot_sweep(curves: Sequence[TrialCurve], path: Path) -> Path | None:
     return path
 
 
-def write_sweep_report(root: Path, seed: int = 0, also: Sequence[Path] = ()) -> list[Path]:
+def write_sweep_report(root: Path, seed: int = 0, also: Sequence[Path] = (),
+                       targets: Sequence[Target] | None = None) -> list[Path]:
     """DIR/report/table.md (the table and its sections), table.csv and success.png, with the trials of the
-    ``also`` sweeps on DIR's tasks; returns the paths written."""
+    ``also`` sweeps on DIR's tasks; returns the paths written. ``targets`` None: DIR/targets.json's, if any."""
     layout, curves, not_started = read_sweep(root, also)
+    if targets is None:
+        targets = load_targets(layout.targets)
     rows = summarise(curves, np.random.default_rng(seed))
     layout.report.mkdir(parents=True, exist_ok=True)
     lares: dict[str, list[Path]] = {}
@@ -303,8 +307,9 @@ def write_sweep_report(root: Path, seed: int = 0, also: Sequence[Path] = ()) -> 
         if c.method == "lares":
             lares.setdefault(c.task, []).append(c.run)
     written = []
-    versus = comparison_markdown(comparisons(curves, np.random.default_rng([seed, 1])))
-    sections = (versus, progress_markdown(curves, not_started), code_markdown(curves), why_markdown(rows, lares))
+    versus = comparison_markdown(comparisons(curves, np.random.default_rng([seed, 1])), targets=targets)
+    sections = (versus, progress_markdown(curves, not_started), code_markdown(curves),
+                why_markdown(rows, lares, targets))
     table = to_markdown(rows) + "".join(sections)
     for name, text in ((TABLE_MD, table), (TABLE_CSV, to_csv(rows))):
         atomic_write_text(layout.report / name, text)

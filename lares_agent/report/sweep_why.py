@@ -1,10 +1,10 @@
-"""Where the reward search fell short in a sweep, told from its runs (issue 14: when LaRes is not at least as good
-as the human reward, or not better than the sparse one, the report shows why).
+"""Where the reward search fell short of an experiment's targets in a sweep, told from its runs.
 
-For each task where the ``lares`` rows lose (final success or area under the curve below ``human``'s, or final
-success not above ``sparse``'s), every LaRes trial's reward updates are listed: what the fitness was graded on,
-each slot's fitness, the elites kept, the ranked-first reward, and the first defect the computed critique named
-for the round that followed (trace.sqlite). Pure reading: the run folders are the record.
+For each task where the ``lares`` rows miss a target (`sweep_compare.Target`, from the sweep's ``targets.json``:
+e.g. final success below ``human``'s, or not above ``sparse``'s), every LaRes trial's reward updates are listed:
+what the fitness was graded on, each slot's fitness, the elites kept, the ranked-first reward, and the first
+defect the computed critique named for the round that followed (trace.sqlite). A number alone says that the
+search lost; these lines say at which update and on what. Pure reading: the run folders are the record.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 from lares_agent.errors import LaresError
 from lares_agent.report.run_reader import RunData, read_run
-from lares_agent.report.sweep_compare import LABELS, TARGETS
+from lares_agent.report.sweep_compare import LABELS, Target
 
 __all__ = ["explain_trial", "shortfalls", "why_markdown"]
 
@@ -30,15 +30,15 @@ def _value(row: Mapping[str, Any] | None, key: str) -> float:
     return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else math.nan
 
 
-def shortfalls(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[str]]:
-    """Task -> the comparisons ``lares`` lost (``sweep_table.summarise`` rows; a missing side compares nothing)."""
+def shortfalls(rows: Sequence[Mapping[str, Any]], targets: Sequence[Target]) -> dict[str, list[str]]:
+    """Task -> the targets ``lares`` missed (``sweep_table.summarise`` rows; a missing side compares nothing)."""
     out: dict[str, list[str]] = {}
     for task in dict.fromkeys(r["task"] for r in rows):
         lares = _row(rows, task, "lares")
         if lares is None:
             continue
         lost = []
-        for target in TARGETS:
+        for target in targets:
             key = f"{target.metric}_mean"
             mine, theirs = _value(lares, key), _value(_row(rows, task, target.other), key)
             if math.isfinite(mine) and math.isfinite(theirs) and not target.met(mine, theirs):
@@ -92,10 +92,11 @@ def explain_trial(path: Path) -> list[str]:
     return lines
 
 
-def why_markdown(rows: Sequence[Mapping[str, Any]], trials: Mapping[str, Sequence[Path]]) -> str:
-    """The "Where the search fell short" section for ``table.md`` ("" when it lost nowhere). ``trials``: task ->
-    its LaRes trials' run folders."""
-    lost = shortfalls(rows)
+def why_markdown(rows: Sequence[Mapping[str, Any]], trials: Mapping[str, Sequence[Path]],
+                 targets: Sequence[Target]) -> str:
+    """The "Where the search fell short" section for ``table.md`` ("" when it missed no target). ``trials``: task
+    -> its LaRes trials' run folders."""
+    lost = shortfalls(rows, targets)
     if not lost:
         return ""
     parts = ["", "## Where the search fell short", ""]

@@ -3,8 +3,8 @@
 The numpy source comes from a small printer over exactly the node types the parser builds (`parse.py`,
 `functions.py`) and takes the compiled numpy backend's branches (`backends.NumpyBackend`: x**2 as x*x, x**0.5 as
 sqrt, left-folded sums and products), so the exported reward equals the compiled one to rounding. Nothing here
-evaluates text: the module is written for the user to import (issue 15, part 2; Eureka users asked for the reward
-code itself).
+evaluates text: the module is written for the user to import (Eureka users asked for the reward code
+itself).
 """
 
 from __future__ import annotations

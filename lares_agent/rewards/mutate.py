@@ -1,4 +1,4 @@
-"""Numeric children of an elite: its structure kept, its constants perturbed on a log scale (issue 13, item 4).
+"""Numeric children of an elite: its structure kept, its constants perturbed on a log scale.
 
 The small LLM proposes structures well and numbers poorly, and often returns an elite unchanged; R*-style search
 takes the structure from the LLM and the coefficients from evolution. A child multiplies each mutable constant of

@@ -1,4 +1,4 @@
-"""Offline pre-screen of reward candidates on the buffer sample, before any training (issue 13, item 5).
+"""Offline pre-screen of reward candidates on the buffer sample, before any training.
 
 A round proposes more valid candidates than it has free slots; training one costs a whole reward period, ranking
 one costs a vectorised pass over the sample. The proxy asks whether the reward *changes the right way along the
@@ -12,7 +12,7 @@ transitions the buffer holds*:
   caught here. A dense distance reward scores ~1, a wrong-signed
   one ~-1, a flat one ~0. Pearson, not a rank correlation, on purpose: `exp(-100*d)` changes with the right sign
   everywhere, but by ~0 except on the few steps next to the goal, which is what makes it useless to a learner that
-  starts far away (the accepted candidate of issue 13); ranks would score it as well as `-d`.
+  starts far away (the 1.5B model once wrote exactly that); ranks would score it as well as `-d`.
   A correlation of the reward itself (not its change) with the improvement would mislead: on random-action data
   distance reverts to its mean, so far states improve most and `-d` would correlate negatively.
 - success: where the sample holds both successful and unsuccessful steps, 2*AUC - 1 of the reward separating them.

@@ -30,7 +30,7 @@ class RewardTask(Protocol):
     """The task as the validator sees it.
 
     `progress_feature` is lower-is-better (the distance left to the goal); `approach_feature`, where the task
-    names one, is the distance the robot must close before progress can move at all (docs/RESULTS.md).
+    names one, is the distance the robot must close before progress can move at all (docs/results-archive.md).
     """
 
     @property

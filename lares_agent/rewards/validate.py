@@ -8,7 +8,7 @@ unbounded regeneration loop, docs/lares-reference.md §12 item 28):
 3. duplicate of a reward already taken (by `reward_key`, so `2*d` and `d*2` match);
 4. progress use: a reward that ignores the task's main progress measure cannot guide it;
 5. approach term, where the task names one: without it no learner gets a signal until the object happens to be
-   touched (no button-press reward of the experiment's second sitting used `tcp_to_obj`, docs/RESULTS.md);
+   touched (no button-press reward of a 10k-step sitting used `tcp_to_obj`, docs/results-archive.md);
 6. numeric checks on the sample (`check_numeric`);
 7. poles and domains over the features' declared ranges (`domains.py`): `1/tcp_to_target` has its pole at the
    goal, which no sample of early states shows;

@@ -1,9 +1,9 @@
 """The ``events.jsonl`` record: one line per thing that happened to the run, and the typed reward update.
 
 Every line has ``event`` (one of :data:`EventKind`) and, where it applies, ``round``, ``env_steps`` and
-``time``; the rest is the kind's own fields, with the names the engine (``LaResEngine``, ``ESEngine``,
-``RewardSlots``) and the search (``SearchRun``, ``GraphProposer``) have always written. ``reward_update``, the
-line the report is built around, has its own typed view, :class:`RewardUpdateRecord`.
+``time``; the rest is the kind's own fields, with the names the engine (``LaResEngine`` and its populations) and
+the search (``SearchRun``, ``GraphProposer``) have always written. ``reward_update``, the line the report is
+built around, has its own typed view, :class:`RewardUpdateRecord`.
 """
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ class SlotFitness:
     approach_closed: float = math.nan  # absent in runs before the approach grade
     complexity_penalty: float = math.nan
     action_jerk: float = math.nan
-    learner_success: tuple[float, ...] = ()  # each learner's success, with --learners-per-reward > 1 (issue 17)
+    learner_success: tuple[float, ...] = ()  # each learner's success, with --learners-per-reward > 1
 
     def to_json(self) -> dict[str, Any]:
         graded = {} if self.graded_by is None else {

@@ -1,9 +1,9 @@
 """What a run's files say about its LLM and its end, read by the last screen (`lares run`/`resume`) and the report.
 
 `llm_health`: whether any LLM candidate was ever accepted, how many calls failed and why most often. A run whose
-every reward is the built-in fallback used to print "run finished" and exit 0 (issue 16, defect 2); now the
+every reward is the built-in fallback used to print "run finished" and exit 0; now the
 last screen, the report and the exit status say so. `recorded_outcome`: env steps, best success and whether
-the run finished, from the files alone (resuming a finished run prints this, defect 9).
+the run finished, from the files alone (resuming a finished run prints this).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from lares_agent.runs.files import RunLog
 
 __all__ = ["NOT_FROM_LLM", "LLMHealth", "RecordedOutcome", "llm_health", "recorded_outcome", "spent_wall_s"]
 
-# Accepted candidate rows that are not the LLM's: the built-in fallback and the user's --rewards file.
+# Accepted candidate rows that are not the LLM's: the built-in fallback and the user's --rewards-file.
 NOT_FROM_LLM = ("fallback", "given (--rewards)")
 
 
@@ -54,7 +54,7 @@ def llm_health(log: RunLog) -> LLMHealth:
     rows = log.candidates.read()
     accepted = [r for r in rows if r.verdict == "accepted"]
     # A numeric child has the LLM's structure only when its parent came from the LLM: children of fallback or
-    # given rewards would otherwise make a run that never got an LLM candidate look like a search (issue 13).
+    # given rewards would otherwise make a run that never got an LLM candidate look like a search.
     from_llm: set[str] = set()
     for r in accepted:
         if (r.reason or "") not in NOT_FROM_LLM and (r.origin != "child" or r.parent_id in from_llm):
@@ -95,7 +95,7 @@ def recorded_outcome(log: RunLog) -> RecordedOutcome:
 
 
 def spent_wall_s(log: RunLog) -> float:
-    """Wall seconds the run's earlier sessions took, so a resumed run reports its whole time (issue 15).
+    """Wall seconds the run's earlier sessions took, so a resumed run reports its whole time.
 
     A session that ended has a `run_end` whose `wall_s` is the run's total so far; one that was killed counts
     from its `run_start` to its last stamped event or LLM call, whichever is later (the engine's own events

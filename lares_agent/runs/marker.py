@@ -1,7 +1,7 @@
 """The format marker in `config.json`: what tells a lares run folder from any folder that holds a config.json.
 
 `lares resume` on another program's folder used to load its config as the defaults, write `trace.sqlite` into
-it and start loading a model (issue 16, defect 8). Every run now writes `format` and `format_version` first in
+it and start loading a model. Every run now writes `format` and `format_version` first in
 its config; a config without them is a run's only if it holds every key an older lares always wrote, and a
 newer version is refused rather than misread.
 """

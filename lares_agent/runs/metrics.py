@@ -1,8 +1,9 @@
 """The ``metrics.jsonl`` record: one line per evaluation of the whole population at one env step.
 
-Field names are the JSON keys the engines have always written (``LaResEngine._log_evaluation`` for SAC,
-``ESEngine._log_evaluation`` for ES), so old runs read unchanged. Learner-specific fields are None when the
-other learner wrote the line, and are then left out of the JSON.
+Field names are the JSON keys the engine has always written (``LaResEngine._log_evaluation``, with the
+population's own fields: ``populations/replay.py`` for SAC and CrossQ, ``populations/es.py`` for ES), so old runs
+read unchanged. Learner-specific fields are None when the other kind wrote the line, and are then left out of
+the JSON.
 """
 
 from __future__ import annotations

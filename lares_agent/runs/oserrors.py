@@ -1,7 +1,7 @@
 """OS errors in words: one line naming the file and the cause (a full disk, permissions, a missing folder).
 
 Python's own text (`[Errno 28] No space left on device`) is close, but a line torn by a failed append stayed
-behind, and the library writers (torch) hide the errno entirely (issue 16, defect 10). `RunFileError` is what
+behind, and the library writers (torch) hide the errno entirely. `RunFileError` is what
 the run writers raise; the CLI prints it as its one error line.
 """
 

@@ -1,5 +1,5 @@
-"""Which code a run ran: the lares-agent version and, in a git checkout, the commit (issue 14: experiments say
-exactly what ran on which commit, and a resumed run may continue on other code than it started with)."""
+"""Which code a run ran: the lares-agent version and, in a git checkout, the commit. An experiment says
+exactly what ran on which commit, and a resumed run may continue on other code than it started with."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Exactly-once rows after a resume: cut the logs back to what the restored checkpoint covers.
 
 A resumed engine replays every step after its checkpoint, and used to write those steps' metric and event rows
-a second time (issue 16, defect 6). Each checkpoint records the byte sizes of `metrics.jsonl` and `events.jsonl`
+a second time. Each checkpoint records the byte sizes of `metrics.jsonl` and `events.jsonl`
 when it was taken (`log_sizes`); a resume truncates both files back to them (to nothing when no checkpoint was
 taken yet) before anything is written. Lines of the sessions themselves (`run_start`, `run_end`, `resumed`,
 `llm_breaker`, `llm_format_step`), which the replay does not write again, are kept in order after the cut.

@@ -4,6 +4,8 @@
 A sweep folder holds ``sweep.json`` (the grid and the options, written before any trial starts), ``runs/`` (one
 ordinary run folder per trial, named ``<task>-<method>-s<seed>``), ``tune/`` (Ray Tune's experiment state, what
 `lares sweep --resume` restores), ``cases/`` (the trials' case stores) and ``report/`` (`lares report --sweep`).
+An experiment may put ``targets.json`` beside ``sweep.json``: what it asks of LaRes against the other methods,
+which the report then counts and explains (`report/sweep_compare.py`); `lares sweep` itself never writes it.
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ from pathlib import Path
 
 from lares_agent.runs.layout import NotARunError
 
-__all__ = ["SWEEP_SPEC_NAME", "NotASweepError", "SweepLayout", "trial_id"]
+__all__ = ["SWEEP_SPEC_NAME", "SWEEP_TARGETS_NAME", "NotASweepError", "SweepLayout", "trial_id"]
 
 SWEEP_SPEC_NAME = "sweep.json"
+SWEEP_TARGETS_NAME = "targets.json"
 _RUNS, _TUNE, _CASES, _REPORT, _SHARED = "runs", "tune", "cases", "report", "shared"
 
 
@@ -39,6 +42,11 @@ class SweepLayout:
     @property
     def spec(self) -> Path:
         return self.root / SWEEP_SPEC_NAME
+
+    @property
+    def targets(self) -> Path:
+        """The experiment's targets (optional: a sweep without them gets no verdict in its report)."""
+        return self.root / SWEEP_TARGETS_NAME
 
     @property
     def runs(self) -> Path:

@@ -15,7 +15,7 @@ from lares_agent.errors import ConfigError
 from lares_agent.llm.config import LLM_BACKENDS, LLMBackend, LLMConfig
 
 if TYPE_CHECKING:
-    from lares_agent.engine import EngineConfig, ESSearchConfig
+    from lares_agent.engine import EngineConfig
 
 Setting = Literal["scratch", "init", "baseline"]
 Learner = Literal["sac", "crossq", "es"]
@@ -30,7 +30,7 @@ TaskExamples = Literal["own", "other"]  # --task-examples: GraphLimits.task_exam
 # (engine/column_map.py), repeated like SETTINGS so that this module loads without the engine's imports.
 RewardNormalisation = Literal["affine", "sigmoid", "tanh"]
 REWARD_NORMALISATIONS: tuple[RewardNormalisation, ...] = get_args(RewardNormalisation)
-# Ablations of LaRes' parts (issue 7); each switches one part off, default none (full LaRes).
+# Ablations of LaRes' parts; each switches one part off, default none (full LaRes).
 Ablation = Literal["no-relabel", "no-thompson", "no-scaling", "no-constraint", "no-reflection", "no-retrieval"]
 SETTINGS: tuple[Setting, ...] = get_args(Setting)
 LEARNERS: tuple[Learner, ...] = get_args(Learner)
@@ -40,9 +40,9 @@ PRESET_NAMES: tuple[Preset, ...] = get_args(Preset)
 ANALYSES: tuple[Analysis, ...] = get_args(Analysis)
 TASK_EXAMPLES: tuple[TaskExamples, ...] = get_args(TaskExamples)
 ABLATIONS: dict[Ablation, str] = {
-    "no-relabel": "a refilled slot's old buffer rows keep their old reward values (EngineConfig.relabel=False)",
-    "no-thompson": "uniform random choice of the acting learners (EngineConfig.thompson=False)",
-    "no-scaling": "no rescaling of a new reward to the best elite (EngineConfig.scale_to_best=False)",
+    "no-relabel": "a refilled slot's old buffer rows keep their old reward values (ReplayConfig.relabel=False)",
+    "no-thompson": "uniform random choice of the acting learners (ReplayConfig.thompson=False)",
+    "no-scaling": "no rescaling of a new reward to the best elite (ReplayConfig.scale_to_best=False)",
     "no-constraint": "no L2 pull toward the inherited parameters (anchor_weight=0)",
     "no-reflection": "no analyse/critique nodes: the graph goes straight to propose (GraphLimits.reflect=False)",
     "no-retrieval": "no past cases retrieved for the proposer (same as retrieval=False)",
@@ -50,12 +50,9 @@ ABLATIONS: dict[Ablation, str] = {
 ENGINE_ABLATIONS: tuple[Ablation, ...] = ("no-relabel", "no-thompson", "no-scaling", "no-constraint")
 _GRADIENT_NAMES = {"sac": "SAC", "crossq": "CrossQ"}
 COMPLEXITY_LAMBDA = 0.001
-"""Fitness = graded value - lambda x complexity. Measured on 21 accepted candidates of five real runs (reach-v3,
-Reacher-v5): complexity 4 to 31.5 (median 9, cap 60), differences between slots of one update 0 to 15 (median 5).
-At 0.001 the median difference costs 0.005, a tenth of one episode in 20 (0.05), the largest within an update
-0.015 and the largest between any two accepted (27.5) 0.03: complexity separates near-ties, never a one-episode
-success difference (benchmarks/complexity_lambda.py). The reference has no penalty
-(lambda 0); `EngineConfig` keeps that default."""
+"""Fitness = graded value - lambda x complexity: small enough that complexity separates near-ties only, never a
+one-episode success difference (docs/RESULTS.md, "The complexity penalty's size"). The reference has no penalty
+(lambda 0); the engine's config keeps that default."""
 __all__ = [
     "ABLATIONS",
     "ANALYSES",
@@ -95,9 +92,9 @@ class SearchConfig:
     """Everything needed to start (and later resume) a run; saved verbatim as `config.json`.
 
     Valid exactly when the engine and LLM configs it maps onto are (`__post_init__` builds both): what
-    `config.json` says is what runs. A field's `lares run` flag is its name with dashes (`--reward-period`),
-    except `llm_backend` (`--llm`), `llm_model` (`--model`), `rewards_file` (`--rewards`) and `retrieval`
-    (`--no-retrieval`); the engine's names are in `engine_config`. `hidden`, `batch_size`, `utd` and
+    `config.json` says is what runs. A field's `lares run` option is its name with dashes (`--reward-period`,
+    `--retrieval/--no-retrieval`; tests/test_cli_options.py), but for `baseline_reward` (`lares baseline
+    --reward`); the engine's names are in `engine_config`. `hidden`, `batch_size`, `utd` and
     `init_alpha` apply to whichever gradient learner runs (`hidden`: SAC's actor and critics, CrossQ's actor);
     `critic_hidden` sets CrossQ's critics (None: CrossQ's default, 2x256) and `critic_layer_norm` SAC's; `lr` the
     learner's Adam rate (None: the learner's default).
@@ -129,7 +126,7 @@ class SearchConfig:
     complexity_lambda: float = COMPLEXITY_LAMBDA
     ts_window: int = 50
     es_population: int = 16  # ES perturbations per generation (--learner es)
-    selection: Selection = "truncation"  # "tournament": ES only (issue 5); "pareto": any learner (issue 13)
+    selection: Selection = "truncation"  # "tournament": ES only; "pareto": any learner
     tournament_size: int = 2
     torch_threads: int = 1  # 0: torch's default; 1 is as fast for these small networks and never oversubscribes
     seed: int = 0
@@ -146,23 +143,23 @@ class SearchConfig:
     preset: Preset = "demo"
     ablations: tuple[Ablation, ...] = ()  # names from ABLATIONS; () is full LaRes
     # What the baseline learner trains on: the task's own reward, or its success indicator alone (the sparse
-    # baseline of `lares sweep --methods sparse`, issue 14).
+    # baseline of `lares sweep --methods sparse`).
     baseline_reward: BaselineReward = "human"
     sync_llm: bool = False  # True: the learners wait for each reward round's LLM calls, as the reference (ES always)
-    candidates_per_slot: float = 2.0  # LLM candidates asked per free slot; the pre-screen keeps the best (issue 13)
-    numeric_children: int = 2  # numeric children of the elites per propose pass (constants perturbed, issue 13)
-    analysis: Analysis = "facts"  # GraphLimits.analysis: "facts" calls no LLM in analyse/critique (issue 13)
+    candidates_per_slot: float = 2.0  # LLM candidates asked per free slot; the pre-screen keeps the best
+    numeric_children: int = 2  # numeric children of the elites per propose pass (constants perturbed)
+    analysis: Analysis = "facts"  # GraphLimits.analysis: "facts" calls no LLM in analyse/critique
     task_examples: TaskExamples = "own"  # GraphLimits.task_examples: "other" hides the answers for the run's task
     personas: tuple[str, ...] = ()  # the critic ensemble (--personas a,b); () : `persona` critiques alone
-    reward_normalisation: RewardNormalisation = "affine"  # EngineConfig.reward_normalisation (SAC/CrossQ only)
-    learners_per_reward: int = 1  # EngineConfig.learners_per_reward (SAC/CrossQ only; issue 17)
+    reward_normalisation: RewardNormalisation = "affine"  # ReplayConfig.reward_normalisation (SAC/CrossQ only)
+    learners_per_reward: int = 1  # ReplayConfig.learners_per_reward (SAC/CrossQ only)
 
     def __post_init__(self) -> None:
         problems = [
             *_choice("--setting", self.setting, SETTINGS),
             *_choice("--learner", self.learner, LEARNERS),
             *_choice("--backend", self.backend, BACKENDS),
-            *_choice("--llm", self.llm_backend, LLM_BACKENDS),
+            *_choice("--llm-backend", self.llm_backend, LLM_BACKENDS),
             *_choice("--selection", self.selection, SELECTIONS),
             *_choice("--preset", self.preset, PRESET_NAMES),
             *_choice("--reward", self.baseline_reward, BASELINE_REWARDS),
@@ -215,13 +212,13 @@ class SearchConfig:
         if self.critic_layer_norm and self.learner != "sac":
             problems.append("--critic-layer-norm applies to SAC's critics (--learner sac)")
         if self.reward_normalisation != "affine" and self.learner == "es":
-            # ES has no buffer whose statistics could fix a squash per column (es_engine.py swaps rewards only)
+            # ES has no buffer whose statistics could fix a squash per column (populations/es.py swaps rewards only)
             problems.append(f"--reward-normalisation {self.reward_normalisation} applies to the replay-buffer "
                             "engine (--learner sac or crossq)")
         if not 1 <= self.learners_per_reward <= 16:
             problems.append(f"--learners-per-reward must be between 1 and 16, not {self.learners_per_reward}")
         elif self.learners_per_reward > 1 and self.learner == "es":
-            # each ES slot is one ES learner with its own perturbation population (es_engine.py)
+            # each ES slot is one ES learner with its own perturbation population (populations/es.py)
             problems.append("--learners-per-reward applies to the replay-buffer engine (--learner sac or crossq)")
         if self.obs_norm and self.learner == "es":
             problems.append("--obs-norm applies to --learner sac or crossq (ES keeps its own observation statistics)")
@@ -261,60 +258,58 @@ class SearchConfig:
         atomic_write_text(path, json.dumps(marked(self.to_json()), indent=2))
 
 
-def engine_config(cfg: SearchConfig) -> EngineConfig | ESSearchConfig:
-    """The engine's view of a search config (`--learner sac|crossq`: `EngineConfig`, `es`: `ESSearchConfig`).
+def engine_config(cfg: SearchConfig) -> EngineConfig:
+    """The engine's view of a search config: the loop's settings and, in ``learners``, what learns (a
+    ``ReplayConfig`` for SAC/CrossQ, an ``ESPopulationConfig`` for ES).
 
-    The one place a search setting changes its name (search / CLI name -> engine name):
-    `population` -> `population_size`, `budget` -> `total_steps`, `eval_episodes` -> `eval_episodes` and
-    `update_eval_episodes`; SAC: `hidden`, `batch_size`, `utd`, `init_alpha`, `obs_norm`, `critic_layer_norm` ->
-    `sac.hidden`, `sac.batch_size`, `sac.utd_ratio`, `sac.init_log_alpha` (its log), `sac.obs_norm`,
+    The one place a search setting changes its name (search / CLI name -> engine name): `budget` ->
+    `total_steps`, `eval_episodes` -> `eval_episodes` and `update_eval_episodes`, `sync_llm` -> not
+    `propose_in_background` (ES always waits), `selection`, `tournament_size` -> `selection.method`,
+    `selection.tournament_size`; SAC: `hidden`, `batch_size`, `utd`, `init_alpha`, `obs_norm`, `critic_layer_norm`
+    -> `sac.hidden`, `sac.batch_size`, `sac.utd_ratio`, `sac.init_log_alpha` (its log), `sac.obs_norm`,
     `sac.critic_layer_norm`; CrossQ: `hidden` -> `crossq.actor_hidden`, `critic_hidden` -> `crossq.critic_hidden`
-    (None: CrossQ's default), `batch_size`, `utd`, `init_alpha`, `obs_norm` -> `crossq.batch_size`,
-    `crossq.utd_ratio`, `crossq.init_log_alpha`, `crossq.obs_norm`; `lr` -> `sac.lr` or `crossq.lr`; both: the
-    ablations -> `relabel`, `thompson`, `scale_to_best`, `anchor_weight` 0; `selection` -> `selection.method`
-    (truncation or pareto); ES: `reward_period` ->
-    `reward_every_steps`, `es_population` -> `es.population_size`, `selection`, `tournament_size` ->
-    `selection.method`, `selection.tournament_size`; SAC/CrossQ: `sync_llm` -> not `propose_in_background`,
-    `reward_normalisation` -> `reward_normalisation`, `learners_per_reward` -> `learners_per_reward`.
+    (None: CrossQ's default), and the same for the others; `lr` -> `sac.lr` or `crossq.lr`; the ablations ->
+    `relabel`, `thompson`, `scale_to_best`, `anchor_weight` 0; ES: `es_population` -> `es.population_size`.
     """
-    from lares_agent.engine import EngineConfig, ESSearchConfig
-
-    shared: dict[str, Any] = dict(
-        setting=cfg.setting, population_size=cfg.population, elites=cfg.elites, total_steps=cfg.budget,
-        eval_episodes=cfg.eval_episodes, update_eval_episodes=cfg.eval_episodes,
-        complexity_lambda=cfg.complexity_lambda, horizon=cfg.horizon, seed=cfg.seed,
+    from lares_agent.engine import (
+        CrossQConfig,
+        EngineConfig,
+        ESConfig,
+        ESPopulationConfig,
+        ReplayConfig,
+        SACConfig,
+        SelectionConfig,
     )
+
+    learners: ReplayConfig | ESPopulationConfig
     if cfg.learner == "es":
-        from lares_agent.engine import ESConfig, SelectionConfig
-
-        return ESSearchConfig(
-            **shared, reward_every_generations=0, reward_every_steps=cfg.reward_period, eval_every_generations=5,
-            es=ESConfig(population_size=cfg.es_population), backend=cfg.backend, ray_address=cfg.ray_address,
-            selection=SelectionConfig(method=cfg.selection, tournament_size=cfg.tournament_size),
-            checkpoint_every_generations=5,
-        )
-    from lares_agent.engine import CrossQConfig, SACConfig, SelectionConfig
-
-    shared["propose_in_background"] = not cfg.sync_llm  # ES always waits for the proposal (es_engine.py)
-    common: dict[str, Any] = dict(batch_size=cfg.batch_size, utd_ratio=cfg.utd, obs_norm=cfg.obs_norm,
-                                  init_log_alpha=math.log(cfg.init_alpha))
-    if cfg.lr is not None:
-        common["lr"] = cfg.lr
-    if cfg.learner == "crossq":
-        critic = CrossQConfig.critic_hidden if cfg.critic_hidden is None else cfg.critic_hidden  # the default
-        chosen: dict[str, Any] = {"crossq": CrossQConfig(actor_hidden=cfg.hidden, critic_hidden=critic, **common)}
+        learners = ESPopulationConfig(es=ESConfig(population_size=cfg.es_population), backend=cfg.backend,
+                                      ray_address=cfg.ray_address)
     else:
-        chosen = {"sac": SACConfig(hidden=cfg.hidden, critic_layer_norm=cfg.critic_layer_norm, **common)}
+        common: dict[str, Any] = dict(batch_size=cfg.batch_size, utd_ratio=cfg.utd, obs_norm=cfg.obs_norm,
+                                      init_log_alpha=math.log(cfg.init_alpha))
+        if cfg.lr is not None:
+            common["lr"] = cfg.lr
+        if cfg.learner == "crossq":
+            critic = CrossQConfig.critic_hidden if cfg.critic_hidden is None else cfg.critic_hidden  # the default
+            chosen: dict[str, Any] = {"crossq": CrossQConfig(actor_hidden=cfg.hidden, critic_hidden=critic, **common)}
+        else:
+            chosen = {"sac": SACConfig(hidden=cfg.hidden, critic_layer_norm=cfg.critic_layer_norm, **common)}
+        learners = ReplayConfig(
+            learner=cfg.learner, **chosen, learners_per_reward=cfg.learners_per_reward,
+            warmup_steps=cfg.warmup_steps, ts_window=cfg.ts_window,
+            buffer_capacity=max(cfg.budget + cfg.warmup_steps + 1_000, 10_000) if cfg.budget < 1_000_000 else 1_000_000,
+            anchor_weight=0.0 if "no-constraint" in cfg.ablations else cfg.anchor_weight,
+            scale_to_best="no-scaling" not in cfg.ablations, relabel="no-relabel" not in cfg.ablations,
+            thompson="no-thompson" not in cfg.ablations, reward_normalisation=cfg.reward_normalisation,
+        )
     return EngineConfig(
-        **shared, warmup_steps=cfg.warmup_steps, reward_period=cfg.reward_period, eval_every=cfg.eval_every,
-        ts_window=cfg.ts_window, checkpoint_every=cfg.checkpoint_every,
-        anchor_weight=0.0 if "no-constraint" in cfg.ablations else cfg.anchor_weight,
-        scale_to_best="no-scaling" not in cfg.ablations,
-        relabel="no-relabel" not in cfg.ablations,
-        thompson="no-thompson" not in cfg.ablations,
-        buffer_capacity=max(cfg.budget + cfg.warmup_steps + 1_000, 10_000) if cfg.budget < 1_000_000 else 1_000_000,
-        learner=cfg.learner, selection=SelectionConfig(method=cfg.selection), **chosen,
-        reward_normalisation=cfg.reward_normalisation, learners_per_reward=cfg.learners_per_reward,
+        setting=cfg.setting, population=cfg.population, elites=cfg.elites, total_steps=cfg.budget,
+        reward_period=cfg.reward_period, eval_every=cfg.eval_every, eval_episodes=cfg.eval_episodes,
+        update_eval_episodes=cfg.eval_episodes, checkpoint_every=cfg.checkpoint_every,
+        complexity_lambda=cfg.complexity_lambda, horizon=cfg.horizon, seed=cfg.seed,
+        selection=SelectionConfig(method=cfg.selection, tournament_size=cfg.tournament_size),
+        propose_in_background=cfg.learner != "es" and not cfg.sync_llm, learners=learners,
     )
 
 

@@ -40,7 +40,7 @@ class RunOutcome:
     llm: LLMHealth | None = None  # None: the run asks no LLM (baseline)
     already_finished: bool = False  # `lares resume` of a finished run: nothing was run or written
     llm_wait_s: float = 0.0
-    """Wall seconds the learners waited for the LLM's reward rounds in this session (issue 13 item 8)."""
+    """Wall seconds the learners waited for the LLM's reward rounds in this session."""
     llm_s: float = 0.0
     """Wall seconds the reward rounds' proposals ran in this session (in the background they overlap training)."""
     initial_llm_s: float = 0.0

@@ -1,25 +1,34 @@
 """The presets of `lares run --preset`: `demo` (what a bare `lares run` trains, on a laptop) and `paper` (the
-reference's setup), and `preset_config`, the one way a preset and the flags become a `SearchConfig`."""
+reference's setup), and `preset_config`, the one way a preset and the options become a `SearchConfig`. An
+option's name is its field's (`--reward-period` is `reward_period`, in `lares run` and `lares sweep --set`);
+`parse_field` reads an option's text as its field's type."""
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import re
-from typing import Any
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from lares_agent.errors import ConfigError
 from lares_agent.search.config import Learner, Preset, SearchConfig
 
-__all__ = ["DEMO_LEARNER", "DEMO_LEARNER_VALUES", "PAPER_TS_WINDOWS", "PAPER_TS_WINDOW_DEFAULT", "PRESETS",
-           "paper_ts_window", "preset_config"]
+__all__ = ["DEMO_LEARNER", "DEMO_LEARNER_VALUES", "FIELDS", "PAPER_TS_WINDOWS", "PAPER_TS_WINDOW_DEFAULT", "PRESETS",
+           "is_tuple_field", "paper_ts_window", "parse_field", "preset_config"]
+
+FIELDS: frozenset[str] = frozenset(f.name for f in dataclasses.fields(SearchConfig))
+"""The names an override may have: `SearchConfig`'s fields (`lares run`'s options without their dashes)."""
 
 DEMO_LEARNER: Learner = "crossq"
-"""The learner of the `demo` preset (what a bare `lares run` trains): CrossQ, which won the learner benchmark on the
-demo task (reach-v3 at 15k env steps, 3 seeds: 0.77 against SAC's 0.13; docs/RESULTS.md, "The learner")."""
+"""The learner of the `demo` preset (what a bare `lares run` trains); chosen by the learner benchmark on the demo
+task (docs/RESULTS.md, "SAC vs CrossQ on the task's own reward")."""
 DEMO_LEARNER_VALUES: dict[str, dict[str, Any]] = {}
-"""Per-learner values of the demo preset over `SearchConfig`'s defaults (batch 128, initial temperature 0.1). Empty:
-two default runs (docs/RESULTS.md) favoured CrossQ with these (best learner 100%, 15.7 min) over the learner
-benchmark's batch 256 and temperature 1.0 (0%, 24.8 min): LLM rewards are scaled far below the task's own reward,
-and a temperature of 1.0 then drowns them."""
+"""Per-learner values of the demo preset over `SearchConfig`'s defaults. Empty: the defaults (batch 128, initial
+temperature 0.1) did better in the default run than the learner benchmark's values (docs/RESULTS.md, "SAC vs
+CrossQ on the task's own reward", the default `lares run`)."""
 
 # The embedded default finishes in under 10 minutes on 2 cores (see README); `paper` is the reference's setup
 # (docs/lares-reference.md §9-10: K=5, E=3, 1e6 steps, reward period 2e5, 10k warm-up, 3x256 networks, batch 128,
@@ -65,9 +74,18 @@ def paper_ts_window(task: str) -> int:
     return PAPER_TS_WINDOWS.get(base, PAPER_TS_WINDOW_DEFAULT)
 
 
-def preset_config(preset: str, **overrides: Any) -> SearchConfig:
-    """A preset's values, then every override that is not None."""
-    given = {k: v for k, v in overrides.items() if v is not None}
+def preset_config(preset: str, overrides: Mapping[str, object] | None = None, /) -> SearchConfig:
+    """A preset's values, then every override that is not None. An override's key is a `SearchConfig` field
+    (`FIELDS`); the preset is the first argument, not a key."""
+    overrides = overrides or {}
+    for key in overrides:
+        if key == "preset":
+            raise ConfigError("the preset is preset_config's first argument, not an override")
+        if key not in FIELDS:
+            close = difflib.get_close_matches(key, sorted(FIELDS), n=1)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            raise ConfigError(f"unknown SearchConfig field {key!r}{hint} (the fields are in search/config.py)")
+    given: dict[str, Any] = {k: v for k, v in overrides.items() if v is not None}
     for name, values in PRESETS.items():
         if name == preset:
             chosen = dict(values)
@@ -77,3 +95,54 @@ def preset_config(preset: str, **overrides: Any) -> SearchConfig:
                 chosen.update(DEMO_LEARNER_VALUES.get(str(given.get("learner", chosen["learner"])), {}))
             return SearchConfig(preset=name, **{**chosen, **given})
     raise ConfigError(f"unknown preset {preset!r}; choose one of: {', '.join(PRESETS)}")
+
+
+def parse_field(name: str, text: str, flag: str) -> object:
+    """`text` as a value of the field `name`'s type, for an option given as text (`lares run --hidden 256x256`,
+    `lares sweep --set hidden=256x256`): ints, floats, booleans, `none` for an optional field, widths as
+    `256x256` or `256,256`, names as `a,b`. `flag` names the option in the error. The config's own checks
+    (ranges, choices) come after."""
+    hint = _hints()[name]
+    kinds = _members(hint)
+    if type(None) in kinds and text.lower() in ("none", "null", ""):
+        return None
+    for kind in kinds:
+        origin = typing.get_origin(kind)
+        try:
+            if kind is bool:
+                lowered = text.lower()
+                if lowered in ("true", "yes", "1", "on"):
+                    return True
+                if lowered in ("false", "no", "0", "off"):
+                    return False
+                raise ValueError(text)
+            if kind is int:
+                return int(text.replace("_", ""))
+            if kind is float:
+                return float(text)
+            if origin is tuple:
+                item = typing.get_args(kind)[0]
+                if item is int:
+                    return tuple(int(p) for p in text.replace("x", ",").split(",") if p)
+                return tuple(p.strip() for p in text.split(",") if p.strip())
+            if kind is str or origin is Literal:
+                return text
+        except ValueError:
+            continue
+    raise ConfigError(f"{flag}: not a valid value of type {hint}")
+
+
+def is_tuple_field(name: str) -> bool:
+    """Whether the field `name` holds a tuple (`hidden`, `ablations`...): JSON gives it as a list."""
+    return any(typing.get_origin(h) is tuple for h in _members(_hints().get(name)))
+
+
+def _hints() -> dict[str, Any]:
+    return typing.get_type_hints(SearchConfig)
+
+
+def _members(hint: Any) -> tuple[Any, ...]:
+    """The alternatives of `X | None` (or the hint itself)."""
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        return typing.get_args(hint)
+    return (hint,)

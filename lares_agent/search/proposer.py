@@ -5,7 +5,7 @@ the graph goes straight to `propose`); `__call__(ctx)` is what `LaResEngine` cal
 Each round is one LangGraph thread (`round-<n>`) in `trace.sqlite`, so a run killed mid-round resumes
 inside that round without asking the LLM again for what it already accepted.
 
-`__call__` may run on the engine's proposal worker thread while the learners train (`engine/loop/background.py`):
+`__call__` may run on the engine's proposal worker thread while the learners train (`engine/loop/proposals.py`):
 it reads only its `UpdateContext` (copies taken at the round's start) and writes only its own files and stores
 (candidates, trace, cases: whole-line appends and SQLite connections opened for use from any thread); the
 engine's thread writes events meanwhile, each a single whole-line append.
@@ -29,7 +29,7 @@ from lares_agent.rewards import CompiledReward, compile_record, record_key
 from lares_agent.runs import CandidateRow, RunLog, Verdict
 from lares_agent.tools.trajectory import Rollout
 
-# Below this share of distinct reward structures among the elites, the proposer is told to explore (issue 5).
+# Below this share of distinct reward structures among the elites, the proposer is told to explore.
 EXPLORE_BELOW = 0.5
 
 

@@ -1,4 +1,4 @@
-"""What a resume checks and mends before anything runs (issue 16, defects 3, 4, 6, 7).
+"""What a resume checks and mends before anything runs.
 
 In order: the leftovers of a killed checkpoint write are removed; `trace.sqlite` is opened read-only and
 checked, a damaged one is set aside (the graph history of finished rounds is lost; an interrupted round re-runs

@@ -12,17 +12,19 @@ import json
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from lares_agent.engine import (
-    ESEngine,
     LaResEngine,
     RewardFunction,
+    StepInfo,
     TaskSpec,
     get_task,
+    make_engine,
     random_feature_sample,
+    restore_engine,
 )
 from lares_agent.errors import ConfigError, LaresError
 from lares_agent.runs import (
@@ -41,6 +43,14 @@ from lares_agent.search.outcome import NotifyFn, ProgressFn, RunOutcome, RunStat
 from lares_agent.search.resume_checks import ResumePlan, prepare_resume
 from lares_agent.search.signals import StopRequest, graceful_signals
 from lares_agent.search.start_checks import check_case_store, check_llm
+
+if TYPE_CHECKING:  # imported at run time only where used, so that `lares baseline` never loads the LLM stack
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from lares_agent.llm import LLMClient
+    from lares_agent.llm.breaker import BreakerTrip
+    from lares_agent.memory.cases import CaseStore
+    from lares_agent.search.proposer import GraphProposer
 
 
 def uses_retrieval(cfg: SearchConfig) -> bool:
@@ -67,15 +77,15 @@ class Search:
         self.initial_llm_s = 0.0
         self.task = get_task(cfg.task)
         if cfg.torch_threads > 0:
-            # Measured here: a [3,128,128] bmm takes 0.14 ms on 1 thread but 7 ms on 2 threads as soon as another
-            # process holds a core (OpenMP threads wait on each other), and 2 threads gain little at these sizes.
+            # OpenMP threads wait on each other once another process holds a core (docs/RESULTS.md, "Two process
+            # settings: torch threads and freed memory").
             import torch
 
             torch.set_num_threads(cfg.torch_threads)
-        self.proposer: Any = None
-        self._trace: Any = None
-        self._cases: Any = None
-        self.llm: Any = None
+        self.proposer: GraphProposer | None = None
+        self._trace: SqliteSaver | None = None
+        self._cases: CaseStore | None = None
+        self.llm: LLMClient | None = None
         if cfg.setting != "baseline":
             self._build_graph()
 
@@ -91,13 +101,19 @@ class Search:
         cfg = self.cfg
         llm_cfg = llm_config(cfg)
         replay = Path(cfg.replay_from) if cfg.replay_from else None  # check_llm already refused a missing one
-        self.llm = make_client(llm_cfg, self.run.root, replay_from=replay)
+        self.llm = llm = make_client(llm_cfg, self.run.root, replay_from=replay)
         if cfg.max_minutes:  # `--max-minutes` bounds the time spent waiting for the LLM too
-            self.llm.deadline = self.started + 60 * cfg.max_minutes
-        self.llm.on_trip = lambda trip, message: self.log.event(
-            "llm_breaker", round=trip.round, kind=trip.kind, failures=trip.count, for_run=trip.for_run, reason=message)
-        self.llm.on_format_step = lambda endpoint, refused, step, error: self.log.event(
-            "llm_format_step", endpoint=str(endpoint), refused=refused, next=step, error=error)
+            llm.deadline = self.started + 60 * cfg.max_minutes
+        log = self.log
+
+        def on_trip(trip: BreakerTrip, message: str) -> None:
+            log.event("llm_breaker", round=trip.round, kind=trip.kind, failures=trip.count, for_run=trip.for_run,
+                      reason=message)
+
+        def on_format_step(endpoint: object, refused: str, step: str, error: str) -> None:
+            log.event("llm_format_step", endpoint=str(endpoint), refused=refused, next=step, error=error)
+
+        llm.on_trip, llm.on_format_step = on_trip, on_format_step
         self._cases = CaseStore() if uses_retrieval(cfg) else None
         context = RunContext(
             llm=self.llm,
@@ -114,26 +130,23 @@ class Search:
         self.proposer = GraphProposer(build_graph(self._trace), context, self.log, self.task.name)
 
     # ------------------------------------------------------------------ engine
-    def _engine_class(self) -> tuple[Any, Any]:
-        if self.cfg.learner == "es":
-            return ESEngine, engine_config(self.cfg)
-        return LaResEngine, engine_config(self.cfg)  # SAC or CrossQ; SearchConfig refused what they do not take
-
-    def new_engine(self) -> Any:
-        engine_cls, ecfg = self._engine_class()
+    def new_engine(self) -> LaResEngine:
+        ecfg = engine_config(self.cfg)
         initial: list[RewardFunction] = []
         if self.cfg.setting != "baseline":
             n = ecfg.num_slots - (1 if self.cfg.setting == "init" else 0)
             given = load_rewards_file(Path(self.cfg.rewards_file), self.task) if self.cfg.rewards_file else []
             sample = random_feature_sample(self.task, max(self.cfg.warmup_steps, 500), self.cfg.seed, self.cfg.horizon)
             began = time.monotonic()
+            if self.proposer is None:
+                raise LaresError("a reward search needs its proposer (the graph was not built)")
             initial = self.proposer.initial(n, sample, given)
             self.initial_llm_s = time.monotonic() - began
         elif self.cfg.baseline_reward == "success":
             initial = [success_reward(self.task)]
-        return engine_cls(self.task, ecfg, initial, self.proposer, self.run.root)
+        return make_engine(self.task, ecfg, initial, self.proposer, self.run.root)
 
-    def restored_engine(self, checkpoint: Path) -> Any:
+    def restored_engine(self, checkpoint: Path) -> LaResEngine:
         from lares_agent.rewards import allowed_features, load_reward
 
         names = allowed_features(self.task)
@@ -141,18 +154,16 @@ class Search:
         def load(data: Mapping[str, Any]) -> RewardFunction:
             return load_reward(data, names)
 
-        if self.cfg.learner == "es":
-            return ESEngine.restore(checkpoint, self.task, load, self.proposer, self.run.root)
-        # config.json names the learner; a checkpoint of the other kind is refused in one line
-        return LaResEngine.restore(checkpoint, self.task, load, self.proposer, self.run.root, learner=self.cfg.learner)
+        # config.json names the learner; a checkpoint of another kind is refused in one line
+        return restore_engine(checkpoint, self.task, load, self.proposer, self.run.root, learner=self.cfg.learner)
 
-    def drive(self, engine: Any, progress: ProgressFn | None = None) -> RunOutcome:
+    def drive(self, engine: LaResEngine, progress: ProgressFn | None = None) -> RunOutcome:
         """Run the engine to its budget (or `--max-minutes`), checkpoint, and say how it ended."""
         start = self.started
         deadline = start + 60 * self.cfg.max_minutes if self.cfg.max_minutes else None
         best = [recorded_outcome(self.log).best_success]  # a resumed run's earlier evaluations count too
 
-        def on_iteration(info: Any) -> None:
+        def on_iteration(info: StepInfo) -> None:
             best[0] = max(best[0], _best_success(engine))
             if progress is not None:
                 progress(
@@ -165,7 +176,7 @@ class Search:
 
         def stop() -> bool:
             stopping = self.stop() or (deadline is not None and time.monotonic() > deadline)
-            if stopping and not said[0] and getattr(engine, "update_in_flight", False) and self.notify is not None:
+            if stopping and not said[0] and engine.update_in_flight and self.notify is not None:
                 said[0] = True
                 self.notify("waiting for the reward round in flight to finish and install its candidates; "
                             "send the signal again to stop at once (a resume reruns that round from the trace)")
@@ -186,9 +197,8 @@ class Search:
         extra = {"stopped_by": self.stop.name} if self.stop() else {}
         if health is not None and health.only_fallbacks:
             extra["only_fallbacks"] = health.sentence()
-        wait = dict(getattr(engine, "llm_wait", {}) or {})
-        waited, llm_s = float(wait.get("waited_s", 0.0)), float(wait.get("llm_s", 0.0))
-        timing = {k: float(v) for k, v in (getattr(engine, "timing", None) or {}).items()}  # ES: none yet
+        waited, llm_s = engine.llm_wait["waited_s"], engine.llm_wait["llm_s"]
+        timing = engine.timing
         self.log.event("run_end", env_steps=steps, finished=finished, wall_s=wall, session_wall_s=session,
                        best_success=best[0], llm=usage, llm_wait_s=waited, llm_s=llm_s, **timing,
                        initial_llm_s=self.initial_llm_s, llm_wait_share=waited / session if session > 0 else 0.0,
@@ -204,16 +214,16 @@ class Search:
             self._cases.close()
 
 
-def _best_success(engine: Any) -> float:
+def _best_success(engine: LaResEngine) -> float:
     """Success rate of the best policy at the newest evaluation (0 before the first)."""
-    last = getattr(engine, "last_metrics", None) or {}
+    last = engine.last_metrics or {}
     value = last.get("success_max")
     return float(value) if value is not None else 0.0
 
 
-def _ranked_success(engine: Any) -> float | None:
+def _ranked_success(engine: LaResEngine) -> float | None:
     """Success rate of the slot the run ranks first (its best slot) at the newest evaluation."""
-    last = getattr(engine, "last_metrics", None) or {}
+    last = engine.last_metrics or {}
     value = last.get("success_best_slot")
     return float(value) if value is not None else None
 
@@ -228,7 +238,7 @@ def success_reward(task: TaskSpec) -> RewardFunction:
 
 
 def load_rewards_file(path: Path, task: TaskSpec) -> list[RewardFunction]:
-    """Candidates given by the user (`--rewards FILE`): a JSON list of `{"components": ..., "rationale": ...}`
+    """Candidates given by the user (`--rewards-file FILE`): a JSON list of `{"components": ..., "rationale": ...}`
     (or of bare expression strings); each goes through the one validator, on the sample `lares reward check`
     uses by default (synthetic states, seed 0), so that command says why one is refused; a bad one stops the run."""
     from lares_agent.rewards import synthetic_sample, validate
@@ -236,25 +246,25 @@ def load_rewards_file(path: Path, task: TaskSpec) -> list[RewardFunction]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise LaresError(f"--rewards file {path} does not exist") from None
+        raise LaresError(f"--rewards-file {path} does not exist") from None
     except json.JSONDecodeError as exc:
-        raise LaresError(f"--rewards file {path} is not valid JSON: {exc}") from None
+        raise LaresError(f"--rewards-file {path} is not valid JSON: {exc}") from None
     except RecursionError:
-        raise LaresError(f"--rewards file {path} is nested too deeply to be a list of candidates") from None
+        raise LaresError(f"--rewards-file {path} is nested too deeply to be a list of candidates") from None
     except UnicodeDecodeError as exc:
-        raise LaresError(f"--rewards file {path} is not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+        raise LaresError(f"--rewards-file {path} is not UTF-8 text (byte {exc.start}: {exc.reason})") from None
     except OSError as exc:
-        raise run_file_error("read the --rewards file", path, exc) from None
+        raise run_file_error("read the --rewards-file", path, exc) from None
     if isinstance(data, dict):
         data = data.get("candidates", [data])
     if not isinstance(data, list) or not data:
-        raise LaresError(f"--rewards file {path} must hold a JSON list of candidates")
+        raise LaresError(f"--rewards-file {path} must hold a JSON list of candidates")
     sample = synthetic_sample(task.features, 4096, np.random.default_rng(0))
     out: list[RewardFunction] = []
     for i, item in enumerate(data):
         verdict = validate(item, task, sample, id=f"given-{i}")
         if verdict.reward is None:
-            raise LaresError(f"--rewards candidate {i} rejected: {verdict.reason}")
+            raise LaresError(f"--rewards-file candidate {i} rejected: {verdict.reason}")
         out.append(verdict.reward)
     return out
 

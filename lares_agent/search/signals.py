@@ -1,7 +1,7 @@
 """Graceful SIGTERM / SIGINT: the first one asks the run to stop after the current step, a second one stops it.
 
-Before, both ended the run at once with no message, no final checkpoint and no end-of-run event (issue 16,
-defect 5). Now the first signal only sets a flag that the engine's `should_stop` reads between iterations; the
+Before, both ended the run at once with no message, no final checkpoint and no end-of-run event. Now the
+first signal only sets a flag that the engine's `should_stop` reads between iterations; the
 search then writes a checkpoint and a `run_end` event and the CLI prints how to resume. Every write is atomic
 or a whole line, so the second signal can end the process at once (the default action, re-raised).
 """

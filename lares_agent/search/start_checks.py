@@ -38,7 +38,7 @@ def check_llm(cfg: SearchConfig) -> None:
     """
     if cfg.llm_backend == "replay":
         if not cfg.replay_from:
-            raise LaresError("--llm replay needs --replay-from RUN (the run whose llm_calls.jsonl to replay)")
+            raise LaresError("--llm-backend replay needs --replay-from RUN (the run whose llm_calls.jsonl to replay)")
         from lares_agent.llm.replay import load_record
 
         load_record(Path(cfg.replay_from))

@@ -2,7 +2,7 @@
 trial's `SearchConfig`. Pure and checked up front: every trial's config is built and checked (`check_start`)
 before a sweep folder or a Ray cluster exists (options are checked before a run folder is made).
 
-Methods (issue 14): ``lares`` is the reward search with the options given; ``human`` is the learner alone on the
+Methods: ``lares`` is the reward search with the options given; ``human`` is the learner alone on the
 task's own reward (`setting="baseline"`, engine/loop/slots.py); ``sparse`` is the same learner on the task's
 success indicator alone (`baseline_reward="success"`). Each ablation name (``no-relabel``, ``no-thompson``,
 ``no-scaling``, ``no-constraint``, ``no-reflection``, ``no-retrieval``: search/config.py ABLATIONS) is the reward
@@ -15,8 +15,6 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
-import types
-import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +24,7 @@ from lares_agent.errors import ConfigError
 from lares_agent.runs import atomic_write_text
 from lares_agent.runs.sweep_layout import trial_id
 from lares_agent.search.config import ABLATIONS, SearchConfig
-from lares_agent.search.presets import preset_config
+from lares_agent.search.presets import FIELDS, is_tuple_field, parse_field, preset_config
 
 __all__ = ["METHODS", "Method", "SweepSpec", "Trial", "parse_sets"]
 
@@ -90,8 +88,8 @@ class SweepSpec:
 
     def config(self, trial: Trial) -> SearchConfig:
         """The trial's run config: the preset, the shared options, then what the method fixes."""
-        return preset_config(self.preset, **{**self.options, **_METHOD_VALUES[trial.method]},
-                             task=trial.task, seed=trial.seed)
+        return preset_config(self.preset, {**self.options, **_METHOD_VALUES[trial.method],
+                                           "task": trial.task, "seed": trial.seed})
 
     def check(self) -> dict[str, SearchConfig]:
         """Every trial's config, each checked as `lares run` checks its own (task, persona, rewards file, LLM);
@@ -116,8 +114,7 @@ class SweepSpec:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> SweepSpec:
-        hints = _hints()
-        options = {k: tuple(v) if isinstance(v, list) and _is_tuple(hints.get(k)) else v
+        options = {k: tuple(v) if isinstance(v, list) and is_tuple_field(k) else v
                    for k, v in dict(data.get("options") or {}).items()}
         return cls(tasks=tuple(data["tasks"]), seeds=tuple(int(s) for s in data["seeds"]),
                    methods=tuple(data["methods"]), options=options, preset=str(data.get("preset", "demo")),
@@ -139,7 +136,6 @@ def parse_sets(pairs: Sequence[str], base: Path | None = None) -> dict[str, Any]
     """`--set key=value` pairs as SearchConfig values: the key is a field name (dashes allowed), the value is
     read by the field's type (`hidden=256x256`, `ablations=no-relabel,no-thompson`, `lr=none`). Paths are made
     absolute against `base` (the folder `lares sweep` runs in): trials run in other processes."""
-    hints = _hints()
     out: dict[str, Any] = {}
     for pair in pairs:
         key, sep, text = pair.partition("=")
@@ -148,58 +144,13 @@ def parse_sets(pairs: Sequence[str], base: Path | None = None) -> dict[str, Any]
             raise ConfigError(f"--set {pair!r}: write KEY=VALUE, e.g. --set budget=20000")
         if key in _GRID_KEYS:
             raise ConfigError(f"--set {key}: give it with {_GRID_KEYS[key]}")
-        if key not in hints:
-            close = difflib.get_close_matches(key, list(hints), n=3)
+        if key not in FIELDS:
+            close = difflib.get_close_matches(key, sorted(FIELDS), n=3)
             hint = f"; did you mean {', '.join(close)}?" if close else ""
             raise ConfigError(f"--set {key}: not a run option{hint} (the fields of SearchConfig, search/config.py)")
-        value = _coerce(key, hints[key], text.strip())
+        value = parse_field(key, text.strip(), f"--set {key}={text.strip()}")
         if key in _PATH_KEYS and value is not None:
-            value = str((base or Path.cwd()).joinpath(value).resolve())
+            value = str((base or Path.cwd()).joinpath(str(value)).resolve())
         out[key] = value
     return out
 
-
-def _hints() -> dict[str, Any]:
-    return typing.get_type_hints(SearchConfig)
-
-
-def _is_tuple(hint: Any) -> bool:
-    return any(typing.get_origin(h) is tuple for h in _members(hint))
-
-
-def _members(hint: Any) -> tuple[Any, ...]:
-    """The alternatives of `X | None` (or the hint itself)."""
-    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
-        return typing.get_args(hint)
-    return (hint,)
-
-
-def _coerce(key: str, hint: Any, text: str) -> Any:
-    """`text` as a value of the field's type; the config's own checks (ranges, choices) come after."""
-    kinds = _members(hint)
-    if type(None) in kinds and text.lower() in ("none", "null", ""):
-        return None
-    for kind in kinds:
-        origin = typing.get_origin(kind)
-        try:
-            if kind is bool:
-                lowered = text.lower()
-                if lowered in ("true", "yes", "1", "on"):
-                    return True
-                if lowered in ("false", "no", "0", "off"):
-                    return False
-                raise ValueError(text)
-            if kind is int:
-                return int(text.replace("_", ""))
-            if kind is float:
-                return float(text)
-            if origin is tuple:
-                item = typing.get_args(kind)[0]
-                parts = [p for p in text.replace("x", ",").split(",") if p] if item is int else [
-                    p.strip() for p in text.split(",") if p.strip()]
-                return tuple(int(p) for p in parts) if item is int else tuple(parts)
-            if kind is str or origin is Literal:
-                return text
-        except ValueError:
-            continue
-    raise ConfigError(f"--set {key}={text}: not a valid value of type {hint}")

@@ -1,4 +1,4 @@
-"""Computed diagnosis: rollouts, the elites' rewards and the round's feature sample -> typed facts (issue 13).
+"""Computed diagnosis: rollouts, the elites' rewards and the round's feature sample -> typed facts.
 
 No LLM: the numbers a small model misread (docs/DESIGN.md §4) are computed here, and the text of each fact is
 generated from its numbers. Behaviour facts come from the rollouts, grouped by the reward their policy trained
@@ -299,7 +299,7 @@ def with_evaluation(fact: Fact, elites: Sequence[Mapping[str, Any]]) -> Fact:
     """A success fact with the evaluation's success rate beside the kept episodes' (`numbers["evaluated"]`).
 
     The rollouts behind a fact are the few episodes kept of an evaluation; "success never: 0% of 2 episode(s)"
-    beside a fitness of 40% over 5 made the critique ask for a bonus that already fired (issue 14's runs)."""
+    beside a fitness of 40% over 5 made the critique ask for a bonus that already fired."""
     rate = evaluated_success(fact, elites) if fact.kind == "success" and "evaluated" not in fact.numbers else None
     if rate is None:
         return fact

@@ -1,6 +1,6 @@
 """Check an LLM's analysis or critique against the computed facts; drop the statements that contradict them.
 
-The 1.5B model wrote "never gets closer" for a rollout that closed 34% of the distance (issue 13): in
+The 1.5B model wrote "never gets closer" for a rollout that closed 34% of the distance: in
 `--analysis llm` each sentence or bullet about progress, success, a contact flag or a named component is
 compared with the facts of `tools/diagnosis.py`, and dropped (and counted) when every fact it could be about
 says otherwise. Statements on anything else are kept: the checker refutes, it does not judge style. Advice

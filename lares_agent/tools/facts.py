@@ -1,6 +1,6 @@
 """Typed facts about a round's behaviour and rewards: what `tools/diagnosis.py` computes and the graph states.
 
-A fact is data with its numbers (issue 13): the analyse node renders facts instead of asking the model what the
+A fact is data with its numbers: the analyse node renders facts instead of asking the model what the
 numbers mean (the 1.5B model wrote "never gets closer" for a rollout that closed 34% of the distance), the
 fact checker (`tools/fact_check.py`) tests LLM sentences against them, and the critique rules
 (`tools/critique_rules.py`) turn them into defects with concrete edits.

@@ -17,15 +17,17 @@ the batch statistics corrected toward the running ones by r (clipped to [1/r_max
 [-d_max, d_max]), as sb3-contrib's `BatchRenorm` with its warm-up. Acting, evaluation, next actions for the
 target and the critic inside the actor loss all use the running statistics (eval mode); only the critic's
 joint forward and the actor's forward in its own step use and update batch statistics (train mode).
-`CrossQPopulation` trains K of these as one batched computation and is tested against this file.
+The networks, the anchor distance and the observation helpers are SAC's (`sac.py`).
+`actor_critic.ActorCriticPopulation` trains K of these as one batched computation and is tested against this
+file.
 """
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import torch
@@ -33,8 +35,17 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from lares_agent.engine.contracts import Batch
-from lares_agent.engine.learners.nets import init_mlp, layer_sizes, squashed_gaussian
+from lares_agent.engine.learners.nets import layer_sizes
 from lares_agent.engine.learners.obs_norm import ObsNormalizer
+from lares_agent.engine.learners.sac import (
+    Actor,
+    Anchor,
+    SoftQNetwork,
+    copy_optimisers,
+    mlp,
+    normalized,
+    observe_into,
+)
 from lares_agent.errors import ConfigError
 
 __all__ = ["CrossQConfig", "CrossQLearner", "batch_renorm", "renorm_limits"]
@@ -42,8 +53,9 @@ __all__ = ["CrossQConfig", "CrossQLearner", "batch_renorm", "renorm_limits"]
 
 @dataclass(frozen=True, kw_only=True)
 class CrossQConfig:
-    """Hyper-parameters of every CrossQ learner (defaults: sb3-contrib's CrossQ, with the widths that issue 12
-    measured: actor 2x128, critic 2x256; the paper's critic is 2x2048, sb3-contrib's 2x1024)."""
+    """Hyper-parameters of every CrossQ learner (defaults: sb3-contrib's CrossQ, with smaller widths, actor 2x128
+    and critic 2x256, chosen in docs/RESULTS.md, "SAC vs CrossQ on the task's own reward"; the paper's critic is
+    2x2048, sb3-contrib's 2x1024)."""
 
     actor_hidden: tuple[int, ...] = (128, 128)
     """Hidden layer widths of the actor."""
@@ -174,62 +186,6 @@ class BatchRenorm(nn.Module):
         return out
 
 
-def renorm_mlp(sizes: list[tuple[int, int]], config: CrossQConfig, renorm: bool,
-               generator: torch.Generator) -> nn.Sequential:
-    """[BatchRenorm] -> Linear -> ReLU -> ... -> [BatchRenorm] -> Linear, the renormalisation before every
-    linear layer (paper Fig. 2; sb3-contrib's `pre_linear_modules`), weights drawn by `init_mlp`."""
-    layers: list[nn.Module] = []
-    for i, (weight, bias) in enumerate(init_mlp(sizes, generator)):
-        linear = nn.Linear(weight.shape[1], weight.shape[0])
-        with torch.no_grad():
-            linear.weight.copy_(weight)
-            linear.bias.copy_(bias)
-        layers += [BatchRenorm(weight.shape[1], config), linear] if renorm else [linear]
-        if i < len(sizes) - 1:
-            layers.append(nn.ReLU())
-    return nn.Sequential(*layers)
-
-
-class Actor(nn.Module):
-    """pi(a|s): renormalised MLP -> (mean, log_std) -> tanh-squashed Gaussian."""
-
-    def __init__(self, obs_dim: int, act_dim: int, config: CrossQConfig, generator: torch.Generator):
-        super().__init__()
-        sizes = layer_sizes(obs_dim, config.actor_hidden, 2 * act_dim)
-        self.net = renorm_mlp(sizes, config, config.actor_renorm, generator)
-        self.act_dim = act_dim
-        self.log_std_bounds = config.log_std_bounds
-
-    def forward(self, obs: Tensor, noise: Tensor) -> tuple[Tensor, Tensor]:
-        """Sampled action and its log-probability, given standard-normal noise [B, A]."""
-        mean, log_std = self.net(obs).split(self.act_dim, dim=-1)
-        return squashed_gaussian(mean, log_std, noise, self.log_std_bounds)
-
-    def deterministic(self, obs: Tensor) -> Tensor:
-        """tanh of the mean action (evaluation)."""
-        return torch.tanh(self.net(obs)[..., : self.act_dim])
-
-
-class QNetwork(nn.Module):
-    """Q(s, a): renormalised MLP over the concatenated observation and action."""
-
-    def __init__(self, obs_dim: int, act_dim: int, config: CrossQConfig, generator: torch.Generator):
-        super().__init__()
-        self.net = renorm_mlp(layer_sizes(obs_dim + act_dim, config.critic_hidden, 1), config, True, generator)
-
-    def forward(self, obs: Tensor, action: Tensor) -> Tensor:
-        q: Tensor = self.net(torch.cat([obs, action], dim=-1))
-        return q.squeeze(-1)
-
-
-def squared_distance(module: nn.Module, anchor: nn.Module) -> Tensor:
-    """sum_k ||theta_k - theta_k^anchor||^2 over all parameters (LaRes' parameter constraint, §7)."""
-    total = torch.zeros(())
-    for p, a in zip(module.parameters(), anchor.parameters(), strict=True):
-        total = total + (p - a).pow(2).sum()
-    return total
-
-
 @contextmanager
 def train_mode(*modules: nn.Module) -> Iterator[None]:
     """Batch statistics inside the block (and running statistics updated); eval mode again after it."""
@@ -255,9 +211,14 @@ class CrossQLearner:
         self.config = config
         self.obs_dim, self.act_dim = obs_dim, act_dim
         self.generator = torch.Generator().manual_seed(seed)
-        self.actor = Actor(obs_dim, act_dim, config, self.generator).eval()
-        self.qf1 = QNetwork(obs_dim, act_dim, config, self.generator).eval()
-        self.qf2 = QNetwork(obs_dim, act_dim, config, self.generator).eval()
+        # Batch renormalisation before every linear layer (paper Fig. 2; sb3-contrib's `pre_linear_modules`).
+        renorm = partial(BatchRenorm, config=config)
+        actor_net = mlp(layer_sizes(obs_dim, config.actor_hidden, 2 * act_dim), self.generator,
+                        pre_linear=renorm if config.actor_renorm else None)
+        self.actor = Actor(actor_net, act_dim, config.log_std_bounds).eval()
+        critic_sizes = layer_sizes(obs_dim + act_dim, config.critic_hidden, 1)
+        self.qf1 = SoftQNetwork(mlp(critic_sizes, self.generator, pre_linear=renorm)).eval()
+        self.qf2 = SoftQNetwork(mlp(critic_sizes, self.generator, pre_linear=renorm)).eval()
         self.log_alpha = torch.tensor([config.init_log_alpha], requires_grad=True)
         self.target_entropy = config.entropy_target(act_dim)
         betas = config.adam_betas
@@ -267,35 +228,22 @@ class CrossQLearner:
         self.updates = 0
         # The actor's last losses, reported on the updates in between its steps (they stay finite).
         self.last_actor_loss = self.last_alpha_loss = self.last_actor_anchor = 0.0
-        self.anchor_weight = 0.0
-        self.anchor_actor = copy.deepcopy(self.actor).requires_grad_(False)
-        self.anchor_qf1 = copy.deepcopy(self.qf1).requires_grad_(False)
-        self.anchor_qf2 = copy.deepcopy(self.qf2).requires_grad_(False)
+        self.anchor = Anchor(self.actor, self.qf1, self.qf2)
         self.obs_norm = ObsNormalizer(obs_dim) if config.obs_norm else None
 
     def observe(self, obs: np.ndarray) -> None:
         """Add collected observations [N, obs_dim] to the normalisation statistics (no-op without)."""
-        if self.obs_norm is not None:
-            self.obs_norm.update(obs)
-
-    def _norm(self, obs: Tensor) -> Tensor:
-        return obs if self.obs_norm is None else self.obs_norm.normalize(obs)
+        observe_into(self.obs_norm, obs)
 
     def act(self, obs: np.ndarray, deterministic: bool, generator: torch.Generator) -> np.ndarray:
         """Actions in [-1, 1] for observations [M, obs_dim], with running statistics (eval mode)."""
-        with torch.no_grad():
-            obs_t = self._norm(torch.as_tensor(obs, dtype=torch.float32).reshape(-1, self.obs_dim))
-            if deterministic:
-                action = self.actor.deterministic(obs_t)
-            else:
-                noise = torch.randn(obs_t.shape[0], self.act_dim, generator=generator)
-                action = self.actor(obs_t, noise)[0]
-        return np.asarray(action.numpy(), np.float32)
+        obs_t = torch.as_tensor(obs, dtype=torch.float32).reshape(-1, self.obs_dim)
+        return self.actor.act(normalized(self.obs_norm, obs_t), deterministic, generator)
 
     def update(self, batch: Batch) -> dict[str, float]:
         """One critic step, and every `policy_delay`-th call an actor and temperature step; returns losses."""
         cfg = self.config
-        obs, next_obs = (self._norm(torch.as_tensor(x)) for x in (batch.obs, batch.next_obs))
+        obs, next_obs = (normalized(self.obs_norm, torch.as_tensor(x)) for x in (batch.obs, batch.next_obs))
         action, reward = torch.as_tensor(batch.action), torch.as_tensor(batch.reward)
         terminated = torch.as_tensor(batch.terminated)
         noise_next = torch.randn(action.shape, generator=self.generator)
@@ -316,9 +264,7 @@ class CrossQLearner:
             min_qf_next = torch.min(qf1_next, qf2_next) - alpha * next_log_prob
             next_q_value = cfg.reward_scale * reward + (1.0 - terminated) * cfg.gamma * min_qf_next
         qf_loss = F.mse_loss(qf1_cur, next_q_value) + F.mse_loss(qf2_cur, next_q_value)
-        q_anchor = self.anchor_weight * (
-            squared_distance(self.qf1, self.anchor_qf1) + squared_distance(self.qf2, self.anchor_qf2)
-        )
+        q_anchor = self.anchor.critic_loss(self.qf1, self.qf2)
         self.q_optimizer.zero_grad()
         torch.autograd.backward(qf_loss + q_anchor)
         self.q_optimizer.step()
@@ -330,7 +276,7 @@ class CrossQLearner:
                 pi, log_pi = self.actor(obs, noise_pi)
             min_qf_pi = torch.min(self.qf1(obs, pi), self.qf2(obs, pi))
             actor_loss = (alpha * log_pi - min_qf_pi).mean()
-            actor_anchor = self.anchor_weight * squared_distance(self.actor, self.anchor_actor)
+            actor_anchor = self.anchor.actor_loss(self.actor)
             self.actor_optimizer.zero_grad()
             torch.autograd.backward(actor_loss + actor_anchor)
             self.actor_optimizer.step()
@@ -352,26 +298,20 @@ class CrossQLearner:
     def inherit(self, src: CrossQLearner, anchor_weight: float) -> None:
         """Become a copy of `src` (networks with their running statistics, optimiser states, temperature,
         update count, observation statistics) and anchor to its parameters."""
-        for mine, theirs in [
-            (self.actor, src.actor), (self.qf1, src.qf1), (self.qf2, src.qf2),
-            (self.anchor_actor, src.actor), (self.anchor_qf1, src.qf1), (self.anchor_qf2, src.qf2),
-        ]:
+        for mine, theirs in [(self.actor, src.actor), (self.qf1, src.qf1), (self.qf2, src.qf2)]:
             mine.load_state_dict(theirs.state_dict())
         with torch.no_grad():
             self.log_alpha.copy_(src.log_alpha)
-        for mine_opt, their_opt in [
-            (self.q_optimizer, src.q_optimizer), (self.actor_optimizer, src.actor_optimizer),
-            (self.a_optimizer, src.a_optimizer),
-        ]:
-            mine_opt.load_state_dict(copy.deepcopy(their_opt.state_dict()))
+        copy_optimisers((self.q_optimizer, self.actor_optimizer, self.a_optimizer),
+                        (src.q_optimizer, src.actor_optimizer, src.a_optimizer))
         self.updates = src.updates
         self.last_actor_loss, self.last_alpha_loss = src.last_actor_loss, src.last_alpha_loss
         self.last_actor_anchor = 0.0  # at its anchor
         if self.obs_norm is not None and src.obs_norm is not None:
             self.obs_norm.copy_from(src.obs_norm)
-        self.anchor_weight = anchor_weight
+        self.anchor.hold(src.actor, src.qf1, src.qf2, anchor_weight)
 
     def release_anchor(self) -> None:
         """Drop the L2 pull (an elite keeps its parameters free)."""
-        self.anchor_weight = 0.0
+        self.anchor.weight = 0.0
         self.last_actor_anchor = 0.0

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from lares_agent.engine.contracts import GradientLearner, PopulationLearner
+from lares_agent.engine.learners.actor_critic import ActorCriticPopulation
 from lares_agent.engine.learners.crossq import CrossQConfig
-from lares_agent.engine.learners.crossq_population import CrossQPopulation
 from lares_agent.engine.learners.sac import SACConfig
-from lares_agent.engine.learners.sac_population import Population
 
 __all__ = ["LEARNER_NAMES", "LearnerConfig", "make_population"]
 
@@ -18,7 +17,5 @@ LEARNER_NAMES: dict[GradientLearner, str] = {"sac": "SAC", "crossq": "CrossQ"}
 
 
 def make_population(config: LearnerConfig, k: int, obs_dim: int, act_dim: int, seed: int) -> PopulationLearner:
-    """K learners of the kind ``config`` configures, seeded from ``seed``."""
-    if isinstance(config, CrossQConfig):
-        return CrossQPopulation(k, obs_dim, act_dim, config, seed)
-    return Population(k, obs_dim, act_dim, config, seed)
+    """K learners of the kind ``config`` configures (its type picks SAC or CrossQ), seeded from ``seed``."""
+    return ActorCriticPopulation(k, obs_dim, act_dim, config, seed)

@@ -1,7 +1,7 @@
 """Shared network pieces: seeded initialisation, stacked (ensemble) MLPs, the tanh-squashed Gaussian, and the
 row bookkeeping of a population's stacks (which rows a member set is, gathering and writing back rows).
 
-The single `SACLearner` and the batched `Population` draw their initial weights with the same function
+The single learners and the batched `ActorCriticPopulation` draw their initial weights with the same function
 and sample actions with the same function, so a population member and a single learner built from the
 same seed are the same network (the equality test relies on it).
 """
@@ -219,9 +219,9 @@ def reuse_freed_memory() -> bool:
     """Ask glibc malloc to keep freed blocks for reuse instead of handing them back to the OS.
 
     Each update allocates dozens of same-sized activation tensors (about 1 MB each); by default glibc
-    returns such blocks to the OS and the next update page-faults them in again. Measured on a 2-core
-    EPYC: 13% of a K=5 SAC update. Process-wide (it only changes when memory is returned to the OS);
-    a no-op returning False where glibc is not the allocator.
+    returns such blocks to the OS and the next update page-faults them in again (its cost: docs/RESULTS.md, "Two
+    process settings: torch threads and freed memory"). Process-wide (it only changes when memory is returned to
+    the OS); a no-op returning False where glibc is not the allocator.
     """
     try:
         libc = ctypes.CDLL("libc.so.6")

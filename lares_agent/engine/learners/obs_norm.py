@@ -1,4 +1,4 @@
-"""Running observation normalisation, shared by the SAC and CrossQ learners (issue 12 item 3).
+"""Running observation normalisation, shared by the SAC and CrossQ learners.
 
 Observations of MetaWorld mix positions (about 0.1 m), quaternions and a goal that is constant within an
 episode; scaling each dimension to zero mean and unit variance over the collected data makes one learning

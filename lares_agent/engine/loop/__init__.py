@@ -1,3 +1,3 @@
-"""The LaRes loop: configs, the reward slots and their update, fitness, selection, Thompson sampling, counters
-and run log, and the engines: LaResEngine (SAC or CrossQ on a replay buffer) and ESEngine. The public names are
-exported by ``lares_agent.engine``."""
+"""The LaRes loop, written once: the engine (run, step, reward update, evaluation log, checkpoints), its config,
+the reward slots, fitness, selection, the proposal runner and the run log. What learns lives in
+``engine/populations/``; the public names are exported by ``lares_agent.engine``."""

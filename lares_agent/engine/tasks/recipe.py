@@ -1,4 +1,4 @@
-"""How a task's features come from its environment, as text an exported reward carries (issue 15, part 2).
+"""How a task's features come from its environment, as text an exported reward carries.
 
 The features are lares' vectorised functions of a "raw state" row captured after each step (`spec.py`); the
 exact code is the best recipe, so the recipe is that code, copied from the task's own functions with the task's

@@ -119,7 +119,7 @@ class TaskSpec:
     raw_state_fn: RawStateFn = field(repr=False, compare=False)
     feature_fn: FeatureFn = field(repr=False, compare=False)
     # The distance the robot must close before `progress_feature` can move at all (hand to object). Without a
-    # term on it a reward gives no signal until the object happens to be touched (docs/RESULTS.md, button-press).
+    # term on it a reward gives no signal until the object happens to be touched (docs/results-archive.md).
     approach_feature: str | None = None
 
     def __post_init__(self) -> None:

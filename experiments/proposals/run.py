@@ -1,0 +1,169 @@
+"""Reward proposals of the local model through the round graph (propose -> validate, which dedupes and
+pre-screens), on initial-round prompts over 3 MetaWorld tasks.
+
+Asks for N candidates in total (slots to fill, `--per-round` per round, as a reward update refills them) and
+prints per task and overall:
+
+- filled:   slots the graph filled with an accepted candidate (parses, compiles, within the complexity cap,
+            numerically sound, the progress sign and approach term right, not a copy), of the slots asked
+            ("valid" in the targets)
+- distinct: distinct canonical rewards (`reward_key`) among the accepted ones of a task, across its rounds (each
+            round is a fresh initial-round prompt, so repeats across rounds are counted against the model)
+- sane:     accepted, and the reward never rises when the progress feature grows while it does fall somewhere
+- approach: accepted ones that shape the approach (use the task's `approach_feature`), where the task has one
+- raw valid: the LLM's own candidates that passed the validator before dedupe and screen (duplicates count as
+            valid here), of all LLM candidates; the round asks for `--oversample` per free slot
+- cost: completion tokens and seconds of LLM calls per accepted candidate, the first (cold) call excluded
+- shapes:   accepted ones by their terms against the prompt's own examples for the task (`graphs/example_shapes.py`:
+            "example 1" is its first example with other weights), measured whatever `--task-examples` hid
+
+Its targets: >= 95% filled ("valid"), >= 80% distinct. The sample is the engine's random-action sample
+(`random_feature_sample`), which carries next steps, so the pre-screen runs as in a search. Run by hand:
+
+    python experiments/proposals/run.py                       # default 1.5B model, 50 slots
+    python experiments/proposals/run.py --model qwen2.5-coder-0.5b --n 12 --per-call 1
+    python experiments/proposals/run.py --task-examples other   # without the answers for the task itself
+
+docs/RESULTS.md, "Proposals benchmark", reports its runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from lares_agent.engine import random_feature_sample
+from lares_agent.engine.tasks import get_task
+from lares_agent.graphs.build import build_graph
+from lares_agent.graphs.context import TASK_EXAMPLE_MODES, GraphLimits, RunContext
+from lares_agent.graphs.example_shapes import KINDS, example_kind, example_shapes
+from lares_agent.graphs.round import run_round
+from lares_agent.llm.client import LLMConfig, make_client
+from lares_agent.prompts.loader import load_persona
+from lares_agent.rewards import compile_record, progress_monotonicity
+
+TASKS = ("reach-v3", "push-v3", "pick-place-v3")
+RAW_VALID = ("accepted", "duplicate", "screened out", "surplus")
+
+
+def bench_task(task_name: str, n: int, args: argparse.Namespace, run_dir: Path) -> dict:
+    task = get_task(task_name)
+    sample = random_feature_sample(task, 1024, args.seed)
+    llm = make_client(LLMConfig(backend="local", model=args.model, temperature=args.temperature,
+                                seed=args.seed, timeout_s=600.0), run_dir=run_dir)
+    limits = GraphLimits(per_call=args.per_call, temperature=args.temperature, oversample=args.oversample,
+                         reflect=False, task_examples=args.task_examples)
+    ctx = RunContext(llm=llm, task=task, sample=sample, persona=load_persona(args.persona), limits=limits)
+    graph = build_graph()
+    uses_approach = re.compile(rf"\b{task.approach_feature}\b") if task.approach_feature else None
+    keys: list[str] = []
+    reasons: list[str] = []
+    asked = filled = sane = approach = llm_cands = raw_valid = 0
+    proxies: list[float] = []
+    examples = example_shapes(task)
+    shapes: list[str] = []
+    rnd = 0
+    while asked < n:
+        want = min(args.per_round, n - asked)
+        asked += want
+        # as a search does: a reward the task's earlier rounds accepted is not accepted again (`tried`)
+        result = run_round(graph, {"round": rnd, "n_wanted": want, "tried": sorted(set(keys))}, f"bench-{rnd}", ctx)
+        for rec in (*result.accepted, *result.rejected):
+            llm_cands += 1
+            reason = "accepted" if rec.get("accepted") else str(rec.get("reason", ""))
+            raw_valid += reason.startswith(RAW_VALID)
+            if not rec.get("accepted"):
+                reasons.append(reason)
+        for rec in result.accepted:
+            filled += 1
+            keys.append(str(rec.get("key")))
+            proxies.append(float(rec.get("proxy") or 0.0))
+            shapes.append(example_kind(rec["components"], examples))
+            reward = compile_record(rec, task)
+            approach += bool(uses_approach and any(uses_approach.search(x) for x in rec["components"].values()))
+            rises, falls = progress_monotonicity(reward, sample, task.progress_feature)
+            if rises <= 0.01 and falls > 0.0:
+                sane += 1
+            elif args.verbose:
+                print(f"  not sane ({task.progress_feature}: rises {rises:.0%}): {rec['components']}")
+        if args.verbose:
+            for rec in result.accepted:
+                print(f"  r{rnd} proxy {rec.get('proxy')}: {rec['components']}")
+        rnd += 1
+    calls = [json.loads(x) for x in (run_dir / "llm_calls.jsonl").read_text().splitlines()]
+    ok = [c for c in calls if c["ok"]]
+    return {"task": task_name, "n": asked, "filled": filled, "sane": sane, "distinct": len(set(keys)),
+            "approach": approach if uses_approach else None, "llm_cands": llm_cands, "raw_valid": raw_valid,
+            "secs": [c["seconds"] for c in ok], "tokens": [c["completion_tokens"] for c in ok],
+            "calls": len(calls), "reasons": reasons, "proxies": proxies, "shapes": shapes}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="qwen2.5-coder-1.5b")
+    parser.add_argument("--n", type=int, default=50, help="slots to fill in total, split over the tasks")
+    parser.add_argument("--tasks", default=",".join(TASKS))
+    parser.add_argument("--per-call", type=int, default=GraphLimits().per_call)
+    parser.add_argument("--oversample", type=float, default=2.0, help="LLM candidates per free slot")
+    parser.add_argument("--per-round", type=int, default=2, help="slots per round (a reward update's refill)")
+    parser.add_argument("--temperature", type=float, default=0.4)
+    parser.add_argument("--persona", default="neutral")
+    parser.add_argument("--task-examples", choices=TASK_EXAMPLE_MODES, default="own")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--verbose", action="store_true")
+    parser.add_argument("--keep", type=Path, default=None, help="keep the llm_calls.jsonl records in this folder")
+    args = parser.parse_args()
+    tasks = args.tasks.split(",")
+    share = [args.n // len(tasks) + (1 if i < args.n % len(tasks) else 0) for i in range(len(tasks))]
+    rows = []
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, n in zip(tasks, share, strict=True):
+            rows.append(bench_task(name, n, args, (args.keep or Path(tmp)) / name))
+            r = rows[-1]
+            print(f"{name:16s} slots={r['n']:3d} filled {r['filled'] / r['n']:.0%} "
+                  f"distinct {r['distinct']}/{r['filled']} sane {r['sane']}/{r['filled']} approach {r['approach']} "
+                  f"raw valid {r['raw_valid']}/{r['llm_cands']} calls {r['calls']} "
+                  f"first call {r['secs'][0]:.1f} s, then median {statistics.median(r['secs'][1:] or [0.0]):.2f} s",
+                  flush=True)
+    n = sum(r["n"] for r in rows)
+    filled = sum(r["filled"] for r in rows)
+    warm_secs = sum(sum(r["secs"][1:]) for r in rows)
+    tokens = sum(sum(r["tokens"]) for r in rows)
+    print(f"\nmodel {args.model}, {n} slots, per_call {args.per_call}, oversample {args.oversample}, "
+          f"T={args.temperature}, task examples {args.task_examples}, wall {time.perf_counter() - start:.0f} s")
+    print(f"valid    {filled / n:.1%}   (slots filled; target >= 95%)")
+    print(f"distinct {sum(r['distinct'] for r in rows) / max(filled, 1):.1%} of accepted   (target >= 80%)")
+    print(f"sane     {sum(r['sane'] for r in rows) / max(filled, 1):.1%} of accepted")
+    print(f"raw valid {sum(r['raw_valid'] for r in rows) / max(sum(r['llm_cands'] for r in rows), 1):.1%} "
+          f"of {sum(r['llm_cands'] for r in rows)} LLM candidates")
+    shaped = [r for r in rows if r["approach"] is not None]
+    if shaped:
+        print(f"approach {sum(r['approach'] for r in shaped) / max(sum(r['filled'] for r in shaped), 1):.1%} of "
+              f"accepted on {', '.join(r['task'] for r in shaped)}")
+    warm_calls = sum(len(r["secs"]) - 1 for r in rows)
+    print(f"per accepted candidate: {tokens / max(filled, 1):.0f} completion tokens, "
+          f"{warm_secs / max(filled, 1):.1f} s of warm LLM time ({warm_calls} warm calls, "
+          f"median {statistics.median([s for r in rows for s in r['secs'][1:]] or [0.0]):.1f} s each)")
+    shapes = [k for r in rows for k in r["shapes"]]
+    if shapes:
+        print("shapes   " + ", ".join(f"{k} {shapes.count(k) / len(shapes):.0%}" for k in KINDS)
+              + f" of {len(shapes)} accepted")
+    proxies = [p for r in rows for p in r["proxies"]]
+    if proxies:
+        print(f"proxy of accepted: median {statistics.median(proxies):.2f}, min {min(proxies):.2f}")
+    failures: dict[str, int] = {}
+    for r in rows:
+        for reason in r["reasons"]:
+            failures[reason[:90]] = failures.get(reason[:90], 0) + 1
+    for reason, count in sorted(failures.items(), key=lambda kv: -kv[1])[:8]:
+        print(f"  rejected x{count}: {reason}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,367 @@
+"""The LaRes loop, written once for whatever learns (docs/lares-reference.md §1-8, with §12's fixes).
+
+One step: a due reward update, then the population acts and learns (``Population.step``: Thompson sampling,
+play, store, learn for the replay population; one generation for ES), then an evaluation and a checkpoint on
+their cadences. Every ``reward_period`` env steps a reward update evaluates every learner, ranks the slots by
+fitness (graded value minus lambda x complexity, ``loop/fitness.py``; then the setting's tie-break), keeps the
+elites (``loop/selection.py``), asks the ``propose`` hook for the other slots (the LLM graph, wired in by the
+search layer), installs each accepted candidate (the replay population relabels its buffer column and scales it
+to the best elite; ES swaps the policy's reward), shares the best slot's reward with a slot whose reward went
+NaN/inf and got no candidate, lets every new or broken slot's learners inherit the best learner, logs the update
+and checkpoints. The hook runs blocking or on a worker thread (``loop/proposals.py``). The engine never imports
+LLM or graph code, and sees the learners only through ``contracts.Population``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lares_agent.engine.contracts import (
+    MemberEvaluation,
+    Population,
+    ProposeFn,
+    RewardFunction,
+    StepInfo,
+    UpdateContext,
+)
+from lares_agent.engine.errors import EngineError, RewardColumnError
+from lares_agent.engine.loop.config import EngineConfig
+from lares_agent.engine.loop.fitness import rank_slots, slot_evaluations
+from lares_agent.engine.loop.proposals import ProposalRunner
+from lares_agent.engine.loop.records import STATE_VERSION, Counters, EngineLog, evaluation_row, load_counters
+from lares_agent.engine.loop.selection import choose_elites
+from lares_agent.engine.loop.slots import PendingUpdate, learner_count
+from lares_agent.engine.policy_artefact import write_policies
+from lares_agent.engine.rollouts.episodes import EVAL_STREAM, episode_seed
+from lares_agent.engine.tasks import TaskSpec
+from lares_agent.runs import RunLayout
+
+__all__ = ["LaResEngine"]
+
+
+class LaResEngine:
+    """The LaRes loop over one task and one population. Build it with ``populations.make_engine`` (or
+    ``restore_engine``); drive it with :meth:`run` or :meth:`step`.
+
+    ``rewards``: every learner's reward, the K slots then the ``init`` setting's extra learner (the engine owns
+    this list; the reward update replaces slots in it). ``rng`` draws the loop's random choices (elite selection);
+    the replay population draws from the same generator, so one checkpointed state covers both.
+    """
+
+    def __init__(
+        self,
+        task: TaskSpec,
+        config: EngineConfig,
+        population: Population,
+        rewards: Sequence[RewardFunction],
+        *,
+        rng: np.random.Generator,
+        log: EngineLog,
+        propose: ProposeFn | None = None,
+    ) -> None:
+        expected = learner_count(config.setting, config.num_slots)
+        if len(rewards) != expected:
+            raise EngineError(f"setting {config.setting!r} with {config.num_slots} slots needs {expected} rewards, "
+                              f"got {len(rewards)}")
+        self.task, self.config, self.population, self.propose = task, config, population, propose
+        self.rewards: list[RewardFunction] = list(rewards)
+        self.num_slots = config.num_slots
+        self.rng, self.log = rng, log
+        self.counters = Counters(next_eval=config.eval_every or None, next_checkpoint=config.checkpoint_every or None)
+        self.use_task_return = config.setting != "scratch" and task.has_human_reward
+        self.proposals = ProposalRunner()
+        self.last_metrics: dict[str, Any] | None = None
+        self._start = time.monotonic()
+
+    # ------------------------------------------------------------------ views
+    @property
+    def env_steps(self) -> int:
+        return self.counters.env_steps
+
+    @property
+    def round(self) -> int:
+        return self.counters.round
+
+    @property
+    def best_slot(self) -> int:
+        return self.counters.best_slot
+
+    @property
+    def done(self) -> bool:
+        """True once the counted env-step budget is spent."""
+        return self.counters.env_steps >= self.config.total_steps
+
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        """Every event logged so far (also in ``events.jsonl`` with a run directory)."""
+        return self.log.events
+
+    @property
+    def run_dir(self) -> Path | None:
+        return self.log.run_dir
+
+    @property
+    def update_in_flight(self) -> bool:
+        """Whether a reward proposal is running in the background."""
+        return self.proposals.pending is not None
+
+    @property
+    def llm_wait(self) -> dict[str, float]:
+        """Seconds the learners waited for ``propose`` (``waited_s``) and that it ran (``llm_s``), this session."""
+        return {"waited_s": self.proposals.waited_s, "llm_s": self.proposals.llm_s}
+
+    @property
+    def timing(self) -> dict[str, float]:
+        """The population's wall seconds by activity this session (``run_end`` records them)."""
+        return self.population.timing
+
+    # ------------------------------------------------------------------ driving
+    def run(
+        self,
+        until_steps: int | None = None,
+        progress: Callable[[StepInfo], None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> int:
+        """Step until ``until_steps`` (default: the budget) or ``should_stop()``; returns env steps."""
+        limit = self.config.total_steps if until_steps is None else min(until_steps, self.config.total_steps)
+        while self.counters.env_steps < limit:
+            if should_stop is not None and should_stop():
+                break
+            info = self.step()
+            if progress is not None:
+                progress(info)
+        # A proposal still running is waited for and installed: its candidates are already logged as accepted,
+        # and the checkpoints the caller writes next must hold them (a second signal still stops at once; the
+        # resume then reruns the round from the trace, from the checkpoint before it started).
+        self.finish_update()
+        return self.counters.env_steps
+
+    def step(self) -> StepInfo:
+        """A due reward update, then one step of the population, then evaluation and checkpoint on cadence."""
+        c, cfg = self.counters, self.config
+        self.population.prepare(self.rewards)
+        self._run_due_update()
+        info = self.population.step(c.env_steps)
+        c.env_steps += info.steps
+        if c.next_eval is not None and c.env_steps >= c.next_eval:
+            while c.next_eval <= c.env_steps:
+                c.next_eval += cfg.eval_every
+            self._log_evaluation("eval", self.evaluate(cfg.eval_episodes))
+        # No periodic checkpoint while a proposal is in flight: it would hold a state from which the resume could
+        # not rerun the round that started before it (the next step after the install writes it).
+        if c.next_checkpoint is not None and c.env_steps >= c.next_checkpoint and not self.update_in_flight:
+            while c.next_checkpoint <= c.env_steps:
+                c.next_checkpoint += cfg.checkpoint_every
+            self.save_checkpoint()
+        return dataclasses.replace(info, env_steps=c.env_steps, round=c.round)
+
+    # ------------------------------------------------------------------ when a reward update runs
+    def _update_due(self) -> bool:
+        cfg, c = self.config, self.counters
+        if cfg.setting == "baseline" or cfg.reward_period <= 0:
+            return False
+        if cfg.max_rounds is not None and c.round >= cfg.max_rounds:
+            return False
+        return c.env_steps - c.last_update_steps >= cfg.reward_period
+
+    def _run_due_update(self) -> None:
+        """Install a background proposal that returned, or is overdue (the next update is due: it is waited for,
+        so rounds keep their cadence and never overlap); start a due update, in the background when configured."""
+        pending = self.proposals.pending
+        if pending is not None:
+            overdue = self.counters.env_steps - pending.ctx.env_steps >= self.config.reward_period
+            if not (self.proposals.ready or overdue):
+                return
+            self.finish_update()
+        if not self._update_due():
+            return
+        if self.config.propose_in_background and self.propose is not None:
+            self.proposals.submit(self.propose, self._start_update(background=True))
+        else:
+            self.reward_update()
+
+    def reward_update(self) -> UpdateContext:
+        """A whole reward update with the learners waiting for ``propose`` (a proposal in flight is installed
+        first)."""
+        self.finish_update()
+        pending = self._start_update()
+        proposals, llm_s = self.proposals.blocking(self.propose, pending.ctx)
+        return self._finish_update(pending, proposals, {"llm_s": llm_s, "waited_s": llm_s})
+
+    def finish_update(self) -> UpdateContext | None:
+        """Install the proposal in flight (waiting for it if needed); None when there is none."""
+        if self.proposals.pending is None:
+            return None
+        pending, proposals, timing = self.proposals.collect()
+        return self._finish_update(pending, proposals, timing)
+
+    # ------------------------------------------------------------------ the reward update's two halves
+    def _start_update(self, background: bool = False) -> PendingUpdate:
+        """Evaluate every learner, rank the slots, choose the elites and build the proposer's ``UpdateContext``
+        (copies only: the buffer keeps growing while a background proposal runs). The update's evaluation is
+        logged here, at the step it measured; nothing is installed yet."""
+        cfg, k, pop = self.config, self.num_slots, self.population
+        # the diversity measure needs at least one rollout per slot, whatever the proposer is given
+        evals = self.evaluate(cfg.update_eval_episodes, keep_rollouts=max(cfg.rollouts_kept, 1), update=True)
+        slots = slot_evaluations(evals[:k], self.rewards[:k], cfg.complexity_lambda, self.use_task_return,
+                                 [pop.quarantined(i) for i in range(k)])
+        ranking = rank_slots(slots)
+        best = ranking[0]
+        if slots[best].quarantined:
+            raise EngineError("every slot is quarantined (its policy or reward is non-finite); "
+                              "no learner can be inherited from")
+        elites = tuple(choose_elites(ranking, slots, cfg.elites, cfg.selection, self.rng))
+        refill = tuple(sorted(set(range(k)) - set(elites)))
+        diversity = pop.diversity(evals[:k], self.rewards[:k])
+        ctx = UpdateContext(
+            round=self.counters.round + 1,
+            env_steps=self.counters.env_steps,
+            setting=cfg.setting,
+            slots=tuple(slots),
+            ranking=tuple(ranking),
+            elites=elites,
+            refill=refill,
+            rewards=tuple(self.rewards[:k]),
+            rollouts={s: evals[s].rollouts[: cfg.rollouts_kept] for s in ranking[: cfg.rollout_slots]},
+            feature_sample={name: np.array(v, copy=True) for name, v in pop.feature_sample(cfg.feature_sample).items()},
+            diversity=diversity,
+            explore=diversity.explore if diversity is not None else None,
+        )
+        self.log.event({"event": "reward_update_started", "round": ctx.round, "env_steps": ctx.env_steps,
+                        "best": best, "refill": list(refill), "background": background})
+        # The new ranking's best is the ranked-first slot from now on (the evaluation row and the progress say so).
+        self.counters.best_slot = best
+        self._log_evaluation("update", evals)
+        return PendingUpdate(ctx, tuple(evals), best)
+
+    def _finish_update(self, pending: PendingUpdate, proposals: Sequence[RewardFunction],
+                       timing: Mapping[str, float]) -> UpdateContext:
+        """Install each proposal (at the current step, maybe later than the start), share the best reward with a
+        broken slot, let new and broken slots inherit the best learner, log, checkpoint. ``timing`` (seconds:
+        ``llm_s``, ``waited_s``) goes into the ``reward_update`` event."""
+        ctx, evals, pop = pending.ctx, pending.evals, self.population
+        refill = ctx.refill
+        proposals = list(proposals)
+        if len(proposals) > len(refill):
+            raise EngineError(f"propose returned {len(proposals)} rewards for {len(refill)} slots")
+        best = pending.best
+        if pop.quarantined(best):
+            # Background only: the best learner diverged while the proposal ran; inherit from the next one kept.
+            best = next((s for s in ctx.ranking if s not in refill and not pop.quarantined(s)), -1)
+            if best < 0:
+                raise EngineError("every kept slot was quarantined while the reward proposal ran; "
+                                  "no learner can be inherited from")
+        steps = {"proposed_at": ctx.env_steps, "installed_at": self.counters.env_steps}
+        replaced: dict[int, str] = {}
+        for slot, fn in zip(refill, proposals, strict=False):
+            try:
+                extra = pop.install(slot, fn, best)
+            except RewardColumnError as exc:
+                self.log.event({"event": "candidate_rejected", "round": ctx.round, "slot": slot,
+                                "reward_id": fn.id, "reason": exc.reason, **steps})
+                continue
+            self.rewards[slot] = fn
+            replaced[slot] = fn.id
+            self.log.event({"event": "candidate_accepted", "round": ctx.round, "slot": slot, "reward_id": fn.id,
+                            **steps, **extra})
+        for slot in refill:
+            # A reward that went NaN/inf on new steps must not survive an update that brought no candidate for
+            # its slot (it would break the reset learner again at once): the slot shares the best slot's reward
+            # until a later update refills it.
+            if slot not in replaced and pop.reward_nonfinite(slot, evals[slot]):
+                shared = self.rewards[best]
+                pop.install(slot, shared, best)
+                self.rewards[slot] = shared
+                replaced[slot] = shared.id
+                self.log.event({"event": "reward_shared", "round": ctx.round, "slot": slot, "reward_id": shared.id,
+                                "reason": "its reward was NaN/inf on new steps and no valid candidate arrived"})
+        # A quarantined learner restarts from the best even when its reward is kept (its weights are broken).
+        inherit = sorted(set(replaced) | {s.slot for s in ctx.slots if s.quarantined and s.slot != best})
+        pop.inherit(inherit, best)
+        # The next period counts from the step the update started at (the same cadence with and without a
+        # background proposal).
+        self.counters.mark_update(ctx.round, best, ctx.env_steps)
+        selection = {} if self.config.selection.method == "truncation" else {"selection": self.config.selection.method}
+        record: dict[str, Any] = {
+            "event": "reward_update", "round": ctx.round, "env_steps": steps["installed_at"],
+            "proposed_at": ctx.env_steps, **pop.event_fields(), **selection,
+            "fitness": {str(s.slot): s.fitness for s in ctx.slots}, "ranking": list(ctx.ranking),
+            "elites": list(ctx.elites), "best": best, "replaced": {str(s): rid for s, rid in replaced.items()},
+            "inherited": inherit, "slots": [s.to_json() for s in ctx.slots],
+            **{name: float(value) for name, value in timing.items()},
+        }
+        if ctx.diversity is not None:
+            record["diversity"] = ctx.diversity.to_json()
+        self.log.event(record)
+        name = f"round-{ctx.round:04d}"
+        if self.save_checkpoint(name) is not None:
+            self.save_policy(name)
+        return ctx
+
+    # ------------------------------------------------------------------ evaluation
+    def evaluate(self, episodes: int, keep_rollouts: int = 0, update: bool = False) -> list[MemberEvaluation]:
+        """Deterministic evaluation of every learner on common reset seeds (not counted in the budget)."""
+        c = self.counters
+        seeds = [episode_seed(self.config.seed, EVAL_STREAM, c.eval_episode_counter + e) for e in range(episodes)]
+        c.eval_episode_counter += episodes
+        return self.population.evaluate(self.rewards, seeds, c.env_steps, keep_rollouts=keep_rollouts, update=update)
+
+    def _log_evaluation(self, kind: str, evals: Sequence[MemberEvaluation]) -> None:
+        """One metrics row: every slot's evaluation, the extra learner's, and the population's own fields."""
+        k = self.num_slots
+        extra = evals[k] if len(evals) > k else None
+        record = evaluation_row(kind, self.counters, evals[:k], [fn.id for fn in self.rewards],
+                                time.monotonic() - self._start, extra, self.population.slot_fields)
+        record.update(self.population.metrics_fields())
+        self.log.metrics(record)
+        self.last_metrics = record
+
+    # ------------------------------------------------------------------ checkpoints and policies
+    def state_dict(self) -> dict[str, Any]:
+        """The full engine state as nested dicts of arrays, tensors and scalars (``records.STATE_VERSION``)."""
+        return {
+            "version": STATE_VERSION,
+            "learner": self.population.kind,
+            "task": self.task.name,
+            "config": self.config.to_json(),
+            "counters": dataclasses.asdict(self.counters),
+            "rng": self.rng.bit_generator.state,
+            "rewards": [fn.to_json() for fn in self.rewards],
+            "leaders": [[i] for i in self.population.leaders],
+            "population": self.population.state_dict(),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore counters, generator and population; ``self.rewards`` must already be the saved ones."""
+        self.counters = load_counters(Counters, state["counters"])
+        self.rng.bit_generator.state = state["rng"]
+        self.population.load_state_dict(state["population"], self.rewards)
+
+    def save_checkpoint(self, name: str | None = None) -> Path | None:
+        """Atomically checkpoint under ``run_dir/checkpoints`` (no-op without a run directory). Default name
+        ``step-<env_steps>`` (only the newest periodic one is kept); reward updates use ``round-<n>``, kept."""
+        return self.log.checkpoint(self.state_dict, name, self.counters)
+
+    def save_policy(self, name: str, every_slot: bool = False) -> Path | None:
+        """The ranked-first slot's policy as ``policies/<name>.pt`` (engine/policy_artefact.py; no-op without a
+        run directory). ``every_slot``: also each slot's own file (the end of a run)."""
+        if self.run_dir is None:
+            return None
+        state = {"learner": self.population.kind, "task": self.task.name, "config": self.config.to_json(),
+                 "counters": dataclasses.asdict(self.counters), "population": self.population.policy_state()}
+        low, high = self.population.action_box()
+        ids = [fn.id for fn in self.rewards[: self.num_slots]]
+        return write_policies(RunLayout(self.run_dir), name, state, self.best_slot, low, high, ids, every_slot,
+                              members=self.population.leaders)
+
+    def close(self) -> None:
+        """Let the proposal worker go, close the population's environments and the log."""
+        self.proposals.close()
+        self.population.close()
+        self.log.close()
