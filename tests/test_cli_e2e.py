@@ -222,3 +222,28 @@ def test_default_local_model_end_to_end(tmp_path: Path) -> None:
     assert slots == {0, 1}
     data = json.loads(lares("trace", str(run), "--json", home=tmp_path).output)
     assert 0 in data["rounds"] and {s["node"] for s in data["steps"]} >= {"propose", "validate"}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_init_setting_with_the_local_model_refines_the_tasks_own_reward(tmp_path: Path) -> None:
+    """`--setting init` end to end on the embedded model (0.5B for speed): round 0 shows the task's own reward
+    and refines it, a learner trains on the human reward beside the slots, and the last screen compares them."""
+    from lares_agent.llm.models import KNOWN_MODELS, parts_installed
+
+    if not parts_installed(KNOWN_MODELS["qwen2.5-coder-0.5b"]):
+        pytest.skip("0.5B model parts not installed (test extra)")
+    result = lares("run", *TINY, "--setting", "init", "--analysis", "facts", "--llm-model", "qwen2.5-coder-0.5b",
+                   "--max-llm-tokens", "6000", "--allow-fallback", "--run-dir", str(tmp_path / "runs"),
+                   home=tmp_path / "home")
+    assert result.exit_code == 0, result.output
+    run = only_run(tmp_path / "runs")
+    first = read_jsonl(run / "llm_calls.jsonl")[0]
+    system = first["messages"][0]["content"]
+    assert "The task's own reward, written by its designer" in system and "For this task:" not in system
+    assert "Refine the task's own reward" in first["messages"][-1]["content"]
+    rows = read_jsonl(run / "metrics.jsonl")
+    assert rows and all(r.get("extra") is not None for r in rows)  # the human-reward learner is evaluated
+    updates = [e for e in read_jsonl(run / "events.jsonl") if e["event"] == "reward_update"]
+    assert updates and all(len(u["slots"]) == 3 and "2" not in u["replaced"] for u in updates)  # ranked, kept
+    assert "human-reward learner (" in result.output

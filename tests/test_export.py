@@ -162,3 +162,45 @@ def test_the_exported_wrapper_puts_the_reward_on_a_gymnasium_env(tmp_path: Path)
     obs, reward, _, _, info = env.step(action)
     expected = compile_reward(parsed)({k: np.array([v]) for k, v in features_fn(env, obs, info, action).items()})
     assert reward == pytest.approx(float(expected[0])) and "env_reward" in info and reward != info["env_reward"]
+
+
+@pytest.mark.parametrize("task", ["Reacher-v5", "push-v3"])
+def test_cli_exports_the_task_own_reward_which_reproduces_the_env_reward(tmp_path: Path, task: str) -> None:
+    from lares_agent.engine.tasks import get_task
+
+    spec = get_task(task)
+    runner = CliRunner()
+    out = tmp_path / "own.py"
+    result = runner.invoke(app, ["export", "--human", "--task", task, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    source = out.read_text()
+    assert source.startswith(f'"""The own reward of task {task}') and "human-expr" in source
+    namespace: dict[str, object] = {}
+    exec(compile(source, str(out), "exec"), namespace)  # the user's code, in the test only
+
+    def features_fn(env: object, obs: object, info: dict, action: np.ndarray) -> dict[str, float]:
+        raw = spec.raw_state(env, obs, info)  # type: ignore[arg-type]
+        values = spec.compute_features(raw[None, :], np.asarray(action, dtype=np.float64)[None, :])
+        return {name: float(v[0]) for name, v in values.items()}
+
+    env = namespace["LaresRewardWrapper"](spec.make_env(0), features_fn)  # type: ignore[operator]
+    env.reset()
+    for _ in range(20):
+        _, reward, _, _, info = env.step(env.action_space.sample())
+        assert reward == pytest.approx(float(info["env_reward"]), rel=1e-6, abs=1e-9)
+    env.close()
+
+    as_json = json.loads(runner.invoke(app, ["export", "--human", "--task", task, "--format", "json"]).output)
+    assert as_json["id"] == "human-expr" and as_json["human"] is True
+    assert set(as_json["components"]) == {name for name, _ in spec.human_components or ()}
+
+
+def test_cli_export_human_needs_a_task_and_task_needs_human(tmp_path: Path) -> None:
+    runner = CliRunner()
+    alone = runner.invoke(app, ["export", "--human"])
+    assert alone.exit_code == 2 and "--task" in alone.output
+    root = _run_folder(tmp_path)
+    stray = runner.invoke(app, ["export", str(root), "--task", "push-v3"])
+    assert stray.exit_code == 2 and "--human" in stray.output
+    from_run = runner.invoke(app, ["export", str(root), "--human", "--format", "json"])
+    assert from_run.exit_code == 0 and json.loads(from_run.output)["task"] == "Reacher-v5"

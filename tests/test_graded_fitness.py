@@ -1,6 +1,7 @@
-"""Graded fitness: success once any slot succeeds, before that the start distance closed (of the
-approach feature when the progress shares tie); minus lambda x complexity; every slot of one update graded the same
-way; what it was made of reaches the records."""
+"""Graded fitness: success once any slot succeeds, before that the task return (success-then-return, the
+reference's rule) or the start distance closed (success-then-progress; of the approach feature when the progress
+shares tie); minus lambda x complexity; every slot of one update graded the same way; what it was made of reaches
+the records."""
 
 from __future__ import annotations
 
@@ -9,13 +10,16 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers import flat_config, point_task, three_rewards
 
-from lares_agent.engine import EngineConfig, HumanReward, MemberEvaluation
-from lares_agent.engine.loop.fitness import PROGRESS_TIE, grade_of, rank_slots, slot_evaluations
+from lares_agent.engine import EngineConfig, HumanReward, MemberEvaluation, SACConfig, make_engine
+from lares_agent.engine.loop.fitness import PROGRESS_TIE, fitness_rule, grade_of, rank_slots, slot_evaluations
+from lares_agent.engine.populations.groups import LearnerGroups
 from lares_agent.engine.rollouts.episodes import EnvPool
 from lares_agent.engine.rollouts.evaluation import action_jerk, evaluate_members, progress_closed
 from lares_agent.engine.tasks import get_task
-from lares_agent.runs import CandidateRow, RewardUpdateRecord
+from lares_agent.errors import ConfigError
+from lares_agent.runs import CandidateRow, RewardUpdateRecord, SlotFitness
 from lares_agent.runs.events import graded_value
 from lares_agent.search.config import COMPLEXITY_LAMBDA, SearchConfig, engine_config
 
@@ -154,3 +158,114 @@ def test_complexity_lambda_flag_default_and_mapping() -> None:
 
     with pytest.raises(ConfigError, match="complexity-lambda"):
         SearchConfig(complexity_lambda=-1.0)
+
+
+# ---------------------------------------------------------------------------------------------- success-then-return
+def rev(member: int, success: float, task_return: float, closed: float = 0.132, **kw: Any) -> MemberEvaluation:
+    return MemberEvaluation(member, 4, success, task_return, 0.0, 0.5, 0.5, 10.0, progress_closed=closed, **kw)
+
+
+def test_return_grades_every_slot_when_none_succeeds() -> None:
+    # door-close-v3's lost seeds: every slot closed the same share (the door swings shut by itself); the task
+    # returns differ, because the human reward grades the hand's approach and grasp
+    rewards = [Cx(5.0, "a"), Cx(20.0, "b"), Cx(5.0, "c")]
+    evals = [rev(0, 0.0, 140.0), rev(1, 0.0, 412.3), rev(2, 0.0, 96.5)]
+    slots = slot_evaluations(evals, rewards, 0.001, False, [False] * 3, "success-then-return")
+    assert {s.graded_by for s in slots} == {"return"}
+    assert slots[1].fitness == pytest.approx(412.3 - 0.02) and slots[1].graded == 412.3
+    assert rank_slots(slots) == [1, 0, 2]  # the most complex reward first: its return is the highest
+    # the same evaluations under success-then-progress: equal shares, so only the penalty and the index rank them
+    old = slot_evaluations(evals, rewards, 0.001, False, [False] * 3)
+    assert {s.graded_by for s in old} == {"progress"} and rank_slots(old) == [0, 2, 1]
+
+
+def test_success_still_grades_first_under_the_return_rule() -> None:
+    evals = [rev(0, 0.0, 900.0), rev(1, 0.25, 100.0)]
+    slots = slot_evaluations(evals, [Cx(1.0, "a"), Cx(1.0, "b")], 0.0, False, [False, False], "success-then-return")
+    assert [s.graded_by for s in slots] == ["success", "success"]
+    assert [s.fitness for s in slots] == [0.0, 0.25] and rank_slots(slots) == [1, 0]
+
+
+def test_return_grade_ranks_quarantined_and_returnless_slots_last() -> None:
+    rewards = [Cx(1.0, "a"), Cx(1.0, "b"), Cx(1.0, "c")]
+    evals = [rev(0, 0.5, 1000.0), rev(1, 0.0, -20.0), rev(2, 0.0, math.nan)]
+    # a quarantined slot's success does not switch the grade
+    assert grade_of(evals, [True, False, False], "success-then-return") == "return"
+    slots = slot_evaluations(evals, rewards, 0.0, False, [True, False, False], "success-then-return")
+    assert slots[1].fitness == -20.0  # a negative return is a value, not a missing one
+    assert slots[2].fitness == -math.inf and not slots[2].quarantined
+    assert slots[0].fitness == -math.inf and slots[0].quarantined
+    assert rank_slots(slots) == [1, 2, 0]
+
+
+def test_fitness_rule_resolves_auto_against_the_task_and_refuses_a_return_without_one() -> None:
+    assert fitness_rule("auto", True) == "success-then-return"
+    assert fitness_rule("auto", False) == "success-then-progress"
+    assert fitness_rule("success-then-progress", True) == "success-then-progress"
+    assert fitness_rule("success-then-return", True) == "success-then-return"
+    with pytest.raises(ConfigError, match="human"):
+        fitness_rule("success-then-return", False)
+    with pytest.raises(ConfigError, match="unknown fitness rule"):
+        fitness_rule("return-only", True)
+    with pytest.raises(ConfigError, match="unknown fitness rule"):
+        EngineConfig(fitness="return-only")  # type: ignore[arg-type]
+
+
+def test_the_replay_leaders_grade_by_the_same_rule() -> None:
+    groups = LearnerGroups(num_slots=2, per_reward=2)
+    evals = [rev(i, 0.0, r) for i, r in enumerate([10.0, 50.0, 30.0, 20.0])]  # equal shares closed
+    rewards = [Cx(1.0, "a"), Cx(1.0, "b")]
+    assert groups.leaders(evals, rewards, 0.0, False, lambda i: False, "success-then-return") == [[1, 0], [2, 3]]
+    assert groups.leaders(evals, rewards, 0.0, False, lambda i: False) == [[0, 1], [2, 3]]  # tied: index order
+
+
+def test_return_grade_reaches_the_records_and_old_records_still_read() -> None:
+    slots = slot_evaluations([rev(0, 0.0, 412.3), rev(1, 0.0, 96.5)], [Cx(10.0, "a"), Cx(5.0, "b")], 0.001, False,
+                             [False, False], "success-then-return")
+    rec = RewardUpdateRecord.from_json({"event": "reward_update", "round": 2, "env_steps": 10,
+                                        "fitness": {"0": slots[0].fitness, "1": slots[1].fitness},
+                                        "slots": [s.to_json() for s in slots]})
+    assert rec is not None
+    first = rec.slots[0]
+    assert (first.graded_by, first.graded, first.task_return) == ("return", 412.3, 412.3)
+    assert first.breakdown == "return 412.3 - 0.01 cx" and rec.slots[1].breakdown == "return 96.5 - 0.01 cx"
+    assert graded_value("return", 0.0, 0.1, 0.2, 412.3) == 412.3
+    # lines written before the return grade: a progress grade reads its share, no grade reads the success rate
+    assert graded_value("progress", 0.0, 0.1, 0.2) == 0.1 and graded_value(None, 0.4, 0.1, 0.2) == 0.4
+    old = SlotFitness.from_json({"slot": 0, "reward_id": "x", "fitness": 0.3, "success": 0.3, "task_return": 7.0})
+    assert old is not None and old.graded_by is None and old.breakdown == "" and math.isnan(old.graded)
+    row = CandidateRow(id="a", verdict="evaluated", fitness=412.29, graded_by="return", task_return=412.3)
+    back = CandidateRow.from_json(row.to_json())
+    assert back is not None and (back.graded_by, back.task_return) == ("return", 412.3)
+    assert "task_return" not in CandidateRow(id="old").to_json()
+
+
+@pytest.mark.parametrize(("human", "fitness", "rule", "grade"), [
+    (True, "auto", "success-then-return", "return"),
+    (False, "auto", "success-then-progress", "progress"),
+    (True, "success-then-progress", "success-then-progress", "progress"),
+])
+def test_the_engine_grades_an_update_by_the_rule_it_resolved(human: bool, fitness: Any, rule: str,
+                                                            grade: str) -> None:
+    cfg = flat_config(population=3, elites=1, total_steps=130, warmup_steps=60, reward_period=120, eval_every=0,
+                      eval_episodes=1, update_eval_episodes=2, ts_window=10, buffer_capacity=3000, seed=2,
+                      feature_sample=100, sac=SACConfig(hidden=(16, 16), batch_size=32, utd_ratio=0.1),
+                      fitness=fitness, complexity_lambda=0.001)
+    engine = make_engine(point_task(has_human_reward=human), cfg, three_rewards())
+    try:
+        assert engine.fitness_rule == rule
+        slots = engine._start_update().ctx.slots  # untrained policies: no success on the point mass
+    finally:
+        engine.close()
+    assert {s.graded_by for s in slots} == {grade}
+    for s in slots:
+        value = s.task_return if grade == "return" else s.progress_closed
+        assert s.fitness == pytest.approx(value - s.complexity_penalty)
+
+
+def test_the_engine_refuses_a_return_rule_for_a_task_without_a_human_reward() -> None:
+    cfg = flat_config(population=3, elites=1, total_steps=130, warmup_steps=60, reward_period=120,
+                      sac=SACConfig(hidden=(16, 16), batch_size=32), fitness="success-then-return")
+    with pytest.raises(ConfigError, match="human"):
+        make_engine(point_task(has_human_reward=False), cfg, three_rewards()).close()
+

@@ -92,6 +92,7 @@ def test_full_round_reads_rollouts_then_critiques_then_proposes_from_the_elite()
 
 def test_elites_without_rollouts_skip_analyse() -> None:
     assert route_start({"n_wanted": 1, "elites": [ELITE]}) == "critique"
+    assert route_start({"round": 0, "n_wanted": 1, "elites": [ELITE]}) == "propose"  # init's round 0: refine at once
     assert route_start({"n_wanted": 1, "elites": [ELITE], "rollout_ids": ["p"]}) == "analyse"
     assert route_start({"n_wanted": 1}) == "propose"
     assert route_start({"n_wanted": 0}) == "__end__"

@@ -25,6 +25,7 @@ from lares_agent.engine import (
     Feature,
     HumanReward,
     MemberEvaluation,
+    PolicyArtefact,
     ReplayConfig,
     SACConfig,
     TaskSpec,
@@ -269,33 +270,40 @@ def test_diverged_learner_stops_training(learner: str, name: str) -> None:
     assert 1 not in engine.population.ts.select(3, np.random.default_rng(0))
 
 
-def test_init_setting_extra_learner_always_acts() -> None:
+def test_init_setting_extra_learner_always_acts_and_is_ranked() -> None:
     hook = Proposer()
     cfg = tiny_config(setting="init", total_steps=150)
-    engine = make_engine(tiny_task(), cfg, scratch_rewards()[:2], hook)
+    engine = make_engine(tiny_task(), cfg, scratch_rewards(), hook)
     infos = []
     engine.run(progress=infos.append)
     assert engine.population.num_learners == 4 and engine.population.extra == 3
     assert all(i.acted[-1] == 3 and 3 not in i.acted[:-1] for i in infos)
     assert isinstance(engine.rewards[3], HumanReward)  # the env-reward learner keeps the human reward
     ctx = hook.contexts[0]
-    assert 3 not in ctx.refill and 3 not in ctx.elites and len(ctx.slots) == 3
+    # ranked with the K slots (the reference's with_init), never refilled
+    assert len(ctx.slots) == len(ctx.rewards) == 4 and sorted(ctx.ranking) == [0, 1, 2, 3] and 3 not in ctx.refill
     assert "human_reward" in ctx.feature_sample  # the init setting may show the human reward
     with pytest.raises(EngineError):
-        make_engine(tiny_task(), cfg, scratch_rewards(), hook)  # init takes K - 1 candidates
+        make_engine(tiny_task(), cfg, scratch_rewards()[:2], hook)  # init takes K candidates
 
 
-def test_init_slot_zero_is_replaceable_like_any_slot() -> None:
-    # The same meaning of `init` as the ES engine's (test_es.py): a negative complexity under a large lambda
-    # ranks the given rewards above the human one, so slot 0 ranks last and is refilled; the extra learner stays.
-    given = [FeatureReward("dist", 1.0, complexity=-1.0), FeatureReward("dist", 3.0, 1.0, complexity=-1.0)]
+def test_init_human_learner_ranked_first_is_inherited_and_handed_over(tmp_path: Path) -> None:
+    # A large complexity under lambda ranks every LLM reward below the human one (complexity 0): the human-reward
+    # learner is the best, every slot is refilled, inherits its policy, and its policy is the one handed over.
+    given = [FeatureReward("dist", 1.0, complexity=5.0), FeatureReward("dist", 3.0, 1.0, complexity=5.0),
+             FeatureReward("action_norm", 0.1, complexity=5.0)]
     hook = Proposer()
-    engine = make_engine(tiny_task(), tiny_config(setting="init", total_steps=150, complexity_lambda=10.0), given,
-                         hook)
+    cfg = tiny_config(setting="init", total_steps=150, complexity_lambda=10.0, elites=1, max_rounds=1)
+    engine = make_engine(tiny_task(), cfg, given, hook, tmp_path)
     engine.run()
     ctx = hook.contexts[0]
-    assert ctx.ranking[-1] == 0 and 0 in ctx.refill
-    assert engine.rewards[0].id == "r1s0" and isinstance(engine.rewards[3], HumanReward)
+    assert ctx.best == 3 and ctx.elites == (3,) and ctx.refill == (0, 1, 2)
+    assert engine.best_slot == 3 and isinstance(engine.rewards[3], HumanReward)
+    update = next(e for e in engine.events if e["event"] == "reward_update")
+    assert update["best"] == 3 and update["inherited"] == [0, 1, 2]
+    assert engine.last_metrics is not None and engine.last_metrics["success_best_slot"] is not None
+    policy = engine.save_policy("final")
+    assert policy is not None and PolicyArtefact.load(policy).reward_id == "human"
 
 
 def test_baseline_is_plain_sac_on_human_reward() -> None:
@@ -328,7 +336,7 @@ def test_config_validation() -> None:
     with pytest.raises(ConfigError):
         flat_config(population=3, elites=4)
     with pytest.raises(ConfigError):
-        flat_config(setting="init", population=1, elites=1)
+        flat_config(setting="init", population=1, elites=2)
     with pytest.raises(ConfigError, match="unknown learner 'ppo'"):
         flat_config(learner="ppo")  # type: ignore[arg-type]
     cfg = tiny_config()

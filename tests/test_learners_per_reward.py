@@ -147,7 +147,7 @@ def test_grouping_survives_checkpoint_and_resume(tmp_path: Path) -> None:
 
 def test_init_setting_keeps_one_extra_learner_after_the_groups() -> None:
     cfg = tiny_config(setting="init", learners_per_reward=2, total_steps=60)
-    engine = make_engine(tiny_task(), cfg, scratch_rewards()[:2], Proposer())
+    engine = make_engine(tiny_task(), cfg, scratch_rewards(), Proposer())
     try:
         pop = engine.population
         assert pop.learners.k == 7 and pop.extra == 6 and pop.buffer.num_columns == 4

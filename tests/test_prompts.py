@@ -133,3 +133,29 @@ def test_personas_cli_list_and_show() -> None:
     assert shown.exit_code == 0 and load_persona("safety-reviewer").summary in shown.output
     missing = runner.invoke(app, ["personas", "show", "nobody"])
     assert missing.exit_code == 1
+
+
+def test_elites_carry_their_task_return_and_the_prompt_says_what_it_is() -> None:
+    """The reference's feedback gave the environment's return ("human designed expert reward" score); the elites'
+    lines and the analysis facts give each elite's, with a note when it is what ranked them."""
+    from lares_agent.engine.tasks import get_task
+    from lares_agent.graphs.prompting import RETURN_GRADE_NOTE, TASK_RETURN_NOTE, render_elites
+    from lares_agent.graphs.state import EliteInfo
+    from lares_agent.tools.diagnosis import diagnose, return_facts
+    from lares_agent.tools.facts import render_facts
+
+    elite = EliteInfo(id="r1", components={"reach": "-tcp_to_obj"}, fitness=412.29, success=0.0, complexity=3.0,
+                      stats={}, task_return=412.3, graded_by="return")
+    text = render_elites([elite], 2000)
+    assert "- r1 (fitness 412, success 0, task return 412, complexity 3)" in text
+    assert text.startswith(f"({TASK_RETURN_NOTE}{RETURN_GRADE_NOTE})")
+    on_success = render_elites([EliteInfo(**{**elite, "graded_by": "success", "success": 0.4})], 2000)
+    assert TASK_RETURN_NOTE in on_success and RETURN_GRADE_NOTE not in on_success
+    without = render_elites([EliteInfo(**{k: v for k, v in elite.items() if k != "task_return"})], 2000)
+    assert "task return" not in without  # a task without a human reward: the line as before
+    (fact,) = return_facts([elite])
+    assert (fact.kind, fact.source, fact.numbers["task_return"], fact.numbers["graded"]) == (
+        "task_return", "r1", 412.3, 1.0)
+    facts = diagnose([], [elite], {}, get_task("reach-v3"))
+    assert "r1: task return 412 per episode" in render_facts(facts)
+    assert return_facts([EliteInfo(**{**elite, "task_return": float("nan")})]) == []

@@ -398,6 +398,57 @@ def test_lineage_and_page_show_what_the_graded_fitness_was_made_of(tmp_path: Pat
     assert any("fit 0.34" in t and "(progress 0.37 - 0.03 cx)" in t for t in texts)
     assert any("progress, then success" in t for t in texts)
     assert "(success 0.50 - 0.03 cx)" in page
+
+
+def test_the_report_says_which_grade_ranked_each_update_under_the_return_rule(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before any success the return rule grades on the task return: the cells and the final population say so
+    with the return, the summary names the rule and the grade of each round, and the lineage colours each round on
+    its own scale (returns in the hundreds would leave the success rounds one colour)."""
+    run = tmp_path / "returned"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"task": "reach-v3", "setting": "scratch",
+                                                 "fitness": "success-then-return"}))
+
+    def slot(i: int, rid: str, how: str, success: float, ret: float, pen: float) -> dict[str, Any]:
+        fit = (ret if how == "return" else success) - pen
+        return {"slot": i, "reward_id": rid, "fitness": fit, "complexity": pen * 1000, "success": success,
+                "task_return": ret, "graded_by": how, "progress_closed": 0.132, "complexity_penalty": pen}
+
+    updates = [(1, "return", (0.0, 0.0), (412.3, 96.5)), (2, "return", (0.0, 0.0), (530.0, 101.0)),
+               (3, "success", (0.6, 0.2), (1200.0, 640.0))]
+    _write_jsonl(run / "events.jsonl", [
+        {"event": "reward_update", "round": r, "env_steps": 100 * r, "elites": [0], "best": 0, "replaced": {},
+         "fitness": {str(i): slot(i, "ab"[i], how, succ[i], ret[i], 0.01)["fitness"] for i in range(2)},
+         "slots": [slot(i, "ab"[i], how, succ[i], ret[i], 0.01) for i in range(2)]}
+        for r, how, succ, ret in updates])
+    data = read_run(run)
+    cells = {(c.round, c.slot): c for c in lineage(data)}
+    assert cells[(1, 0)].breakdown == "return 412.3 - 0.01 cx" and cells[(1, 1)].graded == 96.5
+    assert cells[(3, 0)].breakdown == "success 0.60 - 0.01 cx"
+    summary = summarize(data)
+    assert summary.fitness_rule == "success-then-return"
+    assert summary.grades == ((1, "return"), (2, "return"), (3, "success"))
+    texts: list[str] = []
+    real_save = plots._save
+
+    def spy(fig: Any, out_dir: Path, name: str) -> Path:
+        if name == "lineage.png":
+            texts.extend(t.get_text() for ax in fig.axes for t in ax.texts)
+            texts.extend([ax.get_title() for ax in fig.axes] + [ax.get_ylabel() for ax in fig.axes])
+        return real_save(fig, out_dir, name)
+
+    monkeypatch.setattr(plots, "_save", spy)
+    page = write_report(run).read_text()
+    assert "success-then-return: return at rounds 1-2, success at round 3" in page
+    assert any("(return 412.3 - 0.01 cx)" in t for t in texts)
+    assert any("return, then success" in t for t in texts)
+    assert "fitness, scaled within each round" in texts
+    # a run from before the option ranked by success, then progress: that is what it says
+    (run / "config.json").write_text(json.dumps({"task": "reach-v3", "setting": "scratch"}))
+    assert summarize(read_run(run)).fitness_rule == "success-then-progress"
+
+
 def test_the_proxy_table_sets_each_candidates_proxy_against_its_later_fitness(tmp_path: Path) -> None:
     from lares_agent.report.proxy import proxy_rows, spearman
     from lares_agent.runs import CandidateRow

@@ -72,7 +72,8 @@ def test_the_last_screen_says_what_the_user_got(finished_run: tuple[Path, str]) 
     assert components is not None
     assert f"selected reward {policy.reward_id} (slot {policy.data['slot']}): " in output
     assert all(f"{name} = {expr}" in output for name, expr in components.items())
-    assert "selected policy: crossq, success " in output and str(RunLayout(run).policy(FINAL_POLICY)) in output
+    assert "selected policy: crossq, trained on a searched reward, success " in output
+    assert str(RunLayout(run).policy(FINAL_POLICY)) in output
     assert f"lares eval {run}" in output and f"lares export {run}" in output
     assert f"report: not written (lares report {run})" in output  # --no-report
 

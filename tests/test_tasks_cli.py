@@ -36,3 +36,16 @@ def test_tasks_json_is_valid_and_complete():
     assert by_name["Pusher-v5"]["approach_feature"] == "tip_to_obj"
     assert all(set(f) == {"name", "meaning", "unit"} for entry in data for f in entry["features"])
     assert by_name["HalfCheetah-v5"]["horizon"] == 1000
+
+
+def test_tasks_show_prints_the_task_own_reward_expression():
+    from lares_agent.engine.tasks import get_task
+
+    spec = get_task("pick-place-v3")
+    result = runner.invoke(app, ["tasks", "--show", "pick-place-v3"])
+    assert result.exit_code == 0, result.output
+    assert "human reward as an expression" in result.output and "gripper_caging(" in result.output
+    for name, _ in spec.human_components or ():
+        assert f"  {name} = " in result.output
+    shown = json.loads(runner.invoke(app, ["tasks", "--show", "reach-v3", "--json"]).output)
+    assert shown["human_components"] == dict(get_task("reach-v3").human_components or ())

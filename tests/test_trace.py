@@ -258,3 +258,46 @@ def test_cli_json_matches_the_reader(traced_run: Path) -> None:
     one = json.loads(_invoke(str(traced_run), "--json", "--candidate", z.id).output)["candidate"]
     assert one["candidate"]["id"] == z.id and one["ancestors"][0]["components"] == X["components"]
     assert CRITIQUE in one["critique"]  # after the computed defects
+
+
+def test_the_propose_prompt_gives_each_elites_task_return_in_the_scratch_setting(traced_run: Path) -> None:
+    """As the reference's feedback did in both settings: the score, never the human reward's expression."""
+    (propose, *_) = read_trace(traced_run).select(round=1, node="propose")
+    user = propose.calls[0].messages[-1]["content"]
+    assert "task return -5, complexity" in user and "the task's own hand-designed reward" in user
+    assert "human_reward" not in user
+
+
+def test_the_trace_says_which_grade_ranked_each_update_and_what_each_slot_was_made_of(
+        traced_run: Path, tmp_path: Path) -> None:
+    run = tmp_path / "graded"
+    shutil.copytree(traced_run, run)
+    trace = read_trace(run)
+    x = _by_components(trace, X["components"], "accepted")
+    y = _by_components(trace, Y["components"], "accepted")
+
+    def slot(i: int, rid: str, ret: float) -> dict[str, Any]:
+        return {"slot": i, "reward_id": rid, "fitness": ret - 0.01, "success": 0.0, "task_return": ret,
+                "complexity": 10.0, "graded_by": "return", "progress_closed": 0.132, "complexity_penalty": 0.01}
+
+    with (run / "events.jsonl").open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps({"event": "reward_update", "round": 1, "env_steps": 150, "fitness": {},
+                             "ranking": [0, 1], "elites": [0], "best": 0, "replaced": {"1": "new"},
+                             "slots": [slot(0, x.id, 412.3), slot(1, y.id, 96.5)]}) + "\n")
+    with (run / "candidates.jsonl").open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps({"id": x.id, "round": 2, "slot": 0, "verdict": "evaluated", "fitness": 412.29,
+                             "success": 0.0, "graded_by": "return", "task_return": 412.3,
+                             "complexity_penalty": 0.01}) + "\n")
+    line = (f"round 1 at 150 steps, ranked by return: slot 0 {x.id} return 412.3 - 0.01 cx (elite); "
+            f"slot 1 {y.id} return 96.5 - 0.01 cx (replaced)")
+    overview = _invoke(str(run))
+    assert overview.exit_code == 0, overview.output
+    assert line in " ".join(overview.output.split())  # wrapped at the console's width
+    assert line in " ".join(_invoke(str(run), "--round", "1").output.split())
+    shown = _invoke(str(run), "--candidate", x.id).output
+    assert "evaluated at round 2: fitness 412.29 (return 412.3 - 0.01 cx), success 0.0, task return 412.3" in shown
+    # the run's own round-1 evaluation (graded on success, slot 0's spread over its two learners)
+    assert "evaluated at round 1: fitness 0.5 (success 0.50 - 0.00 cx), success 0.5" in shown
+    data = json.loads(_invoke(str(run), "--json", "--round", "1").output)
+    assert [s["graded_by"] for s in data["updates"][0]["slots"]] == ["return", "return"]
+    assert read_trace(run).update(1) is not None and read_trace(run).update(2) is None

@@ -1,35 +1,64 @@
-"""`lares export RUN`: the run's reward as a standalone numpy module, its candidate JSON, or LaTeX."""
+"""`lares export RUN`: the run's reward as a standalone numpy module, its candidate JSON, or LaTeX; `--human` the
+task's own reward, written as an expression (`lares export --human --task T`, or the run's task)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from lares_agent.errors import LaresError
 
+if TYPE_CHECKING:
+    from lares_agent.engine.tasks import TaskSpec
+    from lares_agent.rewards import ParsedReward
+
 FORMATS = ("python", "json", "latex")
 
 
 def export_command(
-    run: Annotated[Path, typer.Argument(help="The run folder.")],
+    run: Annotated[Path | None, typer.Argument(help="The run folder (not needed with --human --task).")] = None,
     reward: Annotated[str | None, typer.Option(
         "--reward", help="Reward id (see the report); default: the run's selected reward.")] = None,
     format: Annotated[str, typer.Option("--format", help="python (numpy module), json or latex.")] = "python",
     out: Annotated[Path | None, typer.Option("--out", help="Write to this file (default: stdout).")] = None,
+    human: Annotated[bool, typer.Option(
+        "--human", help="Export the task's own reward, written as an expression, instead of a found one.")] = False,
+    task: Annotated[str | None, typer.Option(
+        "--task", help="With --human: the task (default: the run's).")] = None,
 ) -> None:
     """Write a found reward for use outside lares: `python` is a module needing numpy only, with one function
     per component, `reward(features)`, the features' meanings and units, how a built-in task computes them,
-    and an optional Gymnasium RewardWrapper."""
-    from lares_agent.engine.tasks import get_task
+    and an optional Gymnasium RewardWrapper. `--human` writes the task's own reward the same way."""
+    from lares_agent.engine.tasks import get_task, resolve_task
     from lares_agent.report.run_reader import read_run
     from lares_agent.report.selected import selected_reward
-    from lares_agent.rewards import allowed_features, parse_candidate
-    from lares_agent.rewards.export import ExportedFeature, candidate_document, latex_document, python_module
+    from lares_agent.rewards import allowed_features, human_record, parse_candidate
 
     if format not in FORMATS:
         raise typer.BadParameter(f"must be one of {', '.join(FORMATS)}, not {format!r}", param_hint="--format")
+    if human:
+        if reward is not None:
+            raise typer.BadParameter("--reward names a found reward; --human exports the task's own",
+                                     param_hint="--reward")
+        if task is None and run is None:
+            raise typer.BadParameter("give --task NAME (or a run folder, for its task)", param_hint="--task")
+        if task is None:
+            assert run is not None  # checked above
+            task = read_run(run).task
+        spec = resolve_task(task)
+        record = human_record(spec)
+        if record is None:
+            raise LaresError(f"task {spec.name} has no own reward written as an expression")
+        parsed = parse_candidate(record, allowed_features(spec))
+        _write(parsed, spec, str(record["id"]), "the task's own reward", format, out, {"human": True})
+        return
+    if task is not None:
+        raise typer.BadParameter("--task goes with --human (a run's reward belongs to the run's task)",
+                                 param_hint="--task")
+    if run is None:
+        raise typer.BadParameter("give the run folder (or --human --task NAME)", param_hint="RUN")
     data = read_run(run)
     why = "given with --reward"
     if reward is None:
@@ -41,17 +70,27 @@ def export_command(
     if candidate is None or not candidate.components:
         known = ", ".join(sorted(c.id for c in data.by_id.values() if c.components)[:8]) or "none"
         raise LaresError(f"reward {reward!r} has no expression in this run's candidates (known: {known})")
-    task = get_task(data.task)
+    spec = get_task(data.task)
     parsed = parse_candidate({"components": dict(candidate.components), "rationale": candidate.rationale},
-                             allowed_features(task))
+                             allowed_features(spec))
+    _write(parsed, spec, reward, why, format, out, {"selected": why, "fitness": candidate.fitness})
+
+
+def _write(parsed: ParsedReward, spec: TaskSpec, reward: str, why: str, format: str, out: Path | None,
+           extra: dict[str, object]) -> None:
+    """The reward in `format`, to `out` or stdout."""
+    from lares_agent.rewards.export import ExportedFeature, candidate_document, latex_document, python_module
+
     if format == "python":
         from lares_agent.engine.tasks.recipe import RECIPE_KIND, feature_recipe
 
-        features = [ExportedFeature(f.name, f.meaning, f.unit) for f in task.feature_defs]
-        text = python_module(parsed, features, reward_id=reward, task=task.name, recipe=feature_recipe(task),
-                             recipe_kind=RECIPE_KIND)
+        features = [ExportedFeature(f.name, f.meaning, f.unit) for f in spec.feature_defs]
+        heading = (f"The own reward of task {spec.name}, written as a lares reward expression ({reward})."
+                   if extra.get("human") else None)
+        text = python_module(parsed, features, reward_id=reward, task=spec.name, recipe=feature_recipe(spec),
+                             recipe_kind=RECIPE_KIND, heading=heading)
     elif format == "json":
-        text = candidate_document(parsed, reward, task.name, {"selected": why, "fitness": candidate.fitness})
+        text = candidate_document(parsed, reward, spec.name, extra)
     else:
         text = latex_document(parsed)
     if out is None:

@@ -142,6 +142,10 @@ def run_command(
              "(non-dominated over fitness, smooth actions, simple rewards).")] = "truncation",
     complexity_lambda: Annotated[float | None, typer.Option(
         help="Fitness = graded value - this x reward complexity (default 0.001).")] = None,
+    fitness: Annotated[str, typer.Option(
+        help="What ranks the rewards before any policy succeeds: success-then-return (the task's own reward per "
+             "episode, as the LaRes reference), success-then-progress (the share of the start distance closed) or "
+             "auto (the first where the task has its own reward, else the second).")] = "auto",
     setting: Annotated[str, typer.Option(
         help="scratch (all rewards proposed) or init (the task's human reward seeds the population).")] = "scratch",
     rewards_file: Annotated[Path | None, typer.Option(help="JSON file of starting reward candidates.")] = None,

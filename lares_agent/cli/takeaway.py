@@ -23,6 +23,19 @@ def reward_expression(run: RunLayout, reward_id: str) -> str:
     return "; ".join(f"{name} = {expr}" for name, expr in components.items())
 
 
+def _kept_human_line(run: RunLayout, selected_is_human: bool) -> list[str]:
+    """The init setting keeps a learner on the task's own reward: its success beside the selected policy's."""
+    rows = RunLog(run).metrics.read()
+    extra = rows[-1].extra if rows else None
+    if not extra or extra.get("success") is None:
+        return []
+    best_llm = max((s.success for s in rows[-1].slots if s.success is not None), default=None)
+    llm = "--" if best_llm is None else f"{best_llm:.0%}"
+    role = "selected" if selected_is_human else "kept"
+    return [f"human-reward learner ({role}): success {extra['success']:.0%}; best searched-reward learner: {llm} "
+            "(last evaluation)"]
+
+
 def takeaway_lines(root: Path, ranked_success: float | None, report: Path | None) -> list[str]:
     """The 'what you got' block; empty when the run wrote no policy (it never got that far)."""
     run = RunLayout(root)
@@ -36,9 +49,11 @@ def takeaway_lines(root: Path, ranked_success: float | None, report: Path | None
     except EngineError as exc:
         return [f"policy: {path} cannot be read ({exc})"]
     success = "--" if ranked_success is None else f"{ranked_success:.0%}"
+    origin = "the task's own reward" if policy.trained_on_human_reward else "a searched reward"
     lines = [
         f"selected reward {policy.reward_id} (slot {policy.data['slot']}): {reward_expression(run, policy.reward_id)}",
-        f"selected policy: {policy.learner}, success {success} at the last evaluation, {path}",
+        f"selected policy: {policy.learner}, trained on {origin}, success {success} at the last evaluation, {path}",
+        *_kept_human_line(run, policy.trained_on_human_reward),
         f"report: {report}" if report is not None else f"report: not written (lares report {root})",
     ]
     export = "" if policy.reward_id == HUMAN_ID else f"    export the reward: lares export {root}"

@@ -14,7 +14,8 @@ from lares_agent.engine.tasks import TaskSpec, list_tasks, resolve_task
 
 
 def _show(spec: TaskSpec, width: int) -> None:
-    """One task in full, every line within `width`: description, horizon, success, features with units."""
+    """One task in full, every line within `width`: description, horizon, success, the env's own reward as an
+    expression where it is written, features with units."""
     wrap = textwrap.TextWrapper(width=width, initial_indent="  ", subsequent_indent="  ")
     typer.echo(f"{spec.name} ({spec.family}), horizon {spec.horizon} steps of {spec.dt:g} s")
     typer.echo(wrap.fill(spec.description))
@@ -22,6 +23,12 @@ def _show(spec: TaskSpec, width: int) -> None:
     typer.echo(f"progress (lower is better): {spec.progress_feature}")
     typer.echo(f"approach: {spec.approach_feature or '-'}")
     typer.echo(f"human reward: {'yes' if spec.has_human_reward else 'no'}")
+    if spec.human_components:
+        typer.echo("human reward as an expression (the sum of its components; lares export --human):")
+        expression = textwrap.TextWrapper(width=width, initial_indent="  ", subsequent_indent="      ",
+                                          break_long_words=False, break_on_hyphens=False)
+        for name, text in spec.human_components:
+            typer.echo(expression.fill(f"{name} = {text}"))
     typer.echo(f"features ({len(spec.feature_defs)}):")
     meaning = textwrap.TextWrapper(width=width, initial_indent="      ", subsequent_indent="      ")
     for feature in spec.feature_defs:

@@ -1,15 +1,18 @@
 """`lares trace RUN [--node N] [--round R] [--candidate ID] [--json]`: what the agent graph did, step by step.
 
-Without options: one row per node execution (time, node, persona, summary, LLM use) and the accepted
-candidates with their lineage. `--node` / `--round` select steps and show each one's prompts, answers and
-verdicts; `--candidate` shows one candidate's verdict, lineage (elite and critique it came from) and the
-prompt and answer that produced it. `--json` prints the same selection as JSON for scripts.
+Without options: one row per node execution (time, node, persona, summary, LLM use), the reward updates (what
+graded each one's slots, each slot's graded value and penalty) and the accepted candidates with their lineage.
+`--node` / `--round` select steps and show each one's prompts, answers and verdicts (`--round` the round's reward
+update first); `--candidate` shows one candidate's verdict, every fitness it got and what it was made of, lineage
+(elite and critique it came from) and the prompt and answer that produced it. `--json` prints the same selection
+as JSON for scripts.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import json as _json
+import math
 import textwrap
 from dataclasses import asdict
 from pathlib import Path
@@ -50,10 +53,11 @@ def trace_command(
             "rounds": list(trace.rounds), "steps": [asdict(s) for s in steps],
             "candidates": [asdict(c) for c in trace.candidates.values()
                            if round is None or c.round == round],
+            "updates": [u.to_json() for u in trace.updates if round is None or u.round == round],
         }
         typer.echo(_json.dumps(payload, indent=2, default=str))
         return
-    _show_steps(trace, steps, detailed=node is not None or round is not None)
+    _show_steps(trace, steps, detailed=node is not None or round is not None, round_selected=round is not None)
 
 
 # ---------------------------------------------------------------------------------------------- rendering
@@ -75,7 +79,26 @@ def _cut(text: str | None, limit: int = _TEXT_CHARS) -> str:
     return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} chars; whole in --json)"
 
 
-def _show_steps(trace: Any, steps: tuple[Any, ...], detailed: bool) -> None:
+def update_line(update: Any) -> str:
+    """One reward update: the round, the grade that ranked it and each slot, best first, with what its fitness was
+    made of, e.g. "round 2 at 13,500 steps, ranked by return: slot 0 res-0 return 412.3 - 0.01 cx (elite), ...".
+    A run from before graded fitness ranked by success (and says so)."""
+    grades = sorted({s.graded_by for s in update.slots if s.graded_by})
+    by = "/".join(grades) if grades else "success (no grade recorded)"
+    slots = {s.slot: s for s in update.slots}
+    order = list(update.ranking) or sorted(slots)
+    parts = []
+    for i in order:
+        s = slots.get(i)
+        if s is None:
+            continue
+        what = "quarantined" if s.quarantined else (s.breakdown or f"fitness {s.fitness:.2f}")
+        tag = " (elite)" if i in update.elites else (" (replaced)" if i in update.replaced else "")
+        parts.append(f"slot {i} {s.reward_id} {what}{tag}")
+    return f"round {update.round} at {update.env_steps:,} steps, ranked by {by}: " + "; ".join(parts)
+
+
+def _show_steps(trace: Any, steps: tuple[Any, ...], detailed: bool, round_selected: bool = False) -> None:
     from rich.text import Text
 
     console = _console()
@@ -99,9 +122,17 @@ def _show_steps(trace: Any, steps: tuple[Any, ...], detailed: bool) -> None:
         if s.summary:
             console.print(Text(wrap.fill(str(s.summary))))
     if detailed:
+        for r in sorted({s.round for s in steps}) if round_selected else ():
+            update = trace.update(r)
+            if update is not None:
+                console.print(Text(wrap.fill(update_line(update))))
         for s in steps:
             _show_detail(console, s)
     else:
+        if trace.updates:
+            console.print(Text("reward updates (what ranked the slots; each slot's graded value - penalty):"))
+            for u in trace.updates:
+                console.print(Text(wrap.fill(update_line(u))))
         _show_candidates(console, trace)
     if trace.unmatched_calls:
         console.print(Text(f"{len(trace.unmatched_calls)} LLM call(s) belong to no stored step "
@@ -163,6 +194,21 @@ def _show_detail(console: Any, step: Any) -> None:
         _show_call(console, call)
 
 
+def evaluation_breakdown(e: Any) -> str:
+    """What one evaluated line's fitness was made of ("return 412.3 - 0.01 cx"; "" where the run did not say)."""
+    from lares_agent.runs.events import fitness_breakdown, graded_value
+
+    def num(key: str) -> float:
+        value = e.get(key)
+        return float(value) if isinstance(value, (int, float)) else math.nan
+
+    grade = e.get("graded_by")
+    if not isinstance(grade, str):
+        return ""
+    graded = graded_value(grade, num("success"), num("progress_closed"), num("approach_closed"), num("task_return"))
+    return fitness_breakdown(grade, graded, num("complexity_penalty"))
+
+
 def _components(components: Any) -> str:
     return "; ".join(f"{k} = {v}" for k, v in dict(components or {}).items()) or "(no components)"
 
@@ -196,8 +242,11 @@ def _show_lineage(lineage: Any) -> None:
     for e in c.evaluations:
         spread = e.get("learner_success")
         each = f" (its learners: {', '.join(f'{v:.2f}' for v in spread)})" if spread else ""
-        lines.append(f"evaluated at round {e.get('round')}: fitness {e.get('fitness')}, success {e.get('success')}"
-                     f"{each}")
+        made = evaluation_breakdown(e)
+        ret = e.get("task_return")
+        lines.append(f"evaluated at round {e.get('round')}: fitness {e.get('fitness')}"
+                     f"{f' ({made})' if made else ''}, success {e.get('success')}{each}"
+                     f"{f', task return {ret:.1f}' if isinstance(ret, (int, float)) else ''}")
     chain = " <- ".join([c.id, *(a.id for a in lineage.ancestors)])
     lines.append(f"lineage: {chain}" if lineage.ancestors else "lineage: written from scratch (no parent elite)")
     for a in lineage.ancestors:

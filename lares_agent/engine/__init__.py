@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from lares_agent.engine.buffer import Affine, ReplayBuffer
 from lares_agent.engine.column_map import REWARD_NORMALISATIONS, ColumnMap, RewardNormalisation
 from lares_agent.engine.contracts import (
+    FITNESS_RULES,
     GRADIENT_LEARNERS,
     HUMAN_REWARD_FEATURE,
     NEXT_PREFIX,
@@ -21,6 +22,7 @@ from lares_agent.engine.contracts import (
     Batch,
     ComponentStats,
     Diversity,
+    FitnessRule,
     GradientLearner,
     HumanReward,
     LoadReward,
@@ -92,6 +94,7 @@ _LAZY = {
 }
 
 __all__ = [
+    "FITNESS_RULES",
     "GRADIENT_LEARNERS",
     "HUMAN_REWARD_FEATURE",
     "NEXT_PREFIX",
@@ -112,6 +115,7 @@ __all__ = [
     "EngineError",
     "EnvPool",
     "Feature",
+    "FitnessRule",
     "GradientLearner",
     "HumanReward",
     "LaResEngine",

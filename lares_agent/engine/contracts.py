@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # annotations only: importing this module must not load torch
     import torch
 
 __all__ = [
+    "FITNESS_RULES",
     "GRADIENT_LEARNERS",
     "HUMAN_REWARD_FEATURE",
     "NEXT_PREFIX",
@@ -30,6 +31,7 @@ __all__ = [
     "Batch",
     "ComponentStats",
     "Diversity",
+    "FitnessRule",
     "Grade",
     "GradientLearner",
     "HumanReward",
@@ -52,8 +54,15 @@ GradientLearner = Literal["sac", "crossq"]
 """The gradient learners the LaRes engine trains on its shared replay buffer (``EngineConfig.learner``)."""
 GRADIENT_LEARNERS: tuple[GradientLearner, ...] = ("sac", "crossq")
 
-Grade = Literal["success", "progress", "approach"]
-"""What a reward update graded fitness on (docs/DESIGN.md, "Graded fitness"; the rule is ``loop/fitness.py``)."""
+Grade = Literal["success", "progress", "approach", "return"]
+"""What a reward update graded fitness on (docs/DESIGN.md, "Graded fitness"; the rule is ``loop/fitness.py``):
+"return" is the task return, the grade of ``success-then-return`` before any success."""
+
+FitnessRule = Literal["auto", "success-then-return", "success-then-progress"]
+"""How a reward update grades its slots (``EngineConfig.fitness``; ``loop/fitness.py``): by success once any slot
+succeeds, before that by the task (human) return, as the reference does, or by the share of the start distance
+closed. "auto" is the first for a task with a human reward and the second for a task without one."""
+FITNESS_RULES: tuple[FitnessRule, ...] = ("auto", "success-then-return", "success-then-progress")
 
 
 HUMAN_REWARD_FEATURE = "human_reward"
@@ -259,8 +268,9 @@ class SlotEvaluation:
     complexity: float
     fitness: float
     """Graded value - complexity_penalty (-inf for a quarantined slot): the graded value is the success rate
-    when any slot of this update succeeds, else the share of the start distance closed (``graded_by``: of the
-    progress feature, or of the approach feature when the progress shares do not separate the slots)."""
+    when any slot of this update succeeds, else (``graded_by``) the task return (``success-then-return``) or the
+    share of the start distance closed (``success-then-progress``: of the progress feature, or of the approach
+    feature when the progress shares do not separate the slots)."""
     tie_break: float
     """Secondary key (higher is better): task return or -final_progress, depending on the setting."""
     component_stats: Mapping[str, ComponentStats] = field(default_factory=dict)
@@ -281,7 +291,8 @@ class SlotEvaluation:
     @property
     def graded(self) -> float:
         """The value the fitness was graded on, before the complexity penalty."""
-        return graded_value(self.graded_by, self.success_rate, self.progress_closed, self.approach_closed)
+        return graded_value(self.graded_by, self.success_rate, self.progress_closed, self.approach_closed,
+                            self.task_return)
 
     def to_json(self) -> dict[str, object]:
         """JSON-ready view for events.jsonl and the graph state."""

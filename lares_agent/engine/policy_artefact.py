@@ -220,9 +220,16 @@ class PolicyArtefact:
             return np.asarray(a)
         return np.asarray(low + (a + 1.0) * 0.5 * (high - low))
 
+    @property
+    def trained_on_human_reward(self) -> bool:
+        """Whether the policy learned from the task's own reward (the init setting's human-reward learner), not
+        from a searched one."""
+        return self.reward_id == "human"  # contracts.HumanReward.id
+
     def summary(self) -> str:
-        """One line: learner, task, reward, slot, steps, round."""
+        """One line: learner, task, reward (and whether it is the task's own), slot, steps, round."""
         d = self.data
-        return (f"{d['learner']} policy for {d['task']} (slot {d['slot']}, reward {d['reward_id']}, "
+        reward = "the task's own reward" if self.trained_on_human_reward else f"searched reward {d['reward_id']}"
+        return (f"{d['learner']} policy for {d['task']} (slot {d['slot']}, trained on {reward}, "
                 f"{d['env_steps']} env steps, round {d['round']})")
 

@@ -23,7 +23,7 @@ __all__ = ["ask", "sorted_elites", "system_message"]
 def system_message(ctx: RunContext) -> str:
     """The run's fixed system message (no persona in it: see the module docstring)."""
     return system_text(ctx.task, allowed_features(ctx.task), ctx.limits.checks.limits.max_components,
-                       ctx.limits.task_examples)
+                       ctx.limits.task_examples, ctx.human_reward)
 
 
 def ask(

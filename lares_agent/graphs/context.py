@@ -114,6 +114,10 @@ class RunContext:
     run_id: str = ""
     id_prefix: str = ""
     critics: tuple[Persona, ...] = ()  # the critic ensemble (--personas); () : `persona` critiques alone
+    human_reward: Mapping[str, str] | None = None
+    """The task's own reward as components of the reward language, in the init setting: the system prompt shows
+    it as the starting point, round 0 refines it, and it is the elite whenever the human-reward learner ranks
+    among the elites (docs/lares-reference.md §2.1). None: from scratch, the LLM never sees it."""
 
     @property
     def critic_personas(self) -> tuple[Persona, ...]:

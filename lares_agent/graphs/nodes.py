@@ -27,7 +27,7 @@ from lares_agent.graphs.prompting import (
     render_reasons,
     render_taken,
 )
-from lares_agent.graphs.state import CandidateRecord, EliteInfo, RoundState, step
+from lares_agent.graphs.state import HUMAN_ELITE, CandidateRecord, EliteInfo, RoundState, step
 from lares_agent.llm.errors import BudgetExceeded, LLMError
 from lares_agent.prompts.loader import render
 from lares_agent.rewards import record_key
@@ -60,7 +60,10 @@ def _cases(ctx: RunContext) -> str:
 
 
 def _instruction(parent: EliteInfo | None, explore: bool) -> str:
-    if parent is None:
+    if parent is not None and parent.get("id") == HUMAN_ELITE:
+        base = ("Refine the task's own reward (the elite human, written by its designer): adjust its parameters, "
+                "add or change terms where the results show a weakness; keep its success conditions.")
+    elif parent is None:
         base = ("Write a new reward for this task from scratch, with your own terms and weights (do not "
                 "repeat the examples).")
     else:

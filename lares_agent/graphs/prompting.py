@@ -39,8 +39,9 @@ FUNCTION_TABLE = "\n".join(
         "- exp(x), log(x), sqrt(x), tanh(x), sigmoid(x), Abs(x)",
         "- Min(a, b, ...), Max(a, b, ...), clip(x, low, high)",
         "- where(condition, a, b): a where the condition holds, else b",
-        "- tolerance(x, lower, upper, margin, value_at_margin): 1 inside [lower, upper], falls smoothly to "
-        "value_at_margin at margin outside (numbers only after x)",
+        "- tolerance(x, lower, upper, margin, value_at_margin, sigmoid): 1 inside [lower, upper], falls smoothly to "
+        "value_at_margin at margin outside (margin may be a feature expression; sigmoid 'gaussian' (default), "
+        "'long_tail', 'reciprocal', 'hyperbolic', 'cosine', 'linear', 'quadratic' or 'tanh_squared')",
         "- hamacher(a, b): soft AND of two terms in [0, 1]",
     ]
 )
@@ -100,13 +101,19 @@ def approach_rule(progress: str, approach: str | None) -> str:
 
 
 def system_text(task: GraphTask, feature_names: Sequence[str], max_components: int,
-                examples: TaskExampleMode = "own") -> str:
+                examples: TaskExampleMode = "own", human: Mapping[str, str] | None = None) -> str:
     """The fixed system message of a run: identical across nodes, calls and personas, so llama.cpp caches it (the
     persona goes into the user message, `persona_text`). ``examples``: "own" shows `task_examples` before the other
-    task's example, "other" that one alone (`GraphLimits.task_examples`)."""
+    task's example, "other" that one alone (`GraphLimits.task_examples`). ``human`` (the init setting): the task's
+    own reward is shown instead of any example for this task, as the reward the candidates refine."""
     approach = task.approach_feature if task.approach_feature in feature_names else None
-    shown = ("For this task:\n" + task_examples(task.progress_feature, approach) if examples == "own"
-             else "None for this task: write its reward from its own features.")
+    if human is not None:
+        shown = ("The task's own reward, written by its designer (the starting point: refine it):\n"
+                 + _example(human, "the designer's reward"))
+    elif examples == "own":
+        shown = "For this task:\n" + task_examples(task.progress_feature, approach)
+    else:
+        shown = "None for this task: write its reward from its own features."
     return render(
         "system",
         task_name=task.name,
@@ -135,17 +142,32 @@ def _num(x: Any) -> str:
     return "?" if x is None else f"{float(x):.3g}"
 
 
+TASK_RETURN_NOTE = "task return = the task's own hand-designed reward summed over an episode (higher is better)"
+"""The line that says what an elite's "task return" is: the reference's feedback calls the same number the "human
+designed expert reward" score."""
+RETURN_GRADE_NOTE = "; no policy succeeds yet, so fitness is the task return"
+
+
 def render_elites(elites: Sequence[EliteInfo], max_chars: int) -> str:
-    """One line per elite: id, fitness, success, complexity, then its components."""
+    """One line per elite: id, fitness, success, task return, complexity, then its components; a first line says
+    what the task return is (and that it is the fitness, when the update graded by it).
+
+    The task return is shown in both settings, as the reference's feedback showed the environment's return in
+    both: it is a score of the policy's episodes, not the human reward's expression, which the scratch setting
+    keeps from the LLM (it sees neither the expression nor the ``human_reward`` feature)."""
     if not elites:
         return "none yet (initial round)"
     lines = []
     for e in elites:
         body = "; ".join(f"{n} = {x}" for n, x in (e.get("components") or {}).items()) or "(the task's own reward)"
+        ret = f", task return {_num(e['task_return'])}" if e.get("task_return") is not None else ""
         lines.append(
-            f"- {e.get('id', '?')} (fitness {_num(e.get('fitness'))}, success {_num(e.get('success'))}, "
+            f"- {e.get('id', '?')} (fitness {_num(e.get('fitness'))}, success {_num(e.get('success'))}{ret}, "
             f"complexity {_num(e.get('complexity'))}): {body}"
         )
+    if any(e.get("task_return") is not None for e in elites):
+        graded = any(e.get("graded_by") == "return" for e in elites)
+        lines.insert(0, f"({TASK_RETURN_NOTE}{RETURN_GRADE_NOTE if graded else ''})")
     return clip("\n".join(lines), max_chars)
 
 

@@ -12,13 +12,15 @@ __all__ = ["route_after_validate", "route_start"]
 
 
 def route_start(state: RoundState, reflect: bool = True) -> Literal["analyse", "critique", "propose", "__end__"]:
-    """Rollouts to read -> analyse; elites but no rollouts -> critique; initial round -> propose.
+    """Rollouts to read -> analyse; elites but no rollouts -> critique; the initial round -> propose (in the init
+    setting its elite is the task's own reward, refined at once as the reference does: no policy has acted yet, so
+    there is nothing to critique it with).
 
     `reflect=False` (ablation, `GraphLimits.reflect`) always goes straight to propose.
     """
     if int(state.get("n_wanted", 0)) <= 0:
         return "__end__"
-    if not reflect:
+    if not reflect or state.get("round") == 0:
         return "propose"
     if state.get("rollout_ids"):
         return "analyse"

@@ -10,7 +10,12 @@ from __future__ import annotations
 import operator
 from typing import Annotated, Any, TypedDict
 
-__all__ = ["CandidateRecord", "EliteInfo", "RoundInput", "RoundState", "StepRecord", "step"]
+from lares_agent.engine import HumanReward
+
+__all__ = ["HUMAN_ELITE", "CandidateRecord", "EliteInfo", "RoundInput", "RoundState", "StepRecord", "step"]
+
+HUMAN_ELITE = HumanReward.id
+"""The elite id of the task's own reward (the init setting's human-reward learner)."""
 
 
 class EliteInfo(TypedDict, total=False):
@@ -22,6 +27,8 @@ class EliteInfo(TypedDict, total=False):
     success: float
     complexity: float
     stats: dict[str, dict[str, float]]  # component -> {"mean": .., "std": .., "share": ..} on the buffer
+    task_return: float  # mean task (human) return per evaluation episode; absent where the task has none
+    graded_by: str  # what the update graded fitness on: "success", "return", "progress" or "approach"
 
 
 class CandidateRecord(TypedDict, total=False):

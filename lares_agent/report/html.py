@@ -91,6 +91,7 @@ def _summary_rows(s: RunSummary) -> list[tuple[str, str, str]]:
         ("final_success", "final success (best / mean of learners)", f"{_num(s.final_best_success)} / "
          f"{_num(s.final_mean_success)}"),
         ("best_task_return", "best task return", _num(s.best_task_return, "{:.1f}")),
+        ("fitness", "fitness rule (what each update was graded on)", _fitness_rule(s)),
         ("wall_time", "wall time", _duration(s.wall_s)),
         ("llm_tokens", "LLM tokens (prompt + completion)", f"{s.prompt_tokens} + {s.completion_tokens} = "
          f"{s.prompt_tokens + s.completion_tokens}"),
@@ -98,6 +99,19 @@ def _summary_rows(s: RunSummary) -> list[tuple[str, str, str]]:
         ("candidates", "candidates accepted / rejected", f"{s.n_accepted} / {s.n_rejected}"),
         ("best_reward", "best reward", s.best_reward_id or "–"),
     ]
+
+
+def _fitness_rule(s: RunSummary) -> str:
+    """The rule and the grade of each update, consecutive rounds joined: "success-then-return: return at rounds
+    1-3, success at rounds 4-9" (docs/DESIGN.md, "Graded fitness")."""
+    spans: list[tuple[str, int, int]] = []  # (grade, first round, last round)
+    for rnd, grade in s.grades:
+        if spans and spans[-1][0] == grade:
+            spans[-1] = (grade, spans[-1][1], rnd)
+        else:
+            spans.append((grade, rnd, rnd))
+    parts = [f"{g} at round{'s' if a != b else ''} {a}{f'-{b}' if a != b else ''}" for g, a, b in spans]
+    return f"{s.fitness_rule}: {', '.join(parts)}" if parts else s.fitness_rule
 
 
 def _summary_table(run: RunSummary, baseline: RunSummary | None) -> str:

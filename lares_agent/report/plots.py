@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +18,7 @@ import numpy as np
 
 from lares_agent.report.influence import Influence, component_influence, gradient_influence
 from lares_agent.report.run_reader import RunData
-from lares_agent.report.summary import best_reward_id, lineage
+from lares_agent.report.summary import LineageCell, best_reward_id, lineage
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -124,7 +125,9 @@ def _short(text: str, n: int) -> str:
 
 def plot_lineage(run: RunData, out_dir: Path) -> Path | None:
     """Slots x rounds grid: colour = fitness, thick frame = elite (survived), red dashed = replaced; the text gives
-    what the fitness was made of (graded by success, progress or approach, minus the complexity penalty)."""
+    what the fitness was made of (graded by success, return, progress or approach, minus the complexity penalty).
+    When the run mixes the return grade (hundreds) with another (0 to 1), one colour scale would show only the
+    return rounds, so each round's fitness is then scaled to its own range (0: the round's worst, 1: its best)."""
     from matplotlib.colors import Normalize
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch, Rectangle
@@ -136,7 +139,10 @@ def plot_lineage(run: RunData, out_dir: Path) -> Path | None:
     slots = sorted({c.slot for c in cells})
     col = {r: i for i, r in enumerate(rounds)}
     row = {s: i for i, s in enumerate(slots)}
-    fits = np.array([c.fitness for c in cells])
+    grades = list(dict.fromkeys(c.graded_by for c in cells if c.graded_by))  # in round order
+    per_round = "return" in grades and len(grades) > 1
+    shade = _scaled_per_round(cells) if per_round else {(c.round, c.slot): c.fitness for c in cells}
+    fits = np.array(list(shade.values()))
     finite = fits[np.isfinite(fits)]
     lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
     norm = Normalize(vmin=lo, vmax=hi if hi > lo else lo + 1.0)
@@ -149,7 +155,8 @@ def plot_lineage(run: RunData, out_dir: Path) -> Path | None:
     ax = fig.add_subplot()
     for c in cells:
         x, y = col[c.round], row[c.slot]
-        face = cmap(norm(c.fitness)) if math.isfinite(c.fitness) else (0.85, 0.85, 0.85, 1.0)
+        value = shade[(c.round, c.slot)]
+        face = cmap(norm(value)) if math.isfinite(value) else (0.85, 0.85, 0.85, 1.0)
         if c.elite:
             edge, lw, ls = "black", 2.4, "-"
         elif c.replaced_by is not None:
@@ -157,7 +164,7 @@ def plot_lineage(run: RunData, out_dir: Path) -> Path | None:
         else:
             edge, lw, ls = "0.5", 0.8, "-"
         ax.add_patch(Rectangle((x - 0.46, y - 0.42), 0.92, 0.84, facecolor=face, edgecolor=edge, lw=lw, ls=ls))
-        light = math.isfinite(c.fitness) and norm(c.fitness) > 0.6
+        light = math.isfinite(value) and norm(value) > 0.6
         ink = "black" if light or not math.isfinite(c.fitness) else "white"
         fit = f"fit {c.fitness:.2f}" if math.isfinite(c.fitness) else "fit –"
         cx = f"cx {c.complexity:.0f}" if math.isfinite(c.complexity) else "cx –"
@@ -175,14 +182,14 @@ def plot_lineage(run: RunData, out_dir: Path) -> Path | None:
     ax.set_xticks(range(len(rounds)), [str(r) for r in rounds])
     ax.set_yticks(range(len(slots)), [f"slot {s}" for s in slots])
     ax.set_xlabel("reward-update round")
-    grades = list(dict.fromkeys(c.graded_by for c in cells if c.graded_by))  # in round order
     how = f"fitness: {', then '.join(grades)} - cx penalty" if grades else "fitness, complexity, survival"
     ax.set_title(f"{run.task}: reward population per round\n({how})")
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     from matplotlib.cm import ScalarMappable
 
-    fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=ax, label="fitness", fraction=0.05, pad=0.02)
+    label = "fitness, scaled within each round" if per_round else "fitness"
+    fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=ax, label=label, fraction=0.05, pad=0.02)
     handles = [
         Patch(facecolor="white", edgecolor="black", lw=2.4, label="elite (kept)"),
         Patch(facecolor="white", edgecolor=_BASELINE_COLOR, lw=2.0, ls="--", label="replaced"),
@@ -190,6 +197,19 @@ def plot_lineage(run: RunData, out_dir: Path) -> Path | None:
     ]
     fig.legend(handles=handles, loc="outside lower center", ncols=3, fontsize=8, frameon=False)
     return _save(fig, out_dir, "lineage.png")
+
+
+def _scaled_per_round(cells: Sequence[LineageCell]) -> dict[tuple[int, int], float]:
+    """Each cell's fitness as a share of its round's range (1 where the round's finite values are all equal)."""
+    out: dict[tuple[int, int], float] = {}
+    for rnd in {c.round for c in cells}:
+        mine = [c for c in cells if c.round == rnd]
+        values = [c.fitness for c in mine if math.isfinite(c.fitness)]
+        lo, hi = (min(values), max(values)) if values else (0.0, 0.0)
+        for c in mine:
+            ok = math.isfinite(c.fitness)
+            out[(c.round, c.slot)] = ((c.fitness - lo) / (hi - lo) if hi > lo else 1.0) if ok else math.nan
+    return out
 
 
 def _bars(ax: Any, inf: Influence, color: str, xlabel: str, title: str) -> None:

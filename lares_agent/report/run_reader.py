@@ -30,7 +30,6 @@ from lares_agent.runs import (
     SlotMetric,
 )
 from lares_agent.runs.coerce import as_float, as_int
-from lares_agent.runs.events import graded_value
 
 __all__ = [
     "Candidate",
@@ -86,8 +85,8 @@ class RewardUpdate:
     complexity: Mapping[int, float] = field(default_factory=dict)
     component_stats: Mapping[int, Mapping[str, Mapping[str, float]]] = field(default_factory=dict)
     # what each slot's fitness was made of (runs before graded fitness have none): graded value - penalty
-    graded_by: Mapping[int, str] = field(default_factory=dict)  # "success", "progress" or "approach"
-    graded: Mapping[int, float] = field(default_factory=dict)  # the success rate or a start distance closed
+    graded_by: Mapping[int, str] = field(default_factory=dict)  # "success", "return", "progress" or "approach"
+    graded: Mapping[int, float] = field(default_factory=dict)  # the success rate, task return or a share closed
     complexity_penalty: Mapping[int, float] = field(default_factory=dict)
     learner_success: Mapping[int, tuple[float, ...]] = field(default_factory=dict)
     """Each learner's success per slot, with several learners per reward (the fitness used their mean)."""
@@ -233,8 +232,7 @@ def _update(rec: RewardUpdateRecord) -> RewardUpdate:
         complexity={j.slot: j.complexity for j in rec.slots},
         component_stats={j.slot: j.components for j in rec.slots},
         graded_by={j.slot: j.graded_by for j in rec.slots if j.graded_by is not None},
-        graded={j.slot: graded_value(j.graded_by, j.success, j.progress_closed, j.approach_closed)
-                for j in rec.slots if j.graded_by is not None},
+        graded={j.slot: j.graded for j in rec.slots if j.graded_by is not None},
         complexity_penalty={j.slot: j.complexity_penalty for j in rec.slots if j.graded_by is not None},
         learner_success={j.slot: j.learner_success for j in rec.slots if j.learner_success},
     )

@@ -31,6 +31,9 @@ def selected_reward(path: Path, data: RunData | None = None) -> SelectedReward |
     for row in reversed(RunLog(RunLayout(Path(path))).metrics.read()):
         if row.best_slot is None:
             continue
+        if row.best_slot == len(row.slots) and row.extra is not None:  # the init setting's human-reward learner
+            return SelectedReward("human", "the task's own reward: its learner ranked first at the last "
+                                           f"evaluation ({row.env_steps:,} env steps)")
         for slot in row.slots:
             if slot.slot == row.best_slot and slot.reward_id:
                 return SelectedReward(slot.reward_id, f"slot {slot.slot}'s reward, ranked first at the last "

@@ -14,10 +14,11 @@ import numpy as np
 
 from lares_agent.report.run_reader import Evaluation, RunData
 from lares_agent.runs.coerce import as_float
+from lares_agent.runs.events import fitness_breakdown
 
 __all__ = [
-    "LineageCell", "Member", "RunSummary", "best_reward_id", "final_population", "fitness_breakdown", "lineage",
-    "summarize",
+    "LineageCell", "Member", "RunSummary", "best_reward_id", "final_population", "fitness_breakdown", "fitness_rule",
+    "grades_by_round", "lineage", "summarize",
 ]
 
 
@@ -34,8 +35,8 @@ class LineageCell:
     replaced_by: str | None
     best: bool
     graded_by: str | None = None
-    """What the fitness was graded on at this update: "success", "progress" or "approach" (None: a run before graded
-    fitness)."""
+    """What the fitness was graded on at this update: "success", "return", "progress" or "approach" (None: a run
+    before graded fitness)."""
     graded: float = math.nan
     complexity_penalty: float = math.nan
     learner_success: tuple[float, ...] = ()
@@ -43,20 +44,9 @@ class LineageCell:
 
     @property
     def breakdown(self) -> str:
-        """What the fitness was made of, e.g. "progress 0.37 - 0.03 cx" ("" when the run did not record it)."""
+        """What the fitness was made of, e.g. "progress 0.37 - 0.03 cx" or "return 412.3 - 0.01 cx" ("" when the
+        run did not record it; ``runs.events.fitness_breakdown``, the words `lares trace` uses too)."""
         return fitness_breakdown(self.graded_by, self.graded, self.complexity_penalty, self.learner_success)
-
-
-def fitness_breakdown(graded_by: str | None, graded: float, penalty: float,
-                      learner_success: tuple[float, ...] = ()) -> str:
-    """"<graded_by> <value> - <penalty> cx" (docs/DESIGN.md, "Graded fitness"), with the learners' success
-    spread when a slot has several, e.g. "success 0.60 [0.20-1.00 over 3] - 0.01 cx"; "" without a grade."""
-    if graded_by is None or not math.isfinite(graded):
-        return ""
-    cx = f" - {penalty:.2f} cx" if math.isfinite(penalty) else ""
-    values = [v for v in learner_success if math.isfinite(v)]
-    spread = f" [{min(values):.2f}-{max(values):.2f} over {len(values)}]" if len(values) > 1 else ""
-    return f"{graded_by} {graded:.2f}{spread}{cx}"
 
 
 @dataclass(frozen=True)
@@ -99,6 +89,10 @@ class RunSummary:
     n_rejected: int
     best_reward_id: str | None
     population: tuple[Member, ...]
+    fitness_rule: str = "?"
+    """The run's fitness rule (config.json's ``fitness``; a run from before the option: success-then-progress)."""
+    grades: tuple[tuple[int, str], ...] = ()
+    """(round, what the update graded fitness on) for each reward update that recorded a grade."""
 
 
 def _holders_from(ev: Evaluation) -> dict[int, str]:
@@ -235,6 +229,23 @@ def _nanmax(a: np.ndarray) -> float:
     return float(np.nanmax(a)) if a.size and np.isfinite(a).any() else math.nan
 
 
+def fitness_rule(run: RunData) -> str:
+    """The rule the run's reward updates graded by: config.json's ``fitness`` (`start_run` writes the rule "auto"
+    resolved to); a config without one is from before the option, which graded success, then progress."""
+    rule = run.config.get("fitness")
+    return str(rule) if isinstance(rule, str) and rule else "success-then-progress"
+
+
+def grades_by_round(run: RunData) -> tuple[tuple[int, str], ...]:
+    """(round, grade) per reward update; an update's slots share one grade (``loop/fitness.py``)."""
+    out = []
+    for u in run.updates:
+        grades = sorted(set(u.graded_by.values()))
+        if grades:
+            out.append((u.round, "/".join(grades)))
+    return tuple(out)
+
+
 def summarize(run: RunData) -> RunSummary:
     """Compute the headline numbers shown in the report table."""
     steps, success, _ = run.slot_matrix("success")
@@ -271,4 +282,6 @@ def summarize(run: RunData) -> RunSummary:
         n_rejected=sum(1 for c in run.by_id.values() if c.verdict == "rejected"),
         best_reward_id=best_reward_id(run),
         population=final_population(run),
+        fitness_rule=fitness_rule(run) if run.setting != "baseline" else "–",
+        grades=grades_by_round(run),
     )

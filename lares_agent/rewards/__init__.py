@@ -20,13 +20,22 @@ from lares_agent.rewards.limits import Limits, RewardRejected
 from lares_agent.rewards.numeric import NumericThresholds, check_numeric
 from lares_agent.rewards.parse import CONSTANT_NAMES, FUNCTION_NAMES, feature_symbol, parse_expression
 from lares_agent.rewards.sampling import synthetic_sample
-from lares_agent.rewards.task import HUMAN_REWARD_FEATURE, RewardTask, TaskFeature, allowed_features
-from lares_agent.rewards.validate import CheckConfig, progress_monotonicity, record_key, validate
+from lares_agent.rewards.task import (
+    HUMAN_EXPR_ID,
+    HUMAN_REWARD_FEATURE,
+    RewardTask,
+    TaskFeature,
+    allowed_features,
+    human_components,
+    human_record,
+)
+from lares_agent.rewards.validate import CheckConfig, human_reference, progress_monotonicity, record_key, validate
 from lares_agent.rewards.verdict import ComponentStats, Verdict
 
 __all__ = [
     "CONSTANT_NAMES",
     "FUNCTION_NAMES",
+    "HUMAN_EXPR_ID",
     "HUMAN_REWARD_FEATURE",
     "CandidateData",
     "CheckConfig",
@@ -49,6 +58,9 @@ __all__ = [
     "compile_reward",
     "expression_complexity",
     "feature_symbol",
+    "human_components",
+    "human_record",
+    "human_reference",
     "load_reward",
     "parse_candidate",
     "parse_expression",

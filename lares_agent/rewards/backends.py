@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lares_agent.rewards import functions as fn
+from lares_agent.rewards.shaping import caging_value, prism_value, tolerance_value
 
 if TYPE_CHECKING:
     import torch
@@ -87,6 +88,7 @@ class NumpyBackend:
     sigmoid = staticmethod(fn.np_sigmoid)
     hamacher = staticmethod(fn.np_hamacher)
     tolerance = staticmethod(fn.np_tolerance)
+    shaped_tolerance = staticmethod(fn.np_shaped_tolerance)
     lt = staticmethod(np.less)
     le = staticmethod(np.less_equal)
     gt = staticmethod(np.greater)
@@ -106,6 +108,17 @@ class NumpyBackend:
         if branch == "reciprocal":
             return 1.0 / x
         return np.power(x, p)
+
+    @staticmethod
+    def rect_prism(x: Any, y: Any, z: Any, zero: tuple[float, ...], one: tuple[float, ...]) -> Any:
+        x, y, z = (np.asarray(a, dtype=np.float64) for a in (x, y, z))
+        return prism_value(np, x, y, z, zero, one)
+
+    @staticmethod
+    def gripper_caging(*args: Any) -> Any:
+        """`shaping.caging_value` on numpy: seven feature columns, then the seven parameters."""
+        columns = [np.asarray(a, dtype=np.float64) for a in args[:7]]
+        return caging_value(np, *columns, *args[7:])  # type: ignore[arg-type]  # 7 arrays, then 7 floats
 
     @staticmethod
     def piecewise(*args: Any) -> Any:
@@ -253,6 +266,28 @@ class TorchBackend:
             return torch.where((x >= lower) & (x <= upper), self.const(1.0), self.const(0.0))
         d = torch.clamp_min(torch.maximum(lower - x, x - upper), 0.0)
         return torch.exp(d * d * fn.tolerance_coefficient(margin, value_at_margin))
+
+    def shaped_tolerance(
+        self, x: Any, margin: Any, lower: float, upper: float, value_at_margin: float, sigmoid: str
+    ) -> torch.Tensor:
+        import torch
+
+        value: torch.Tensor = tolerance_value(torch, self.as_tensor(x), self.as_tensor(margin), lower, upper,
+                                              value_at_margin, sigmoid)
+        return value
+
+    def rect_prism(self, x: Any, y: Any, z: Any, zero: tuple[float, ...], one: tuple[float, ...]) -> torch.Tensor:
+        import torch
+
+        value: torch.Tensor = prism_value(torch, self.as_tensor(x), self.as_tensor(y), self.as_tensor(z), zero, one)
+        return value
+
+    def gripper_caging(self, *args: Any) -> torch.Tensor:
+        import torch
+
+        columns = [self.as_tensor(a) for a in args[:7]]
+        value: torch.Tensor = caging_value(torch, *columns, *args[7:])  # type: ignore[arg-type]  # as numpy's
+        return value
 
     def hamacher(self, a: Any, b: Any) -> torch.Tensor:
         import torch

@@ -21,6 +21,7 @@ from lares_agent.rewards import functions as fn
 from lares_agent.rewards.backends import NumpyBackend, TorchBackend
 from lares_agent.rewards.candidate import ParsedReward, candidate_id, parse_candidate, reward_key
 from lares_agent.rewards.limits import Limits, RewardRejected
+from lares_agent.rewards.shaping import CAGING_FEATURES
 from lares_agent.rewards.task import RewardTask, allowed_features
 
 if TYPE_CHECKING:
@@ -102,7 +103,18 @@ class _Emitter:
                 args.extend((self.visit(pair.expr), self.visit(pair.cond)))
             return _Instr("piecewise", tuple(args))
         if isinstance(node, fn.tolerance):
-            return _Instr("tolerance", (self.visit(node.args[0]),), tuple(float(a) for a in node.args[1:]))
+            x, lower, upper, margin, vam = node.args[:5]
+            if len(node.args) == 5:  # the gaussian with a constant margin
+                return _Instr("tolerance", (self.visit(x),), tuple(float(a) for a in node.args[1:]))
+            return _Instr("shaped_tolerance", (self.visit(x), self.visit(margin)),
+                          (float(lower), float(upper), float(vam), fn.shape_name(node.args)))
+        if isinstance(node, fn.rect_prism):
+            return _Instr("rect_prism", tuple(self.visit(a) for a in node.args[:3]),
+                          (tuple(float(a) for a in node.args[3:6]), tuple(float(a) for a in node.args[6:])))
+        if isinstance(node, fn.gripper_caging):
+            inputs = node.args[: len(CAGING_FEATURES)]
+            return _Instr("gripper_caging", tuple(self.visit(a) for a in inputs),
+                          tuple(float(a) for a in node.args[len(CAGING_FEATURES):]))
         if isinstance(node, fn.hamacher):
             return _Instr("hamacher", (self.visit(node.args[0]), self.visit(node.args[1])))
         raise RewardRejected(f"cannot compile '{type(node).__name__}' (in '{str(node)[:60]}')")

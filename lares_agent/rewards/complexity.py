@@ -30,6 +30,7 @@ class ComplexityWeights:
     comparison: float = 1.0  # relations and and/or/not
     tolerance: float = 3.0
     hamacher: float = 3.0
+    caging: float = 8.0  # gripper_caging: six tolerances and four Hamacher products in one call
     depth: float = 0.5  # per level of the deepest path
     component: float = 1.0  # per component after the first (the + that joins them)
 
@@ -56,13 +57,29 @@ def _node_cost(node: sympy.Basic, w: ComplexityWeights) -> float:
         return w.tolerance
     if isinstance(node, fn.hamacher):
         return w.hamacher
+    if isinstance(node, fn.gripper_caging):
+        return w.caging
+    if isinstance(node, fn.rect_prism):
+        return w.tolerance
     return 0.0  # symbols, numbers, True/False, ExprCondPair (its parts are counted)
+
+
+def _structural_children(node: sympy.Basic) -> tuple[sympy.Basic, ...]:
+    if isinstance(node, fn.tolerance):
+        margin = node.args[3]
+        return (node.args[0], margin) if margin.free_symbols else node.args[:1]
+    if isinstance(node, fn.gripper_caging):
+        return ()  # its inputs are implied by the call, not written
+    if isinstance(node, fn.rect_prism):
+        return tuple(node.args[:3])  # the corners are parameters
+    return tuple(node.args)
 
 
 def expression_complexity(expr: sympy.Basic, weights: ComplexityWeights = ComplexityWeights()) -> float:
     """Weighted op count + weights.depth * depth of one component.
 
-    Constant arguments of tolerance (bounds, margin) are parameters, not structure, so they add no depth.
+    Constant arguments of tolerance (bounds, margin) and gripper_caging's parameters are parameters, not
+    structure, so they add no depth; a margin written as an expression of the features is structure.
     """
     total = 0.0
     max_depth = 0
@@ -71,7 +88,7 @@ def expression_complexity(expr: sympy.Basic, weights: ComplexityWeights = Comple
         node, depth = stack.pop()
         total += _node_cost(node, weights)
         max_depth = max(max_depth, depth)
-        children = node.args[:1] if isinstance(node, fn.tolerance) else node.args
+        children = _structural_children(node)
         stack.extend((child, depth + 1) for child in children)
     return round(total + weights.depth * max_depth, 6)
 

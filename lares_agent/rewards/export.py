@@ -20,6 +20,7 @@ from sympy.core import relational as rel
 from sympy.logic.boolalg import BooleanFalse, BooleanTrue
 
 from lares_agent.rewards import functions as fn
+from lares_agent.rewards import shaping
 from lares_agent.rewards.candidate import ParsedReward, reward_key
 from lares_agent.rewards.limits import RewardRejected
 
@@ -40,12 +41,21 @@ _HELPERS: dict[type, tuple[str, ...]] = {
     fn.sigmoid: ("np_sigmoid",),
     fn.tolerance: ("tolerance_coefficient", "np_tolerance"),
     fn.hamacher: ("np_hamacher",),
+    fn.gripper_caging: ("sigmoid_scale", "unit_shape", "tolerance_value", "hamacher_value", "caging_value"),
+    fn.rect_prism: ("prism_value",),
 }
+_SHAPED = ("sigmoid_scale", "unit_shape", "tolerance_value")
 _HELPER_FUNCTIONS: dict[str, Callable[..., Any]] = {
     "np_sigmoid": fn.np_sigmoid,
     "tolerance_coefficient": fn.tolerance_coefficient,
     "np_tolerance": fn.np_tolerance,
     "np_hamacher": fn.np_hamacher,
+    "sigmoid_scale": shaping.sigmoid_scale,
+    "unit_shape": shaping.unit_shape,
+    "tolerance_value": shaping.tolerance_value,
+    "hamacher_value": shaping.hamacher_value,
+    "caging_value": shaping.caging_value,
+    "prism_value": shaping.prism_value,
 }
 _COMPARE = {rel.StrictLessThan: "np.less", rel.LessThan: "np.less_equal", rel.StrictGreaterThan: "np.greater",
             rel.GreaterThan: "np.greater_equal", rel.Equality: "np.equal", rel.Unequality: "np.not_equal"}  # fmt: skip
@@ -80,6 +90,10 @@ class _NumpyPrinter:
             return f"np.where({cond}, {a}, {b})"
         if isinstance(node, sympy.Pow):
             return self.power(node)
+        if isinstance(node, fn.tolerance) and len(node.args) == 6:
+            self.helpers.update(_SHAPED)
+            x, lower, upper, margin, vam = (self.print(a) for a in node.args[:5])
+            return f"tolerance_value(np, {x}, {margin}, {lower}, {upper}, {vam}, {fn.shape_name(node.args)!r})"
         if cls in _HELPERS:
             self.helpers.update(_HELPERS[cls])
             return self.helper(node)
@@ -110,6 +124,13 @@ class _NumpyPrinter:
             return f"np_sigmoid({self.print(node.args[0])})"
         if isinstance(node, fn.hamacher):
             return f"np_hamacher({self.print(node.args[0])}, {self.print(node.args[1])})"
+        if isinstance(node, fn.rect_prism):
+            point = ", ".join(self.print(a) for a in node.args[:3])
+            zero, one = (tuple(float(a) for a in node.args[i:i + 3]) for i in (3, 6))
+            return f"prism_value(np, {point}, {zero!r}, {one!r})"
+        if isinstance(node, fn.gripper_caging):
+            return f"caging_value(np, {', '.join(self.print(a) for a in node.args[:7])}, " + ", ".join(
+                repr(float(a)) for a in node.args[7:]) + ")"
         params = ", ".join(repr(float(a)) for a in node.args[1:])
         return f"np_tolerance({self.print(node.args[0])}, {params})"
 
@@ -131,7 +152,8 @@ _SQUARE = '''def _square(x):
 
 def _helper_source(names: frozenset[str]) -> str:
     """The package's own numpy definitions of the helpers used, copied verbatim (dependencies first)."""
-    order = ("_square", "np_sigmoid", "tolerance_coefficient", "np_tolerance", "np_hamacher")
+    order = ("_square", "np_sigmoid", "tolerance_coefficient", "np_tolerance", "np_hamacher", "sigmoid_scale",
+             "unit_shape", "tolerance_value", "hamacher_value", "caging_value", "prism_value")
     parts = []
     for name in order:
         if name in names:
@@ -183,9 +205,11 @@ def python_module(
     task: str,
     recipe: str | None = None,
     recipe_kind: str = "",
+    heading: str | None = None,
 ) -> str:
     """A standalone module (numpy only): one function per component, `components()`, `reward()`, the feature
-    docs, the optional `FEATURE_RECIPE` text and a Gymnasium `LaresRewardWrapper`."""
+    docs, the optional `FEATURE_RECIPE` text and a Gymnasium `LaresRewardWrapper`. `heading` replaces the first
+    docstring line (a task's own reward was not found by a search)."""
     used = sorted(parsed.features_used)
     known = {f.name: f for f in features}
     bodies: list[str] = []
@@ -211,7 +235,7 @@ def python_module(
         else "Compute the features from your environment yourself; their meanings and units are above."
     )
     doc = "\n".join([
-        f"Reward {reward_id} found by lares-agent on task {task}.",
+        heading or f"Reward {reward_id} found by lares-agent on task {task}.",
         "",
         "Standalone: needs numpy only (gymnasium only for the optional LaresRewardWrapper at the end).",
         "reward(features) takes {feature name: float64 array [N]} and returns the reward [N], the sum of:",

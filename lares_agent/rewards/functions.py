@@ -8,18 +8,29 @@ input). Opaque, the tree stays linear in the text and the canonical form reads l
 Comparisons in arithmetic become `where(cond, 1, 0)`, `clip` becomes Min(Max(...)), and Piecewise nested
 `where`s.
 
-The numpy implementations here are the single numeric definition: constant folding uses them, and the
-compiled numpy backend calls them; the torch backend mirrors them op for op.
+The numpy implementations here (and `shaping.py`'s, written once for numpy and torch) are the single numeric
+definition: constant folding uses them, and the compiled numpy backend calls them; the torch backend mirrors them
+op for op. `gripper_caging` is the one function whose inputs are implicit: it reads the task's caging features.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import sympy
 from sympy.logic.boolalg import Boolean
+
+from lares_agent.rewards.shaping import (
+    CAGING_DEFAULTS,
+    CAGING_FEATURES,
+    CAGING_PARAMS,
+    SIGMOIDS,
+    prism_value,
+    tolerance_value,
+)
 
 __all__ = [
     "DEFAULT_VALUE_AT_MARGIN",
@@ -27,13 +38,17 @@ __all__ = [
     "Min",
     "as_condition",
     "clip",
+    "gripper_caging",
     "hamacher",
     "indicator",
     "is_condition",
     "np_hamacher",
+    "np_shaped_tolerance",
     "np_sigmoid",
     "np_tolerance",
     "piecewise",
+    "rect_prism",
+    "shape_name",
     "sigmoid",
     "tolerance",
     "where",
@@ -104,22 +119,114 @@ class sigmoid(sympy.Function):  # type: ignore[misc]  # sympy ships no type hint
 
 
 class tolerance(sympy.Function):  # type: ignore[misc]  # sympy ships no type hints
-    """tolerance(x, lower, upper, margin, value_at_margin); the last four are numbers (checked by the parser)."""
+    """tolerance(x, lower, upper, margin, value_at_margin[, shape]).
 
-    nargs = 5
+    Bounds and value_at_margin are numbers (checked by the parser); the margin is a number or an expression of the
+    features (MetaWorld's margins are the episode's starting distances). `shape` indexes `shaping.SIGMOIDS`; the
+    gaussian with a constant margin has no sixth argument, so rewards written before the shapes existed keep their
+    canonical text and identity.
+    """
+
+    nargs = (5, 6)
 
     @classmethod
-    def eval(
-        cls, x: sympy.Expr, lower: sympy.Expr, upper: sympy.Expr, margin: sympy.Expr, vam: sympy.Expr
-    ) -> sympy.Expr | None:
-        if all(a.is_Number for a in (x, lower, upper, margin, vam)):
-            value = np_tolerance(_as_float(x), *(_as_float(a) for a in (lower, upper, margin, vam)))
+    def eval(cls, *args: sympy.Expr) -> sympy.Expr | None:
+        if all(a.is_Number for a in args):
+            x, lower, upper, margin, vam = (_as_float(a) for a in args[:5])
+            if len(args) == 5:  # the compiled program's own path for this form (np_tolerance)
+                return sympy.Float(float(np_tolerance(x, lower, upper, margin, vam)))
+            value = np_shaped_tolerance(x, margin, lower, upper, vam, shape_name(args))
             return sympy.Float(float(value))
         return None
 
     def _eval_is_extended_real(self) -> bool | None:
         real: bool | None = self.args[0].is_extended_real
         return real
+
+    def _sympystr(self, printer: Any) -> str:
+        parts = [printer._print(a) for a in self.args[:5]]
+        if len(self.args) == 6:
+            parts.append(repr(shape_name(self.args)))
+        return f"tolerance({', '.join(parts)})"
+
+    def _latex(self, printer: Any) -> str:
+        parts = [printer._print(a) for a in self.args[:5]]
+        if len(self.args) == 6:
+            parts.append(r"\text{" + shape_name(self.args).replace("_", r"\_") + "}")
+        return r"\operatorname{tolerance}{\left(" + ", ".join(parts) + r"\right)}"
+
+
+def shape_name(args: tuple[sympy.Basic, ...]) -> str:
+    """The sigmoid of a `tolerance` node's arguments (the gaussian where there is no sixth)."""
+    return SIGMOIDS[int(args[5])] if len(args) == 6 else "gaussian"
+
+
+def np_shaped_tolerance(
+    x: np.ndarray | float, margin: np.ndarray | float, lower: float, upper: float, value_at_margin: float,
+    sigmoid: str,
+) -> np.ndarray:
+    """`shaping.tolerance_value` on numpy: any shape, a margin that may be an array (0 there: the indicator)."""
+    with np.errstate(all="ignore"):
+        value: np.ndarray = tolerance_value(np, np.asarray(x, dtype=np.float64), np.asarray(margin, dtype=np.float64),
+                                            lower, upper, value_at_margin, sigmoid)
+    return value
+
+
+class rect_prism(sympy.Function):  # type: ignore[misc]  # sympy ships no type hints
+    """rect_prism(x, y, z, (x0, y0, z0), (x1, y1, z1)): MetaWorld's `rect_prism_tolerance` (`shaping.prism_value`).
+
+    Stored flat as nine arguments, the two corners numbers (checked by the parser)."""
+
+    nargs = 9
+
+    @classmethod
+    def eval(cls, *args: sympy.Expr) -> sympy.Expr | None:
+        if all(a.is_Number for a in args):
+            x, y, z, *corners = (_as_float(a) for a in args)
+            return sympy.Float(float(prism_value(np, x, y, z, tuple(corners[:3]), tuple(corners[3:]))))
+        return None
+
+    def _eval_is_extended_real(self) -> bool | None:
+        return True if all(a.is_extended_real for a in self.args[:3]) else None
+
+    def _sympystr(self, printer: Any) -> str:
+        point = ", ".join(printer._print(a) for a in self.args[:3])
+        zero = ", ".join(printer._print(a) for a in self.args[3:6])
+        one = ", ".join(printer._print(a) for a in self.args[6:])
+        return f"rect_prism({point}, ({zero}), ({one}))"
+
+
+class gripper_caging(sympy.Function):  # type: ignore[misc]  # sympy ships no type hints
+    """MetaWorld's gripper-caging reward (`shaping.caging_value`) over the task's caging features.
+
+    Written `gripper_caging(obj_radius=..., pad_success=..., xz_success=...[, effort, gate, high_density,
+    grip_band])`: the parameters are numbers, the inputs are the task's features `shaping.CAGING_FEATURES`, which
+    the parser supplies (the function reads the task's gripper pads and object, as MetaWorld's helper does). The
+    node holds the seven feature symbols, then the seven parameters, so `free_symbols` names what it reads.
+    """
+
+    nargs = len(CAGING_FEATURES) + len(CAGING_PARAMS)
+
+    @classmethod
+    def eval(cls, *args: sympy.Expr) -> sympy.Expr | None:
+        return None  # its inputs are always features: nothing to fold
+
+    def _eval_is_extended_real(self) -> bool | None:
+        return True
+
+    def params(self) -> dict[str, float]:
+        """The parameters by name."""
+        return {name: _as_float(a) for name, a in zip(CAGING_PARAMS, self.args[len(CAGING_FEATURES):], strict=True)}
+
+    def _sympystr(self, printer: Any) -> str:
+        values = self.params()
+        shown = [f"{name}={printer._print(sympy.Float(value))}" for name, value in values.items()
+                 if name not in CAGING_DEFAULTS or value != CAGING_DEFAULTS[name]]
+        return f"gripper_caging({', '.join(shown)})"
+
+    def _latex(self, printer: Any) -> str:
+        shown = ", ".join(name.replace("_", r"\_") + f"={value:g}" for name, value in self.params().items())
+        return r"\operatorname{gripper\_caging}{\left(" + shown + r"\right)}"
 
 
 class hamacher(sympy.Function):  # type: ignore[misc]  # sympy ships no type hints

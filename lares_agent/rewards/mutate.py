@@ -4,8 +4,9 @@ The small LLM proposes structures well and numbers poorly, and often returns an 
 takes the structure from the LLM and the coefficients from evolution. A child multiplies each mutable constant of
 the elite's canonical components by exp(N(0, sigma)): the sign and zeros survive, and the scale moves by factors
 (0.05 -> 0.03 or 0.08), which is what reward weights and length scales need. Left alone: exponents (`x**2`,
-`sqrt`), and +-1 (signs and indicator values: `-x` is `-1*x`, `where(c, 1, 0)`). A child is only a proposal: the
-graph validates it with the one validator and dedupes it by `reward_key` like an LLM candidate.
+`sqrt`), +-1 (signs and indicator values: `-x` is `-1*x`, `where(c, 1, 0)`), and a tolerance's sigmoid (stored
+as an index, not a number to tune). A child is only a proposal: the graph validates it with the one validator and
+dedupes it by `reward_key` like an LLM candidate.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Mapping
 import numpy as np
 import sympy
 
+from lares_agent.rewards import functions as fn
 from lares_agent.rewards.candidate import canonical_text
 from lares_agent.rewards.limits import Limits, RewardRejected
 from lares_agent.rewards.parse import parse_expression
@@ -31,13 +33,18 @@ def _mutable(node: sympy.Basic) -> bool:
     return math.isfinite(value) and value != 0.0 and abs(value) != 1.0
 
 
+def _tuned(expr: sympy.Basic) -> int:
+    """How many leading arguments of `expr` hold numbers to tune (the rest are structure, such as a sigmoid)."""
+    return 5 if isinstance(expr, fn.tolerance) else len(expr.args)
+
+
 def mutable_constants(expr: sympy.Basic) -> list[float]:
     """The constants `perturb_constants` would change, in traversal order (exponents skipped)."""
     if isinstance(expr, sympy.Number):
         return [float(expr)] if _mutable(expr) else []
     if isinstance(expr, sympy.Pow):
         return mutable_constants(expr.base)
-    return [c for arg in expr.args for c in mutable_constants(arg)]
+    return [c for arg in expr.args[: _tuned(expr)] for c in mutable_constants(arg)]
 
 
 def perturb_constants(expr: sympy.Basic, rng: np.random.Generator, sigma: float, digits: int = 3) -> sympy.Basic:
@@ -53,7 +60,8 @@ def perturb_constants(expr: sympy.Basic, rng: np.random.Generator, sigma: float,
         return expr
     if isinstance(expr, sympy.Pow):
         return sympy.Pow(perturb_constants(expr.base, rng, sigma, digits), expr.exp)
-    return expr.func(*(perturb_constants(a, rng, sigma, digits) for a in expr.args))
+    tuned = _tuned(expr)
+    return expr.func(*(perturb_constants(a, rng, sigma, digits) if i < tuned else a for i, a in enumerate(expr.args)))
 
 
 def numeric_children(

@@ -20,8 +20,9 @@ import sympy
 from sympy.logic.boolalg import Boolean
 
 from lares_agent.rewards import functions as fn
+from lares_agent.rewards.caging_call import caging_call
 from lares_agent.rewards.limits import Limits, RewardRejected
-from lares_agent.rewards.tolerance_call import tolerance_call
+from lares_agent.rewards.tolerance_call import rect_prism_call, tolerance_call
 
 __all__ = ["CONSTANT_NAMES", "FUNCTION_NAMES", "feature_symbol", "parse_expression"]
 
@@ -35,7 +36,7 @@ _UNARY = {
     "abs": sympy.Abs,
 }
 _VARIADIC = {"Min": fn.Min, "min": fn.Min, "Max": fn.Max, "max": fn.Max}
-_SPECIAL = ("Piecewise", "where", "clip", "tolerance", "hamacher", "Eq", "Ne")
+_SPECIAL = ("Piecewise", "where", "clip", "tolerance", "hamacher", "rect_prism", "gripper_caging", "Eq", "Ne")
 FUNCTION_NAMES: frozenset[str] = frozenset(_UNARY) | frozenset(_VARIADIC) | frozenset(_SPECIAL)
 # Ties broken by the name itself: 'Abs'/'abs' in set order would change reasons (and prompts) between runs.
 _ALLOWED_TEXT = ", ".join(sorted(FUNCTION_NAMES, key=lambda n: (n.lower(), n)))
@@ -272,6 +273,10 @@ class _Builder:
             )
         if name == "tolerance":
             return self.tolerance(node)
+        if name == "gripper_caging":
+            return caging_call(node, self.expr, self.number, self.features, feature_symbol)
+        if name == "rect_prism":
+            return rect_prism_call(node, self.expr, self.number)
         if node.keywords:
             raise RewardRejected(f"{name}() takes no keyword arguments")
         if len(node.args) > self.limits.max_call_args:

@@ -6,14 +6,25 @@ machinery, and a test task is a four-field dataclass rather than a duck-typed st
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
-__all__ = ["HUMAN_REWARD_FEATURE", "RewardTask", "TaskFeature", "allowed_features"]
+__all__ = [
+    "HUMAN_EXPR_ID",
+    "HUMAN_REWARD_FEATURE",
+    "RewardTask",
+    "TaskFeature",
+    "allowed_features",
+    "human_components",
+    "human_record",
+]
 
 # The feature under which a task exposes its own reward (engine/contracts.py names it the same): a candidate
 # never reads it, or the LLM would copy the human reward it must not see in the from-scratch setting.
 HUMAN_REWARD_FEATURE = "human_reward"
+
+HUMAN_EXPR_ID = "human-expr"
+"""The id of the task's own reward written as an expression (`human_record`), as records and exports name it."""
 
 
 class TaskFeature(Protocol):
@@ -52,3 +63,25 @@ def allowed_features(task: RewardTask) -> tuple[str, ...]:
     if not names:
         raise ValueError(f"task {task.name} declares no reward features")
     return names
+
+
+def human_components(task: object) -> tuple[tuple[str, str], ...] | None:
+    """The task's own reward as (component, expression) pairs (`TaskSpec.human_components`, a tuple of pairs or a
+    mapping), None where the task has none written. Read by attribute, so a task without the field (a test's
+    four-field dataclass) simply has none."""
+    value = getattr(task, "human_components", None)
+    if value is None:
+        return None
+    pairs = tuple(value.items()) if isinstance(value, Mapping) else tuple(value)
+    return tuple((str(name), str(text)) for name, text in pairs) or None
+
+
+def human_record(task: object) -> dict[str, Any] | None:
+    """The task's own reward as a candidate record (`{"id", "components", "rationale"}`, what `compile_record` and
+    `validate` take), None where the task has none written."""
+    components = human_components(task)
+    if components is None:
+        return None
+    name = getattr(task, "name", "the task")
+    return {"id": HUMAN_EXPR_ID, "components": dict(components),
+            "rationale": f"the environment's own reward of {name}, written over its features"}

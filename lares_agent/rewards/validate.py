@@ -16,12 +16,19 @@ unbounded regeneration loop, docs/lares-reference.md §12 item 28):
    (docs/feasibility.md §4.2), and terms that cancel leave the reward blind to progress.
 
 Checks 1-5 do not depend on the sample; 6-8 do, and 3 depends on what the population already holds.
+
+A task may carry its own (human-designed) reward as an expression (`TaskSpec.human_components`), which the "with
+init" setting hands the LLM to refine. The designer's reward is the reference, not a candidate to correct: the
+complexity cap leaves it `human_headroom` times its own complexity (so refinements can add terms), and the
+heuristic rules 4, 5 and 8 are advice (warnings) for that very reward (same `reward_key`), not rejections: e.g.
+MetaWorld's door-close reward reaches for the goal rather than the handle, so it never reads the approach feature.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -31,10 +38,10 @@ from lares_agent.rewards.complexity import ComplexityWeights
 from lares_agent.rewards.domains import domain_reason
 from lares_agent.rewards.limits import Limits, RewardRejected
 from lares_agent.rewards.numeric import NumericThresholds, check_numeric
-from lares_agent.rewards.task import RewardTask, allowed_features
+from lares_agent.rewards.task import RewardTask, allowed_features, human_components
 from lares_agent.rewards.verdict import Verdict
 
-__all__ = ["CheckConfig", "progress_monotonicity", "record_key", "validate"]
+__all__ = ["CheckConfig", "human_reference", "progress_monotonicity", "record_key", "validate"]
 
 
 @dataclass(frozen=True)
@@ -45,6 +52,7 @@ class CheckConfig:
     require_progress_use: bool = True  # a reward that ignores the main progress measure cannot guide the task
     require_progress_sign: bool = True
     require_approach_use: bool = True  # progress cannot move before the hand reaches the object
+    human_headroom: float = 1.5  # the cap is at least this times the task's own reward's complexity
     limits: Limits = field(default_factory=Limits)
     weights: ComplexityWeights = field(default_factory=ComplexityWeights)
     thresholds: NumericThresholds = field(default_factory=NumericThresholds)
@@ -82,22 +90,45 @@ def record_key(record: Mapping[str, object], task: RewardTask, limits: Limits = 
         return None
 
 
-def _static_reason(parsed: ParsedReward, key: str, task: RewardTask, taken: Collection[str],
-                   config: CheckConfig) -> str | None:
-    """Checks 2-5: the reason the parsed candidate fails whatever the sample, or None."""
-    progress, approach = task.progress_feature, task.approach_feature
-    if parsed.complexity > config.complexity_cap:
-        return (f"complexity {parsed.complexity:.1f} exceeds the cap {config.complexity_cap:g}: "
-                "use fewer or simpler terms")
+@lru_cache(maxsize=64)
+def _reference(components: tuple[tuple[str, str], ...], features: tuple[str, ...], limits: Limits,
+               weights: ComplexityWeights) -> tuple[str, float] | None:
+    try:
+        parsed = parse_candidate({"components": dict(components)}, features, limits, weights)
+    except RewardRejected:
+        return None
+    return reward_key(parsed), parsed.complexity
+
+
+def human_reference(task: RewardTask, config: CheckConfig = CheckConfig()) -> tuple[str, float] | None:
+    """(reward_key, complexity) of the task's own reward expression; None where it has none (or it does not parse
+    over the task's features, which the task tests rule out for the built-in tasks)."""
+    components = human_components(task)
+    if components is None:
+        return None
+    return _reference(components, allowed_features(task), config.limits, config.weights)
+
+
+def _cap_reason(parsed: ParsedReward, key: str, taken: Collection[str], cap: float) -> str | None:
+    """Checks 2-3: the complexity cap and duplicates."""
+    if parsed.complexity > cap:
+        return f"complexity {parsed.complexity:.1f} exceeds the cap {cap:g}: use fewer or simpler terms"
     if key in taken:
         return "duplicate of a candidate already in the population"
-    if config.require_progress_use and progress not in parsed.features_used:
-        return (f"the reward never uses {progress}, the task's main progress measure: add a term that "
-                f"grows as {progress} shrinks")
-    if config.require_approach_use and approach and approach not in parsed.features_used:
-        return (f"the reward never uses {approach}: {progress} cannot change before the robot reaches the object, "
-                f"so add an approach term such as -w*{approach} or w*exp(-{approach}/s)")
     return None
+
+
+def _use_reasons(parsed: ParsedReward, task: RewardTask, config: CheckConfig) -> list[str]:
+    """Checks 4-5: the reasons the candidate ignores the progress or the approach feature (empty: it uses both)."""
+    progress, approach = task.progress_feature, task.approach_feature
+    reasons = []
+    if config.require_progress_use and progress not in parsed.features_used:
+        reasons.append(f"the reward never uses {progress}, the task's main progress measure: add a term that "
+                       f"grows as {progress} shrinks")
+    if config.require_approach_use and approach and approach not in parsed.features_used:
+        reasons.append(f"the reward never uses {approach}: {progress} cannot change before the robot reaches the "
+                       f"object, so add an approach term such as -w*{approach} or w*exp(-{approach}/s)")
+    return reasons
 
 
 def _sign_reason(reward: CompiledReward, sample: Mapping[str, np.ndarray], progress: str) -> str | None:
@@ -124,7 +155,8 @@ def validate(
     """Run every check on a candidate; `verdict.reward` is the compiled reward (named `id`) when accepted.
 
     `taken` holds the `reward_key`s a new reward must differ from (the elites, this round's accepted ones).
-    Never raises on bad candidate text: rejections are data, the graph's critique reads the reason.
+    Never raises on bad candidate text: rejections are data, the graph's critique reads the reason. The task's
+    own reward expression is judged as the module docstring says.
     """
     try:
         parsed = parse_candidate(data, allowed_features(task), config.limits, config.weights)
@@ -134,14 +166,22 @@ def validate(
         return Verdict(False, f"unparseable candidate ({type(exc).__name__})")
     key = reward_key(parsed)
     canonical = dict(parsed.canonical)
+    human = human_reference(task, config)
+    is_human = human is not None and key == human[0]
+    advice: list[str] = []  # rule failures that the task's own reward is allowed
 
     def reject(reason: str, numeric: Verdict | None = None) -> Verdict:
         stats = numeric.stats if numeric is not None else {}
         return Verdict(False, reason, parsed.complexity, canonical, stats, key=key)
 
-    reason = _static_reason(parsed, key, task, taken, config)
+    cap = config.complexity_cap if human is None else max(config.complexity_cap, config.human_headroom * human[1])
+    reason = _cap_reason(parsed, key, taken, cap)
     if reason is not None:
         return reject(reason)
+    uses = _use_reasons(parsed, task, config)
+    if uses and not is_human:
+        return reject(uses[0])
+    advice.extend(uses)
     try:
         reward = compile_reward(parsed, id)
         numeric = check_numeric(reward, sample, config.thresholds)
@@ -153,10 +193,12 @@ def validate(
         progress = task.progress_feature
         if config.require_progress_sign and progress in sample:
             reason = _sign_reason(reward, sample, progress)
-            if reason is not None:
+            if reason is not None and not is_human:
                 return reject(reason, numeric)
+            advice.extend([reason] if reason is not None else [])
     except RewardRejected as exc:
         return reject(exc.reason)
     except (ValueError, TypeError, ArithmeticError, KeyError) as exc:
         return reject(f"evaluation failed on the sample states ({type(exc).__name__})")
-    return Verdict(True, "accepted", parsed.complexity, canonical, numeric.stats, numeric.warnings, key, reward)
+    warnings = numeric.warnings + tuple(f"the task's own reward: {text}" for text in advice)
+    return Verdict(True, "accepted", parsed.complexity, canonical, numeric.stats, warnings, key, reward)

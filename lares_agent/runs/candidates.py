@@ -38,9 +38,10 @@ class CandidateRow:
     success: float | None = None  # evaluated lines
     component_stats: Mapping[str, Mapping[str, float]] | None = None  # evaluated lines: mean/std/share
     # evaluated lines, what the fitness was made of: fitness = graded value - complexity_penalty (events.graded_value)
-    graded_by: str | None = None  # "success" (some slot succeeded at that update), "progress" or "approach"
+    graded_by: str | None = None  # "success" (some slot succeeded at that update), "progress", "approach", "return"
     progress_closed: float | None = None  # mean share of the start distance closed, in [-1, 1]
     approach_closed: float | None = None  # the same for the approach feature
+    task_return: float | None = None  # mean task (human) return per episode: the graded value of "return"
     complexity_penalty: float | None = None  # complexity_lambda * complexity
     action_jerk: float | None = None  # mean squared action change per step (Pareto selection's smoothness)
     origin: str | None = None  # "child": constants of `parent_id` perturbed, not written by the LLM
@@ -72,6 +73,7 @@ class CandidateRow:
             "graded_by": self.graded_by,
             "progress_closed": self.progress_closed,
             "approach_closed": self.approach_closed,
+            "task_return": self.task_return,
             "complexity_penalty": self.complexity_penalty,
             "action_jerk": self.action_jerk,
             "origin": self.origin,
@@ -107,6 +109,7 @@ class CandidateRow:
             graded_by=as_opt_str(row.get("graded_by")),
             progress_closed=as_opt_float(row.get("progress_closed")),
             approach_closed=as_opt_float(row.get("approach_closed")),
+            task_return=as_opt_float(row.get("task_return")),
             complexity_penalty=as_opt_float(row.get("complexity_penalty")),
             action_jerk=as_opt_float(row.get("action_jerk")),
             origin=row.get("origin") if isinstance(row.get("origin"), str) else None,

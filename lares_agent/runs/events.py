@@ -26,7 +26,8 @@ from lares_agent.runs.coerce import (
     int_keyed,
 )
 
-__all__ = ["EVENT_KINDS", "Event", "EventKind", "RewardUpdateRecord", "SlotFitness", "graded_value"]
+__all__ = ["EVENT_KINDS", "Event", "EventKind", "RewardUpdateRecord", "SlotFitness", "fitness_breakdown",
+           "graded_value"]
 
 EventKind = Literal[
     "warmup",  # engine: the buffer is filled and labelled with the initial rewards
@@ -101,13 +102,31 @@ class Event:
         )
 
 
-def graded_value(grade: str | None, success: float, progress_closed: float, approach_closed: float) -> float:
-    """The value a slot's fitness was graded on (docs/DESIGN.md, "Graded fitness"): its success rate, or the share
-    of the start distance closed of the progress or of the approach feature. No grade (a record from before graded
-    fitness): the success rate."""
+def graded_value(grade: str | None, success: float, progress_closed: float, approach_closed: float,
+                 task_return: float = math.nan) -> float:
+    """The value a slot's fitness was graded on (docs/DESIGN.md, "Graded fitness"): its success rate, the share
+    of the start distance closed of the progress or of the approach feature, or its task return ("return"). No
+    grade (a record from before graded fitness): the success rate."""
     if grade == "progress":
         return progress_closed
+    if grade == "return":
+        return task_return
     return approach_closed if grade == "approach" else success
+
+
+def fitness_breakdown(graded_by: str | None, graded: float, penalty: float,
+                      learner_success: tuple[float, ...] = ()) -> str:
+    """What a slot's fitness was made of, "<graded_by> <value> - <penalty> cx" (docs/DESIGN.md, "Graded
+    fitness"), with the learners' success spread when a slot has several, e.g. "success 0.60 [0.20-1.00 over 3] -
+    0.01 cx" or "return 412.3 - 0.01 cx"; "" without a grade. Shared by the report and `lares trace`, so both say
+    it in the same words. A return is shown to one decimal: it runs to the hundreds, rates and shares to 1."""
+    if graded_by is None or not math.isfinite(graded):
+        return ""
+    cx = f" - {penalty:.2f} cx" if math.isfinite(penalty) else ""
+    values = [v for v in learner_success if math.isfinite(v)]
+    spread = f" [{min(values):.2f}-{max(values):.2f} over {len(values)}]" if len(values) > 1 else ""
+    value = f"{graded:.1f}" if graded_by == "return" else f"{graded:.2f}"
+    return f"{graded_by} {value}{spread}{cx}"
 
 
 @dataclass(frozen=True)
@@ -125,12 +144,25 @@ class SlotFitness:
     quarantined: bool = False
     components: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # component -> mean/std/share
     # what the fitness was made of (absent in runs before graded fitness): graded value - complexity_penalty
-    graded_by: str | None = None  # "success", "progress" or "approach" (the same for every slot of one update)
+    graded_by: str | None = None  # "success", "progress", "approach" or "return" (one per update)
     progress_closed: float = math.nan
     approach_closed: float = math.nan  # absent in runs before the approach grade
     complexity_penalty: float = math.nan
     action_jerk: float = math.nan
     learner_success: tuple[float, ...] = ()  # each learner's success, with --learners-per-reward > 1
+
+    @property
+    def graded(self) -> float:
+        """The value the fitness was graded on (``graded_value``; NaN for a record without a grade)."""
+        if self.graded_by is None:
+            return math.nan
+        return graded_value(self.graded_by, self.success, self.progress_closed, self.approach_closed,
+                            self.task_return)
+
+    @property
+    def breakdown(self) -> str:
+        """What the fitness was made of (``fitness_breakdown``; "" for a record without a grade)."""
+        return fitness_breakdown(self.graded_by, self.graded, self.complexity_penalty, self.learner_success)
 
     def to_json(self) -> dict[str, Any]:
         graded = {} if self.graded_by is None else {

@@ -30,6 +30,11 @@ TaskExamples = Literal["own", "other"]  # --task-examples: GraphLimits.task_exam
 # (engine/column_map.py), repeated like SETTINGS so that this module loads without the engine's imports.
 RewardNormalisation = Literal["affine", "sigmoid", "tanh"]
 REWARD_NORMALISATIONS: tuple[RewardNormalisation, ...] = get_args(RewardNormalisation)
+# --fitness: what a reward update grades before any slot succeeds (engine/loop/fitness.py, the engine's names
+# repeated as above). "auto": success-then-return where the task has a human reward (the reference's rule), else
+# success-then-progress; `runner.start_run` writes the resolved rule into config.json.
+Fitness = Literal["auto", "success-then-return", "success-then-progress"]
+FITNESS_RULES: tuple[Fitness, ...] = get_args(Fitness)
 # Ablations of LaRes' parts; each switches one part off, default none (full LaRes).
 Ablation = Literal["no-relabel", "no-thompson", "no-scaling", "no-constraint", "no-reflection", "no-retrieval"]
 SETTINGS: tuple[Setting, ...] = get_args(Setting)
@@ -60,6 +65,7 @@ __all__ = [
     "BASELINE_REWARDS",
     "COMPLEXITY_LAMBDA",
     "ENGINE_ABLATIONS",
+    "FITNESS_RULES",
     "LEARNERS",
     "LLM_BACKENDS",
     "PRESET_NAMES",
@@ -70,6 +76,7 @@ __all__ = [
     "Analysis",
     "Backend",
     "BaselineReward",
+    "Fitness",
     "LLMBackend",
     "Learner",
     "Preset",
@@ -80,6 +87,7 @@ __all__ = [
     "background_llm_threads",
     "engine_config",
     "llm_config",
+    "resolved_fitness",
 ]
 
 
@@ -124,6 +132,7 @@ class SearchConfig:
     critic_layer_norm: bool = False  # LayerNorm in SAC's critics (CrossQ's critics batch-renormalise already)
     anchor_weight: float = 1.0
     complexity_lambda: float = COMPLEXITY_LAMBDA
+    fitness: Fitness = "auto"  # EngineConfig.fitness; "auto" is resolved against the task (`resolved_fitness`)
     ts_window: int = 50
     es_population: int = 16  # ES perturbations per generation (--learner es)
     selection: Selection = "truncation"  # "tournament": ES only; "pareto": any learner
@@ -166,6 +175,7 @@ class SearchConfig:
             *_choice("--analysis", self.analysis, ANALYSES),
             *_choice("--task-examples", self.task_examples, TASK_EXAMPLES),
             *_choice("--reward-normalisation", self.reward_normalisation, REWARD_NORMALISATIONS),
+            *_choice("--fitness", self.fitness, FITNESS_RULES),
         ]
         if self.baseline_reward != "human" and self.setting != "baseline":
             problems.append(f"--reward {self.baseline_reward} is the baseline's reward (`lares baseline`)")
@@ -246,6 +256,8 @@ class SearchConfig:
             kwargs["elites"] = 1
         if kwargs.get("learner", "sac") != "es" and kwargs.get("selection") == "tournament":
             kwargs.pop("selection", None)
+        # Runs from before the fitness rule was an option graded by success, then progress: resume them so.
+        kwargs.setdefault("fitness", "success-then-progress")
         for key in ("hidden", "critic_hidden", "ablations", "personas"):
             if kwargs.get(key) is not None:
                 kwargs[key] = tuple(kwargs[key])
@@ -307,10 +319,26 @@ def engine_config(cfg: SearchConfig) -> EngineConfig:
         setting=cfg.setting, population=cfg.population, elites=cfg.elites, total_steps=cfg.budget,
         reward_period=cfg.reward_period, eval_every=cfg.eval_every, eval_episodes=cfg.eval_episodes,
         update_eval_episodes=cfg.eval_episodes, checkpoint_every=cfg.checkpoint_every,
-        complexity_lambda=cfg.complexity_lambda, horizon=cfg.horizon, seed=cfg.seed,
+        complexity_lambda=cfg.complexity_lambda, fitness=cfg.fitness, horizon=cfg.horizon, seed=cfg.seed,
         selection=SelectionConfig(method=cfg.selection, tournament_size=cfg.tournament_size),
         propose_in_background=cfg.learner != "es" and not cfg.sync_llm, learners=learners,
     )
+
+
+def resolved_fitness(cfg: SearchConfig, has_human_reward: bool) -> SearchConfig:
+    """`cfg` with its fitness rule resolved against the task (`engine/loop/fitness.py::fitness_rule`): "auto" is
+    success-then-return for a task with a human reward, in both settings, and success-then-progress for one
+    without. `start_run` saves the result, so config.json says which rule ran; the engine resolves "auto" the same
+    way for callers that build an `EngineConfig` themselves. success-then-return for a task without a human reward
+    is refused in one line (a ConfigError naming the option), before any run folder is made (`runner.check_start`).
+    """
+    from lares_agent.engine.loop.fitness import fitness_rule
+
+    if cfg.fitness == "success-then-return" and not has_human_reward:
+        raise ConfigError(f"--fitness success-then-return grades the task's own (human) reward, and task {cfg.task!r} "
+                          "has none; use --fitness success-then-progress (or leave the default, auto)")
+    rule = fitness_rule(cfg.fitness, has_human_reward)
+    return cfg if rule == cfg.fitness else dataclasses.replace(cfg, fitness=rule)
 
 
 def llm_config(cfg: SearchConfig) -> LLMConfig:

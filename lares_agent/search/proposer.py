@@ -23,7 +23,7 @@ from lares_agent.engine import RewardFunction, UpdateContext, distinct_fraction
 from lares_agent.graphs.build import RoundGraph
 from lares_agent.graphs.context import GraphTask, RunContext
 from lares_agent.graphs.round import RoundResult, run_round
-from lares_agent.graphs.state import EliteInfo, RoundInput
+from lares_agent.graphs.state import HUMAN_ELITE, EliteInfo, RoundInput
 from lares_agent.memory.cases import Case
 from lares_agent.rewards import CompiledReward, compile_record, record_key
 from lares_agent.runs import CandidateRow, RunLog, Verdict
@@ -75,7 +75,11 @@ class GraphProposer:
             )
         need = n - len(rewards)
         if need > 0:
-            round_input = RoundInput(round=0, n_wanted=need, elites=[], rollout_ids=[])
+            # init: round 0 refines the task's own reward (its elite carries its expression; numeric children
+            # perturb its constants); from scratch there is nothing to refine
+            human = self.context.human_reward
+            elites = [EliteInfo(id=HUMAN_ELITE, components=dict(human), stats={})] if human is not None else []
+            round_input = RoundInput(round=0, n_wanted=need, elites=elites, rollout_ids=[])
             result = self._round(round_input, self.context.for_round(sample))
             rewards += self._accepted(result, slots=list(range(len(rewards), n)))
         while len(rewards) < n:
@@ -187,7 +191,7 @@ class GraphProposer:
                              complexity=ev.complexity,
                              component_stats={k: v.to_json() for k, v in ev.component_stats.items()},
                              graded_by=ev.graded_by, progress_closed=_opt(ev.progress_closed),
-                             approach_closed=_opt(ev.approach_closed),
+                             approach_closed=_opt(ev.approach_closed), task_return=_opt(ev.task_return),
                              complexity_penalty=_opt(ev.complexity_penalty), action_jerk=_opt(ev.action_jerk),
                              learner_success=ev.learner_success or None),
             )
@@ -200,15 +204,28 @@ class GraphProposer:
         reward = ctx.rewards[slot]
         ev = ctx.slot(slot)
         parsed = getattr(reward, "parsed", None)
-        components = dict(parsed.canonical) if parsed is not None else {"reward": reward.id}
-        return EliteInfo(
+        human = self.context.human_reward
+        if parsed is not None:
+            components = dict(parsed.canonical)
+        elif reward.id == HUMAN_ELITE and human is not None:
+            components = dict(human)  # the human-reward learner is an elite: its expression is refined again
+        else:
+            components = {"reward": reward.id}
+        info = EliteInfo(
             id=reward.id,
             components=components,
             fitness=_finite(ev.fitness),
             success=_finite(ev.success_rate),
             complexity=float(reward.complexity),
             stats=cast(dict[str, dict[str, float]], ev.to_json()["components"]),
+            graded_by=ev.graded_by,
         )
+        # The task return goes to the LLM in both settings, as the reference's feedback gave it ("human designed
+        # expert reward" score) in both: a score per episode, never the human reward's expression, which the
+        # scratch setting keeps from the LLM.
+        if math.isfinite(ev.task_return):
+            info["task_return"] = float(ev.task_return)
+        return info
 
     def _rollouts(self, ctx: UpdateContext) -> dict[str, Rollout]:
         out: dict[str, Rollout] = {}

@@ -38,7 +38,7 @@ from lares_agent.runs import (
 )
 from lares_agent.runs.oserrors import run_file_error
 from lares_agent.runs.provenance import source_revision
-from lares_agent.search.config import SearchConfig, engine_config, llm_config
+from lares_agent.search.config import SearchConfig, engine_config, llm_config, resolved_fitness
 from lares_agent.search.outcome import NotifyFn, ProgressFn, RunOutcome, RunStatus
 from lares_agent.search.resume_checks import ResumePlan, prepare_resume
 from lares_agent.search.signals import StopRequest, graceful_signals
@@ -125,6 +125,9 @@ class Search:
             limits=GraphLimits(reflect=reflects(cfg), analysis=cfg.analysis, oversample=cfg.candidates_per_slot,
                                numeric_children=cfg.numeric_children, seed=cfg.seed, task_examples=cfg.task_examples),
             critics=tuple(resolve_persona(p) for p in cfg.personas),
+            # the init setting refines the task's own reward; from scratch the LLM never sees it
+            human_reward=dict(self.task.human_components)
+            if cfg.setting == "init" and self.task.human_components else None,
         )
         self._trace = open_trace(self.run.root)
         self.proposer = GraphProposer(build_graph(self._trace), context, self.log, self.task.name)
@@ -134,7 +137,7 @@ class Search:
         ecfg = engine_config(self.cfg)
         initial: list[RewardFunction] = []
         if self.cfg.setting != "baseline":
-            n = ecfg.num_slots - (1 if self.cfg.setting == "init" else 0)
+            n = ecfg.num_slots
             given = load_rewards_file(Path(self.cfg.rewards_file), self.task) if self.cfg.rewards_file else []
             sample = random_feature_sample(self.task, max(self.cfg.warmup_steps, 500), self.cfg.seed, self.cfg.horizon)
             began = time.monotonic()
@@ -282,8 +285,9 @@ def read_config(run: RunLayout) -> SearchConfig:
 
 def check_start(cfg: SearchConfig) -> None:
     """Everything about a new run's input that can be wrong, checked before a folder or a progress bar exists:
-    task, persona, `--rewards` file and the LLM."""
+    task, fitness rule, persona, `--rewards` file and the LLM."""
     task = get_task(cfg.task)  # the option ranges were checked when `cfg` was made (SearchConfig.__post_init__)
+    resolved_fitness(cfg, task.has_human_reward)  # success-then-return needs the task's own reward
     if cfg.setting == "baseline":
         return
     from lares_agent.search.personas import resolve_persona
@@ -309,7 +313,9 @@ def start_run(cfg: SearchConfig, runs_base: Path, run_id: str | None = None,
               progress: ProgressFn | None = None, notify: NotifyFn | None = None) -> RunOutcome:
     """A new run: folder, config, initial population, training to the budget (or a signal, `signals.py`)."""
     check_start(cfg)  # fail on bad input before creating anything
-    run = RunLayout.create(runs_base, get_task(cfg.task).name, run_id)  # not a module:function reference
+    task = get_task(cfg.task)
+    cfg = resolved_fitness(cfg, task.has_human_reward)  # config.json names the rule that runs, not "auto"
+    run = RunLayout.create(runs_base, task.name, run_id)  # not a module:function reference
     try:
         cfg.save(run.config)
     except OSError as exc:

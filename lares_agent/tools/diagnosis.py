@@ -10,6 +10,7 @@ is "flat" where a 10% move of the progress feature changes it by less than 1e-3 
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -22,7 +23,7 @@ from lares_agent.tools.facts import Fact
 from lares_agent.tools.series import is_flag, is_speed, true_runs
 from lares_agent.tools.trajectory import Rollout
 
-__all__ = ["component_facts", "diagnose", "evaluated_success", "rollout_facts", "with_evaluation"]
+__all__ = ["component_facts", "diagnose", "evaluated_success", "return_facts", "rollout_facts", "with_evaluation"]
 
 _ZERO = 1e-9  # |value| at or below this is "does not fire"
 _FLAT_REL = 1e-3  # a 10% move changing a component by < 1e-3 of its range is no signal
@@ -307,9 +308,30 @@ def with_evaluation(fact: Fact, elites: Sequence[Mapping[str, Any]]) -> Fact:
                    text=f"{fact.text} (kept episodes; the evaluation: {_pct(rate)})")
 
 
+def return_facts(elites: Sequence[Mapping[str, Any]]) -> list[Fact]:
+    """Each elite's task return: the task's own (hand-designed) reward summed over an evaluation episode, mean over
+    the update's episodes, and whether the update graded fitness on it (no slot succeeded, success-then-return).
+
+    It grades approach, grasp and partial progress that the success rate and the progress feature miss; the
+    reference's feedback gave the same number ("human designed expert reward" score) in both settings, so it is
+    stated in the scratch setting too: a score, not the human reward's expression. An elite without a finite
+    return (a task without a human reward) has no such fact."""
+    facts = []
+    for elite in elites:
+        value = elite.get("task_return")
+        if not isinstance(value, (int, float)) or not math.isfinite(value):
+            continue
+        graded = elite.get("graded_by") == "return"
+        why = ", the fitness while no policy succeeds" if graded else ""
+        facts.append(Fact("task_return", "task_return", {"task_return": float(value), "graded": float(graded)},
+                          f"task return {_g(float(value))} per episode (the task's own reward{why})",
+                          str(elite.get("id") or "?")))
+    return facts
+
+
 def diagnose(rollouts: Sequence[Rollout], elites: Sequence[Mapping[str, Any]], sample: Mapping[str, np.ndarray],
              task: RewardTask, limits: Limits | None = None) -> list[Fact]:
     """Every fact of a round: behaviour from the rollouts first (success with the evaluation's rate beside the
-    kept episodes'), then the elites' rewards."""
+    kept episodes'), then each elite's task return, then the elites' rewards."""
     behaviour = [with_evaluation(f, elites) for f in rollout_facts(rollouts, task)]
-    return behaviour + component_facts(elites, rollouts, sample, task, limits)
+    return behaviour + return_facts(elites) + component_facts(elites, rollouts, sample, task, limits)

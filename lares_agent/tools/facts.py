@@ -29,6 +29,7 @@ FactKind = Literal[
     "flat",  # a component whose sensitivity to the progress feature is ~0 on most sample rows
     "effort",  # an effort / action term varies more than the progress terms
     "wrong_sign",  # a component that rises when the lower-is-better progress feature grows
+    "task_return",  # one elite's mean task (human) return per evaluation episode (subject "task_return")
 ]
 FACT_KINDS: tuple[FactKind, ...] = get_args(FactKind)
 

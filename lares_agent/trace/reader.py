@@ -11,6 +11,8 @@ Three files of the run directory are joined here (ARCHITECTURE, "Run directory")
   same (round, node, attempt).
 - `candidates.jsonl`: verdicts, slots, fitness and lineage (`parent_id`: the elite a child was asked to improve,
   `critique_id`: the critique it was conditioned on).
+
+The reward updates of `events.jsonl` come along: what graded each round's slots and each slot's graded value.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import Any
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from lares_agent.errors import LaresError
-from lares_agent.runs import CandidateRow, LLMCallRow, RunLayout, RunLog
+from lares_agent.runs import CandidateRow, LLMCallRow, RewardUpdateRecord, RunLayout, RunLog
 from lares_agent.trace.types import CandidateTrace, LLMCall, RunTrace, TraceStep
 
 __all__ = ["read_trace"]
@@ -186,6 +188,8 @@ def _join(steps: list[TraceStep], calls: list[LLMCall]) -> tuple[list[TraceStep]
 
 
 # ---------------------------------------------------------------------------------------------- candidates
+# What an evaluated line says the fitness was made of (runs.candidates.CandidateRow), where the run recorded it.
+_GRADED = ("learner_success", "graded_by", "task_return", "progress_closed", "approach_closed", "complexity_penalty")
 def _candidates(steps: Iterable[TraceStep], rows: Iterable[CandidateRow]) -> dict[str, CandidateTrace]:
     """Verdicts from the validate steps, then candidates.jsonl (slots, fallbacks, fitness) on top."""
     found: dict[str, dict[str, Any]] = {}
@@ -198,7 +202,7 @@ def _candidates(steps: Iterable[TraceStep], rows: Iterable[CandidateRow]) -> dic
         cid, row = record.id, record.to_json()
         if record.verdict == "evaluated":
             evaluations[cid].append({k: row.get(k) for k in ("round", "slot", "fitness", "success")}
-                                    | ({"learner_success": row["learner_success"]} if "learner_success" in row else {}))
+                                    | {k: row[k] for k in _GRADED if k in row})
             found.setdefault(cid, {"verdict": "evaluated", "complexity": row.get("complexity")})
             continue
         merged = found.setdefault(cid, {})
@@ -215,6 +219,11 @@ def _candidates(steps: Iterable[TraceStep], rows: Iterable[CandidateRow]) -> dic
             evaluations=tuple(evaluations.get(cid, ())),
         )
     return out
+
+
+def _updates(log: RunLog) -> tuple[RewardUpdateRecord, ...]:
+    updates = [RewardUpdateRecord.from_event(e) for e in log.events.read() if e.event == "reward_update"]
+    return tuple(sorted(updates, key=lambda u: (u.round, u.env_steps)))  # stable: a resumed run's repeat stays last
 
 
 def read_trace(path: Path) -> RunTrace:
@@ -239,4 +248,5 @@ def read_trace(path: Path) -> RunTrace:
         candidates=_candidates(steps, log.candidates.read()),
         unmatched_calls=tuple(unmatched),
         raw=raw,
+        updates=_updates(log),
     )

@@ -13,6 +13,7 @@ from typing import Any
 
 from lares_agent.errors import LaresError
 from lares_agent.graphs.prompting import AnswerError, extract_candidates
+from lares_agent.runs import RewardUpdateRecord
 
 __all__ = ["NODES", "CandidateTrace", "LLMCall", "Lineage", "RunTrace", "TraceStep", "UnknownCandidateError"]
 
@@ -78,7 +79,9 @@ class CandidateTrace:
     slot: int | None = None
     parent_id: str | None = None
     critique_id: str | None = None
-    evaluations: tuple[Mapping[str, Any], ...] = ()  # {"round", "slot", "fitness", "success"[, "learner_success"]}
+    # {"round", "slot", "fitness", "success"[, "learner_success"]}, and what the fitness was made of where the run
+    # recorded it: "graded_by", "task_return", "progress_closed", "approach_closed", "complexity_penalty"
+    evaluations: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,14 @@ class RunTrace:
     candidates: Mapping[str, CandidateTrace]
     unmatched_calls: tuple[LLMCall, ...]  # calls no stored step claims (a node killed mid-call)
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)  # candidate id -> the decoded answer item
+    updates: tuple[RewardUpdateRecord, ...] = ()
+    """The reward updates (events.jsonl), by round: what ranked the slots (``graded_by``) and each slot's value.
+    The update of round R ranked the rewards that the graph's round R then replaced."""
+
+    def update(self, round: int) -> RewardUpdateRecord | None:
+        """The reward update of one round (the last one logged, after a resume), or None."""
+        found = [u for u in self.updates if u.round == round]
+        return found[-1] if found else None
 
     @property
     def rounds(self) -> tuple[int, ...]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lares_agent.engine.column_map import REWARD_NORMALISATIONS, RewardNormalisation
-from lares_agent.engine.contracts import GRADIENT_LEARNERS, SETTINGS, GradientLearner
+from lares_agent.engine.contracts import FITNESS_RULES, GRADIENT_LEARNERS, SETTINGS, FitnessRule, GradientLearner
 from lares_agent.engine.errors import EngineError
 from lares_agent.engine.es.strategy import ESConfig
 from lares_agent.engine.learners.crossq import CrossQConfig
@@ -145,9 +145,10 @@ class EngineConfig:
     """
 
     setting: str = "scratch"
-    """'scratch': every candidate is proposed; 'init': the human reward seeds slot 0 (replaceable like any slot)
-    and an extra learner trains on it throughout (acting every iteration outside TS, never replaced);
-    'baseline': the chosen learner alone on the human reward with the same code (one slot, no reward updates)."""
+    """'scratch': every candidate is proposed; 'init': the K candidates refine the human reward, and an extra
+    learner trains on the human reward throughout (acting every step outside TS, ranked with the slots, never
+    replaced); 'baseline': the chosen learner alone on the human reward with the same code (one slot, no reward
+    updates)."""
     population: int = 5
     """K reward candidates, one slot each (ignored by 'baseline', which has one)."""
     elites: int = 3
@@ -167,8 +168,13 @@ class EngineConfig:
     checkpoint_every: int = 0
     """Env steps between periodic checkpoints (0: only at reward updates); needs a run directory."""
     complexity_lambda: float = 0.0
-    """Fitness = graded value (success rate, or a start distance closed before any success) - complexity_lambda *
-    complexity (``loop/fitness.py``); 0 here as in the reference."""
+    """Fitness = graded value (success rate, or before any success the task return or a start distance closed)
+    - complexity_lambda * complexity (``loop/fitness.py``); 0 here as in the reference."""
+    fitness: FitnessRule = "auto"
+    """What a reward update grades before any slot succeeds (``loop/fitness.py``): 'success-then-return' the task
+    (human) return, as the reference; 'success-then-progress' the share of the start distance closed; 'auto' the
+    first on a task with a human reward, the second on one without (``fitness.fitness_rule``, resolved by the
+    engine against its task). A checkpoint from before this field ran success-then-progress and reads back so."""
     selection: SelectionConfig = field(default_factory=SelectionConfig)
     """How elites are chosen: truncation (LaRes: the top ``elites``), pareto (non-dominated over fitness, smooth
     actions and simple rewards, ``loop/pareto.py``) or, for ES, tournament."""
@@ -196,8 +202,6 @@ class EngineConfig:
                 raise ConfigError(f"population must be >= 1, got {self.population}")
             if not 1 <= self.elites <= self.population:
                 raise ConfigError(f"elites must be in 1..{self.population}, got {self.elites}")
-            if self.setting == "init" and self.population < 2:
-                raise ConfigError("setting 'init' needs population >= 2 (slot 0 is the human reward)")
         _check_ranges(self, 0, ("total_steps", "reward_period", "eval_every", "checkpoint_every", "feature_sample",
                                 "rollout_slots", "rollouts_kept"))
         _check_ranges(self, 1, ("eval_episodes", "update_eval_episodes"))
@@ -208,6 +212,8 @@ class EngineConfig:
                               "truncation or pareto")
         if self.complexity_lambda < 0:
             raise ConfigError("complexity_lambda must be >= 0")
+        if self.fitness not in FITNESS_RULES:
+            raise ConfigError(f"unknown fitness rule {self.fitness!r}; choose one of {', '.join(FITNESS_RULES)}")
 
     @property
     def num_slots(self) -> int:
@@ -225,8 +231,10 @@ class EngineConfig:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> EngineConfig:
-        """Inverse of :meth:`to_json`; unknown keys are an error, not silently dropped."""
+        """Inverse of :meth:`to_json`; unknown keys are an error, not silently dropped. A config without
+        ``fitness`` (a checkpoint from before the field) ran success-then-progress, so it resumes with that rule."""
         d = dict(data)
+        d.setdefault("fitness", "success-then-progress")
         learners = dict(d.pop("learners", {}))
         kind = learners.pop("kind", "sac")
         selection = SelectionConfig(**dict(d.pop("selection", {})))

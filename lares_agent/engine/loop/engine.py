@@ -32,7 +32,7 @@ from lares_agent.engine.contracts import (
 )
 from lares_agent.engine.errors import EngineError, RewardColumnError
 from lares_agent.engine.loop.config import EngineConfig
-from lares_agent.engine.loop.fitness import rank_slots, slot_evaluations
+from lares_agent.engine.loop.fitness import fitness_rule, rank_slots, slot_evaluations
 from lares_agent.engine.loop.proposals import ProposalRunner
 from lares_agent.engine.loop.records import STATE_VERSION, Counters, EngineLog, evaluation_row, load_counters
 from lares_agent.engine.loop.selection import choose_elites
@@ -72,9 +72,14 @@ class LaResEngine:
         self.task, self.config, self.population, self.propose = task, config, population, propose
         self.rewards: list[RewardFunction] = list(rewards)
         self.num_slots = config.num_slots
+        # The init setting's human-reward learner is ranked with the slots (its policy may be handed over and
+        # inherited, as the reference's with_init), but its reward is never replaced.
+        self.num_ranked = len(self.rewards)
         self.rng, self.log = rng, log
         self.counters = Counters(next_eval=config.eval_every or None, next_checkpoint=config.checkpoint_every or None)
         self.use_task_return = config.setting != "scratch" and task.has_human_reward
+        # "auto" resolved against the task once (a ConfigError for success-then-return without a human reward)
+        self.fitness_rule = fitness_rule(config.fitness, task.has_human_reward)
         self.proposals = ProposalRunner()
         self.last_metrics: dict[str, Any] | None = None
         self._start = time.monotonic()
@@ -206,11 +211,11 @@ class LaResEngine:
         """Evaluate every learner, rank the slots, choose the elites and build the proposer's ``UpdateContext``
         (copies only: the buffer keeps growing while a background proposal runs). The update's evaluation is
         logged here, at the step it measured; nothing is installed yet."""
-        cfg, k, pop = self.config, self.num_slots, self.population
+        cfg, k, n, pop = self.config, self.num_slots, self.num_ranked, self.population
         # the diversity measure needs at least one rollout per slot, whatever the proposer is given
         evals = self.evaluate(cfg.update_eval_episodes, keep_rollouts=max(cfg.rollouts_kept, 1), update=True)
-        slots = slot_evaluations(evals[:k], self.rewards[:k], cfg.complexity_lambda, self.use_task_return,
-                                 [pop.quarantined(i) for i in range(k)])
+        slots = slot_evaluations(evals[:n], self.rewards[:n], cfg.complexity_lambda, self.use_task_return,
+                                 [pop.quarantined(i) for i in range(n)], self.fitness_rule)
         ranking = rank_slots(slots)
         best = ranking[0]
         if slots[best].quarantined:
@@ -227,7 +232,7 @@ class LaResEngine:
             ranking=tuple(ranking),
             elites=elites,
             refill=refill,
-            rewards=tuple(self.rewards[:k]),
+            rewards=tuple(self.rewards[:n]),
             rollouts={s: evals[s].rollouts[: cfg.rollouts_kept] for s in ranking[: cfg.rollout_slots]},
             feature_sample={name: np.array(v, copy=True) for name, v in pop.feature_sample(cfg.feature_sample).items()},
             diversity=diversity,
@@ -281,8 +286,9 @@ class LaResEngine:
                 replaced[slot] = shared.id
                 self.log.event({"event": "reward_shared", "round": ctx.round, "slot": slot, "reward_id": shared.id,
                                 "reason": "its reward was NaN/inf on new steps and no valid candidate arrived"})
-        # A quarantined learner restarts from the best even when its reward is kept (its weights are broken).
-        inherit = sorted(set(replaced) | {s.slot for s in ctx.slots if s.quarantined and s.slot != best})
+        # A quarantined slot learner restarts from the best even when its reward is kept (its weights are broken).
+        broken = {s.slot for s in ctx.slots[: self.num_slots] if s.quarantined and s.slot != best}
+        inherit = sorted(set(replaced) | broken)
         pop.inherit(inherit, best)
         # The next period counts from the step the update started at (the same cadence with and without a
         # background proposal).
@@ -356,7 +362,7 @@ class LaResEngine:
         state = {"learner": self.population.kind, "task": self.task.name, "config": self.config.to_json(),
                  "counters": dataclasses.asdict(self.counters), "population": self.population.policy_state()}
         low, high = self.population.action_box()
-        ids = [fn.id for fn in self.rewards[: self.num_slots]]
+        ids = [fn.id for fn in self.rewards[: self.num_ranked]]
         return write_policies(RunLayout(self.run_dir), name, state, self.best_slot, low, high, ids, every_slot,
                               members=self.population.leaders)
 

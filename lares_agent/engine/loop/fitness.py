@@ -1,18 +1,34 @@
 """Fitness of reward candidates and the ranking of slots that elite selection works on.
 
 A candidate is judged by how well the policy trained on it solves the task (LaRes, docs/lares-reference.md §3),
-graded so that a search has a signal before the first success (docs/DESIGN.md, "Graded fitness"):
+graded so that a search has a signal before the first success (docs/DESIGN.md, "Graded fitness"). Two rules
+(``EngineConfig.fitness``; "auto" picks one per task, ``fitness_rule``):
 
     fitness = graded value - complexity_lambda * complexity
+
+    success-then-return (the reference's "key <- succ if mean(succ) > 0 else envret"; tasks with a human reward):
+    graded value = success rate                          if any slot of this update succeeds
+                 = mean task return per episode          otherwise (the environment's own, hand-shaped reward)
+
+    success-then-progress (tasks without a human reward, or by choice):
     graded value = success rate                          if any slot of this update succeeds
                  = share of the start distance closed    otherwise, of the progress feature (lower is better)
                    ... of the approach feature instead   when the progress shares of all slots lie within
                                                          PROGRESS_TIE of each other and the task has one
 
-Every slot of one update is graded the same way, so fitness values of one update always compare. The approach
-grade is for tasks whose object moves by itself or not at all until the hand gets there (on door-close-v3 the door
-swings partly shut after every reset, so every slot closed the same share at every update: docs/RESULTS.md,
-"Sample efficiency on five MetaWorld tasks"); how near the hand came is then the signal.
+Every slot of one update is graded the same way, so fitness values of one update always compare. The task return
+grades what the share closed cannot: a hand that comes nearer the object, a grasp, an object lifted but not yet
+moved toward the goal all earn MetaWorld's staged reward, while the share closed stays at what the object did by
+itself (on door-close-v3 the door swings partly shut after every reset, so every slot closed the same share at
+every update: docs/RESULTS.md, "Sample efficiency on five MetaWorld tasks"). The approach grade was the progress
+rule's answer to that; the return grade is the reference's, and it uses the human reward in the scratch setting
+too, as the reference did (a score, never an expression the LLM could copy).
+
+The complexity penalty is not rescaled under the return grade, although returns run to the hundreds where success
+rates and shares lie in [0, 1]. The penalty is sized to separate near-ties only (``search/config.py``,
+``COMPLEXITY_LAMBDA``), and the reference has none at all; on the return scale it still separates only returns
+that are equal to a fraction of one step's reward, i.e. the same behaviour, and never outweighs a behavioural
+difference. Scaling it by the returns' spread would make a slot's fitness depend on the other slots' returns.
 
 Ties are broken by the task return where the setting may use the human reward, otherwise by the negative final
 progress feature: the reference fell back to MetaWorld's dense reward even in the from-scratch setting (§12 item
@@ -24,24 +40,53 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Literal
 
-from lares_agent.engine.contracts import Grade, MemberEvaluation, RewardFunction, SlotEvaluation
+from lares_agent.engine.contracts import (
+    FITNESS_RULES,
+    FitnessRule,
+    Grade,
+    MemberEvaluation,
+    RewardFunction,
+    SlotEvaluation,
+)
+from lares_agent.errors import ConfigError
 from lares_agent.runs.events import graded_value
 
-__all__ = ["PROGRESS_TIE", "grade_of", "rank_slots", "slot_evaluation", "slot_evaluations"]
+__all__ = ["PROGRESS_TIE", "Rule", "fitness_rule", "grade_of", "rank_slots", "slot_evaluation", "slot_evaluations"]
+
+Rule = Literal["success-then-return", "success-then-progress"]
+"""A fitness rule as it runs ("auto" resolved against the task, ``fitness_rule``)."""
 
 PROGRESS_TIE = 0.01
 """Progress shares this close (1% of the start distance) do not separate slots. Window-close-v3's first updates
 (shares within +-0.013 of each other) would still be graded on progress."""
 
 
-def grade_of(evals: Sequence[MemberEvaluation], quarantined: Sequence[bool]) -> Grade:
-    """"success" when any slot that is not quarantined succeeded in an evaluation episode; else "approach" when
-    two or more such slots closed the same share of the progress distance (within ``PROGRESS_TIE``) and each
-    has an approach share; else "progress"."""
+def fitness_rule(choice: FitnessRule | str, has_human_reward: bool) -> Rule:
+    """The rule an update grades by: "auto" is success-then-return for a task with a human reward (the reference's
+    rule) and success-then-progress for one without (there is no return to grade); an explicit choice is kept.
+    success-then-return on a task without a human reward is a ConfigError: every slot's return would be NaN."""
+    if choice not in FITNESS_RULES:
+        raise ConfigError(f"unknown fitness rule {choice!r}; choose one of {', '.join(FITNESS_RULES)}")
+    if choice == "auto":
+        return "success-then-return" if has_human_reward else "success-then-progress"
+    if choice == "success-then-return" and not has_human_reward:
+        raise ConfigError("fitness 'success-then-return' grades the task's own (human) reward, and this task has "
+                          "none; use 'success-then-progress' (or 'auto')")
+    return "success-then-return" if choice == "success-then-return" else "success-then-progress"
+
+
+def grade_of(evals: Sequence[MemberEvaluation], quarantined: Sequence[bool],
+             rule: Rule = "success-then-progress") -> Grade:
+    """"success" when any slot that is not quarantined succeeded in an evaluation episode; else, under
+    success-then-return, "return"; under success-then-progress, "approach" when two or more such slots closed the
+    same share of the progress distance (within ``PROGRESS_TIE``) and each has an approach share, else "progress"."""
     healthy = [e for e, q in zip(evals, quarantined, strict=True) if not (q or e.nonfinite)]
     if any(e.success_rate > 0 for e in healthy):
         return "success"
+    if rule == "success-then-return":
+        return "return"
     closed = [e.progress_closed if math.isfinite(e.progress_closed) else 0.0 for e in healthy]
     tied = len(healthy) >= 2 and max(closed) - min(closed) < PROGRESS_TIE
     return "approach" if tied and all(math.isfinite(e.approach_closed) for e in healthy) else "progress"
@@ -58,12 +103,15 @@ def slot_evaluation(
     """Score one slot from its evaluation; a quarantined or non-finite member ranks below every other.
 
     ``graded_by`` must be the same for every slot of one update (``slot_evaluations`` sees to it). A slot without
-    a finite share closed (no progress or approach data) grades as 0: it closed nothing that could be measured."""
+    a finite share closed (no progress or approach data) grades as 0: it closed nothing that could be measured. A
+    slot without a finite task return grades as -inf under the return grade: a return has no neutral value, and
+    such a slot ranks below every slot that has one (yet above a quarantined one, by the tie-break)."""
     bad = quarantined or ev.nonfinite
     complexity = float(reward.complexity)
     penalty = complexity_lambda * complexity
     closed = ev.progress_closed
-    graded = graded_value(graded_by, ev.success_rate, _or_zero(closed), _or_zero(ev.approach_closed))
+    task_return = ev.task_return if math.isfinite(ev.task_return) else -math.inf
+    graded = graded_value(graded_by, ev.success_rate, _or_zero(closed), _or_zero(ev.approach_closed), task_return)
     fitness = -math.inf if bad else graded - penalty
     if use_task_return and math.isfinite(ev.task_return):
         tie = ev.task_return
@@ -100,9 +148,11 @@ def slot_evaluations(
     complexity_lambda: float,
     use_task_return: bool,
     quarantined: Sequence[bool],
+    rule: Rule = "success-then-progress",
 ) -> list[SlotEvaluation]:
-    """Every slot of one update, all graded the same way (``grade_of``)."""
-    grade = grade_of(evals, quarantined)
+    """Every slot of one update, all graded the same way (``grade_of`` under ``rule``, a resolved
+    ``fitness_rule``). ``use_task_return`` picks the tie-break only; the grade does not depend on it."""
+    grade = grade_of(evals, quarantined, rule)
     return [slot_evaluation(e, r, complexity_lambda, use_task_return, q, grade)
             for e, r, q in zip(evals, rewards, quarantined, strict=True)]
 

@@ -159,7 +159,9 @@ def evaluation_row(
         # §12 item 16: report the max (the reference's number) AND the mean and the selected policy.
         "success_max": max(succ) if succ else None,
         "success_mean": float(np.mean(succ)) if succ else None,
-        "success_best_slot": next((e.success_rate for e in slot_evals if e.member == counters.best_slot), None),
+        # the ranked-first policy: a slot's, or the init setting's human-reward learner's (member K)
+        "success_best_slot": next((e.success_rate for e in [*slot_evals, *([extra] if extra else [])]
+                                   if e.member == counters.best_slot), None),
         "best_slot": counters.best_slot,
         "wall_time": wall_time,
     }

@@ -1,9 +1,10 @@
 """The reward slots: what every learner trains on at the start of a run, and a reward update in flight.
 
 Settings (one meaning for every learner, the reference's ``with_init``): ``scratch``, every slot's reward is
-proposed; ``init``, the human reward seeds slot 0 (replaceable like any slot) and an extra learner trains on
-the human reward throughout, never ranked, never replaced; ``baseline``, one slot on the human reward and no
-reward updates. The update itself is ``LaResEngine._start_update`` / ``_finish_update`` (``loop/engine.py``).
+proposed; ``init``, the K candidates refine the human reward and an extra learner trains on the human reward
+throughout, ranked with the slots (its policy may be handed over), never replaced; ``baseline``, one slot on the
+human reward and no reward updates. The update itself is ``LaResEngine._start_update`` / ``_finish_update``
+(``loop/engine.py``).
 """
 
 from __future__ import annotations
@@ -22,24 +23,19 @@ def initial_slot_rewards(
 ) -> list[RewardFunction]:
     """The reward of every learner at the start of a run: K slots, then the ``init`` setting's extra learner.
 
-    scratch: the K given candidates; init: the human reward in slot 0, then K - 1 given ones, then the human
-    reward again for the extra learner; baseline: the human reward alone, or the one reward given (the sparse
-    baseline's success indicator, search/config.py `baseline_reward`). Raises EngineError with a one-line reason
-    when the count or the task does not fit the setting.
+    scratch: the K given candidates; init: the K given candidates (the search refines the human reward into them),
+    then the human reward for the extra learner (docs/lares-reference.md §1: N LLM learners plus one on the
+    environment's reward); baseline: the human reward alone, or the one reward given (the sparse baseline's success
+    indicator, search/config.py `baseline_reward`). Raises EngineError with a one-line reason when the count or
+    the task does not fit the setting.
     """
     rewards = list(given)
     if setting in ("init", "baseline") and not has_human_reward:
         raise EngineError(f"setting {setting!r} needs a human reward, task {task_name} has none")
-    if setting == "scratch":
+    if setting in ("scratch", "init"):
         if len(rewards) != num_slots:
-            raise EngineError(f"setting 'scratch' needs {num_slots} initial rewards, got {len(rewards)}")
-        return rewards
-    if setting == "init":
-        if len(rewards) != num_slots - 1:
-            raise EngineError(
-                f"setting 'init' needs {num_slots - 1} initial rewards (slot 0 is human), got {len(rewards)}"
-            )
-        return [HumanReward(), *rewards, HumanReward()]
+            raise EngineError(f"setting {setting!r} needs {num_slots} initial rewards, got {len(rewards)}")
+        return rewards if setting == "scratch" else [*rewards, HumanReward()]
     if len(rewards) > 1:
         raise EngineError(f"setting 'baseline' trains one learner on one reward, got {len(rewards)} initial rewards")
     return rewards or [HumanReward()]  # one given reward replaces the human one (the sparse success baseline)

@@ -49,8 +49,8 @@ def make_engine(
     propose: ProposeFn | None = None,
     run_dir: str | Path | None = None,
 ) -> LaResEngine:
-    """A new engine over ``task``. ``initial_rewards``: scratch -> K candidates; init -> K - 1 (slot 0 holds the
-    human reward); baseline -> none, or the one reward it trains on. ``propose`` is called at every reward update;
+    """A new engine over ``task``. ``initial_rewards``: scratch and init -> K candidates (init adds the human-reward
+    learner); baseline -> none, or the one reward it trains on. ``propose`` is called at every reward update;
     ``run_dir`` receives ``metrics.jsonl``, ``events.jsonl``, ``checkpoints/`` and ``policies/`` (None: nothing is
     written, events are kept in ``engine.events``)."""
     rewards = initial_slot_rewards(config.setting, config.num_slots, initial_rewards, task.has_human_reward,

@@ -70,7 +70,7 @@ class ESPopulation:
 
     @property
     def leaders(self) -> list[int]:
-        return list(range(self.num_slots))
+        return list(range(self.num_learners))  # one policy per slot, then the init setting's human-reward one
 
     @property
     def timing(self) -> dict[str, float]:

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from lares_agent.engine.contracts import MemberEvaluation, RewardFunction
-from lares_agent.engine.loop.fitness import rank_slots, slot_evaluations
+from lares_agent.engine.loop.fitness import Rule, rank_slots, slot_evaluations
 
 __all__ = ["LearnerGroups"]
 
@@ -75,15 +75,17 @@ class LearnerGroups:
         complexity_lambda: float,
         use_task_return: bool,
         quarantined: Callable[[int], bool],
+        rule: Rule = "success-then-progress",
     ) -> list[list[int]]:
         """Every slot's learners, best first, graded as slots are (``fitness.slot_evaluations`` over the slot
-        learners: success, or start distance closed before any success, then the tie-break); quarantined last.
+        learners under the run's ``rule``: success, or the task return or start distance closed before any
+        success, then the tie-break); quarantined last.
 
         ``evals`` are every learner's, in learner order; ``rewards`` every column's."""
         n = self.slot_learners
         col = self.column_of
         graded = slot_evaluations(evals[:n], [rewards[int(col[i])] for i in range(n)], complexity_lambda,
-                                  use_task_return, [quarantined(i) for i in range(n)])
+                                  use_task_return, [quarantined(i) for i in range(n)], rule)
         order = rank_slots(graded)
         return [[i for i in order if int(col[i]) == s] for s in range(self.num_slots)]
 

@@ -36,6 +36,7 @@ from lares_agent.engine.contracts import (
 from lares_agent.engine.errors import EngineError, RewardColumnError
 from lares_agent.engine.learners.factory import LEARNER_NAMES, make_population
 from lares_agent.engine.loop.config import EngineConfig, ReplayConfig
+from lares_agent.engine.loop.fitness import fitness_rule
 from lares_agent.engine.loop.records import load_counters
 from lares_agent.engine.loop.slots import learner_count
 from lares_agent.engine.populations.groups import LearnerGroups
@@ -92,8 +93,9 @@ class ReplayPopulation:
         self.groups = LearnerGroups(self.num_slots, self.replay.learners_per_reward, config.setting == "init")
         self.num_learners = self.groups.num_learners
         self.extra = self.groups.extra_learner
-        # Each slot's learners, best first at the last reward update (before one: in order).
-        self.ranked: list[list[int]] = [self.groups.learners(s) for s in range(self.num_slots)]
+        # Each slot's learners, best first at the last reward update (before one: in order), then the init
+        # setting's extra learner alone (it is ranked with the slots: docs/lares-reference.md §3).
+        self.ranked: list[list[int]] = [self.groups.learners(s) for s in range(self.num_slots)] + self._extra_rank()
         self.horizon = config.horizon or task.horizon
         self.counters = ReplayCounters()
         seeds = np.random.SeedSequence(config.seed).spawn(4)  # [0] is the loop's generator (populations/__init__)
@@ -122,6 +124,9 @@ class ReplayPopulation:
         self.loss_sum = {key: np.zeros(self.num_learners) for key in LOSS_KEYS}
         self.seconds = {"sim_s": 0.0, "learn_s": 0.0}
         self._loss_reason = f"non-finite {LEARNER_NAMES[self.replay.learner]} loss"
+
+    def _extra_rank(self) -> list[list[int]]:
+        return [[self.extra]] if self.extra is not None else []
 
     # ------------------------------------------------------------------ views
     @property
@@ -275,7 +280,7 @@ class ReplayPopulation:
     def evaluate(self, rewards: Sequence[RewardFunction], seeds: Sequence[int], env_steps: int, *,
                  keep_rollouts: int = 0, update: bool = False) -> list[MemberEvaluation]:
         """Every learner's deterministic episodes, seen per slot (``LearnerGroups.slot_view``: the mean over a
-        slot's learners), then the extra learner's own row; ``update``: each slot's leader is chosen again."""
+        slot's learners), then the extra learner's row (member K); ``update``: each slot's leader is chosen again."""
         start = time.monotonic()
         learners = list(range(self.num_learners))
         drop = frozenset({HUMAN_REWARD_FEATURE}) if self.config.setting == "scratch" else frozenset()
@@ -301,9 +306,11 @@ class ReplayPopulation:
         out = self.quarantined_learners.__contains__
         if update:
             use_task_return = self.config.setting != "scratch" and self.task.has_human_reward
-            self.ranked = self.groups.leaders(evals, rewards, self.config.complexity_lambda, use_task_return, out)
-        view = self.groups.slot_view(evals, self.ranked, out)[: self.num_slots]
-        return view + [e for e in evals if e.member == self.extra]
+            rule = fitness_rule(self.config.fitness, self.task.has_human_reward)
+            self.ranked = [*self.groups.leaders(evals, rewards, self.config.complexity_lambda, use_task_return, out,
+                                                rule),
+                           *self._extra_rank()]
+        return self.groups.slot_view(evals, self.ranked[: self.num_slots], out)
 
     def feature_sample(self, n: int) -> dict[str, np.ndarray]:
         """Random stored rows (copies) of every feature, for the proposer's numeric validation of candidates

@@ -2,7 +2,7 @@
 
 Velocities are read from MuJoCo when the raw state is captured (`mj_objectVelocity`, world frame), so the
 features stay pure functions of one stored row. The human reward is rebuilt from the env's `info` reward
-terms, which sum to the step reward (checked in tests).
+terms, which sum to the step reward (checked in tests), and written as an expression in `human_rewards.py`.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import gymnasium
 import numpy as np
 
 from lares_agent.engine.tasks.envs import EpisodeRecorder, recorder_of
+from lares_agent.engine.tasks.human_rewards import GYM_HUMAN
 from lares_agent.engine.tasks.spec import HUMAN_REWARD, SUCCESS, Feature, TaskSpec, info_float, row_norm
 
 __all__ = [
@@ -134,8 +135,10 @@ def pusher_features(raw: np.ndarray, action: np.ndarray) -> dict[str, np.ndarray
         "tip_z": raw[:, 2].copy(),
         "obj_x": raw[:, 3].copy(),
         "obj_y": raw[:, 4].copy(),
+        "obj_z": raw[:, 5].copy(),
         "goal_x": raw[:, 6].copy(),
         "goal_y": raw[:, 7].copy(),
+        "goal_z": raw[:, 8].copy(),
         SUCCESS: (obj_to_goal <= PUSHER_RADIUS).astype(np.float64),
         HUMAN_REWARD: raw[:, 22].copy(),
     }
@@ -153,8 +156,10 @@ _PUSHER_FEATURES = (
     Feature("tip_z", "height of the fingertips", "m"),
     Feature("obj_x", "x coordinate of the object", "m"),
     Feature("obj_y", "y coordinate of the object", "m"),
+    Feature("obj_z", "height of the object centre", "m"),
     Feature("goal_x", "x coordinate of the goal", "m"),
     Feature("goal_y", "y coordinate of the goal", "m"),
+    Feature("goal_z", "height of the goal disc's centre", "m"),
     Feature(SUCCESS, f"1 when obj_to_goal <= {PUSHER_RADIUS} m", "bool"),
 )
 
@@ -239,6 +244,7 @@ def gym_mujoco_specs() -> tuple[TaskSpec, ...]:
             env_fn=partial(make_gym_env, "Reacher-v5"),
             raw_state_fn=reacher_raw_state,
             feature_fn=reacher_features,
+            human_components=GYM_HUMAN['Reacher-v5'],
         ),
         TaskSpec(
             name="Pusher-v5",
@@ -260,6 +266,7 @@ def gym_mujoco_specs() -> tuple[TaskSpec, ...]:
             env_fn=partial(make_gym_env, "Pusher-v5"),
             raw_state_fn=pusher_raw_state,
             feature_fn=pusher_features,
+            human_components=GYM_HUMAN['Pusher-v5'],
         ),
         TaskSpec(
             name="HalfCheetah-v5",
@@ -281,5 +288,6 @@ def gym_mujoco_specs() -> tuple[TaskSpec, ...]:
             env_fn=partial(make_gym_env, "HalfCheetah-v5"),
             raw_state_fn=cheetah_raw_state,
             feature_fn=cheetah_features,
+            human_components=GYM_HUMAN['HalfCheetah-v5'],
         ),
     )

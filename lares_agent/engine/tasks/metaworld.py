@@ -4,20 +4,33 @@ One generic feature set serves every task; a `MetaWorldTask` says what "obj" and
 env itself measures progress (which axes, which point), so `obj_to_target` is the distance the env's own
 success test uses. The raw state is captured after every step (docs/lares-reference.md §2.5: LaRes reward functions
 read tcp, pads, init positions and the goal from the post-step state) and holds copies, never live
-references (docs/lares-reference.md §12 item 17).
+references (docs/lares-reference.md §12 item 17). A task whose own reward is written as an expression
+(`human_rewards.py`) also declares the extra features that expression reads (`metaworld_extras.py`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import partial
+import re
+from functools import cache, partial
 from typing import Any
 
 import gymnasium
 import numpy as np
 
 from lares_agent.engine.tasks.envs import EpisodeRecorder, recorder_of
-from lares_agent.engine.tasks.spec import HUMAN_REWARD, SUCCESS, Feature, TaskSpec, info_float, row_norm
+from lares_agent.engine.tasks.human_rewards import METAWORLD_HUMAN
+from lares_agent.engine.tasks.metaworld_extras import (
+    CAGING_FEATURE_NAMES,
+    EXTRA_FEATURE_NAMES,
+    RawParts,
+    caging_features,
+    caging_point,
+    distance_words,
+    extra_feature_defs,
+    extra_features,
+)
+from lares_agent.engine.tasks.metaworld_task import JointFeature, MetaWorldTask
+from lares_agent.engine.tasks.spec import HUMAN_REWARD, SUCCESS, Feature, TaskSpec, TaskSpecError, info_float, row_norm
 
 __all__ = [
     "HORIZON",
@@ -25,6 +38,8 @@ __all__ = [
     "STATE_DIM",
     "JointFeature",
     "MetaWorldTask",
+    "extra_names",
+    "human_components",
     "make_metaworld_env",
     "metaworld_feature_defs",
     "metaworld_features",
@@ -52,56 +67,32 @@ _OBJ_INIT = slice(51, 54)  # obs[4:7] at reset
 _TARGET = slice(54, 57)  # env._target_pos
 _HEAD = slice(57, 60)  # the point obj_to_target measures from (obj, a site such as the peg head, or obj + offset)
 _JOINT, _SUCCESS, _NEAR, _GRASP, _REWARD = 60, 61, 62, 63, 64
-STATE_DIM = 65
+_HAND_INIT = slice(65, 68)  # env.hand_init_pos: where the hand (wrist) is sent at reset
+_OBJ_INIT_ENV = slice(68, 71)  # env.obj_init_pos, as the env's reward and caging helper read it
+_START = slice(71, 74)  # the object's start point as the env's reward margins use it (MetaWorldTask.start)
+_INIT_LPAD = slice(74, 77)  # env.init_left_pad / init_right_pad
+_INIT_RPAD = slice(77, 80)
+STATE_DIM = 80
 
 _AXES = "xyz"
-Vec3 = tuple[float, float, float]
 
 
-@dataclass(frozen=True)
-class JointFeature:
-    """A task-specific feature read from one joint position: value = scale * qpos."""
-
-    joint: str
-    name: str
-    meaning: str
-    unit: str
-    scale: float = 1.0
+def human_components(task: MetaWorldTask) -> tuple[tuple[str, str], ...] | None:
+    """The env's own reward of `task` as named expressions (`human_rewards.py`), None where not written."""
+    return METAWORLD_HUMAN.get(task.env_name)
 
 
-@dataclass(frozen=True)
-class MetaWorldTask:
-    """How one MetaWorld env maps onto the generic features.
-
-    `obj` names what obs[4:7] is, `target` what env._target_pos is; `target_weights` scale the x, y, z
-    differences in `obj_to_target` as the env's own success test does (0 drops an axis); `head_site` or
-    `head_offset` move the measured point off obs[4:7] (peg head, hammer head); `reach_offset` moves the point
-    `tcp_to_obj` measures to (the dial's push point). `info_distance` names the feature that equals the env's
-    `info["obj_to_target"]` (None where the env reports 0 there).
-    """
-
-    env_name: str
-    obj: str
-    target: str
-    goal: str
-    success_text: str
-    progress: str = "obj_to_target"
-    target_weights: Vec3 = (1.0, 1.0, 1.0)
-    head: str = ""
-    head_site: str = ""
-    head_offset: Vec3 = (0.0, 0.0, 0.0)
-    reach_offset: Vec3 = (0.0, 0.0, 0.0)
-    joint: JointFeature | None = None
-    info_distance: str | None = "obj_to_target"
-
-
-def _distance_words(weights: Vec3) -> str:
-    used = [(axis, w) for axis, w in zip(_AXES, weights, strict=True) if w]
-    if len(used) == 3 and all(w == 1.0 for _, w in used):
-        return "distance"
-    if len(used) == 1 and used[0][1] == 1.0:
-        return f"distance along {used[0][0]}"
-    return "distance with " + ", ".join(f"{axis} weighted {w:g}" for axis, w in used)
+@cache  # features are computed on every step batch; the expressions never change
+def extra_names(task: MetaWorldTask) -> tuple[str, ...]:
+    """The extra features the task declares: those its own reward expression names (gripper_caging reads the
+    caging features)."""
+    components = human_components(task) or ()
+    words = {word for _, text in components for word in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text)}
+    if "gripper_caging" in words:
+        if not task.caging:
+            raise TaskSpecError(f"task {task.env_name}: its reward uses gripper_caging but it names no caging geometry")
+        words |= set(CAGING_FEATURE_NAMES)
+    return tuple(name for name in EXTRA_FEATURE_NAMES if name in words)
 
 
 def metaworld_feature_defs(task: MetaWorldTask) -> tuple[Feature, ...]:
@@ -111,7 +102,7 @@ def metaworld_feature_defs(task: MetaWorldTask) -> tuple[Feature, ...]:
     reach = f"{obj} (its push point, offset {task.reach_offset})" if any(task.reach_offset) else obj
     features = [
         Feature("tcp_to_obj", f"distance from the gripper centre to the {reach}", "m"),
-        Feature("obj_to_target", f"{_distance_words(task.target_weights)} from the {head} to the {target}", "m"),
+        Feature("obj_to_target", f"{distance_words(task.target_weights)} from the {head} to the {target}", "m"),
         Feature("tcp_to_target", f"distance from the gripper centre to the {target}", "m"),
         Feature("tcp_height", "height of the gripper centre above the table", "m"),
         Feature("obj_height", f"height of the {obj} above the table", "m"),
@@ -131,6 +122,7 @@ def metaworld_feature_defs(task: MetaWorldTask) -> tuple[Feature, ...]:
         features.append(Feature(task.joint.name, task.joint.meaning, task.joint.unit))
     for prefix, what in (("tcp", "gripper centre"), ("obj", obj), ("target", target)):
         features.extend(Feature(f"{prefix}_{axis}", f"{axis} coordinate of the {what}", "m") for axis in _AXES)
+    features.extend(extra_feature_defs(task, extra_names(task)))
     return tuple(features)
 
 
@@ -155,8 +147,18 @@ def make_metaworld_env(env_name: str, horizon: int, seed: int) -> gymnasium.Env:
     return EpisodeRecorder(env, seed)
 
 
+def _start_point(task: MetaWorldTask, sawyer: Any) -> np.ndarray:
+    if task.start.startswith("site:"):
+        point = sawyer._get_site_pos(task.start.removeprefix("site:"))
+    else:
+        point = getattr(sawyer, task.start)
+    start: np.ndarray = np.asarray(point, dtype=np.float64).reshape(-1)[:3] + np.asarray(task.start_offset)
+    return start
+
+
 def metaworld_raw_state(task: MetaWorldTask, env: gymnasium.Env, obs: Any, info: Any) -> np.ndarray:
-    """float64 [65]: obs, tcp, pads, init tcp, init obj, goal, measured point, joint, info flags, env reward."""
+    """float64 [80]: obs, tcp, pads, init tcp, init obj, goal, measured point, joint, info flags, env reward, then
+    the hand's reset position, the env's obj_init_pos, the reward's start point and the pads' initial positions."""
     recorder = recorder_of(env)
     sawyer: Any = env.unwrapped
     o = np.asarray(obs, dtype=np.float64).reshape(-1)
@@ -168,6 +170,8 @@ def metaworld_raw_state(task: MetaWorldTask, env: gymnasium.Env, obs: Any, info:
     raw[_INIT_TCP] = sawyer.init_tcp
     raw[_OBJ_INIT] = recorder.reset_obs[4:7]
     raw[_TARGET] = sawyer._target_pos
+    if task.target_z is not None:
+        raw[_TARGET.stop - 1] = task.target_z
     raw[_HEAD] = sawyer._get_site_pos(task.head_site) if task.head_site else o[4:7] + np.asarray(task.head_offset)
     if task.joint is not None:
         raw[_JOINT] = float(sawyer.data.joint(task.joint.joint).qpos[0])
@@ -175,6 +179,11 @@ def metaworld_raw_state(task: MetaWorldTask, env: gymnasium.Env, obs: Any, info:
     raw[_NEAR] = info_float(info, "near_object")
     raw[_GRASP] = info_float(info, "grasp_success")
     raw[_REWARD] = info_float(info, "unscaled_reward")  # MT1 applies no reward normalisation: equals the step reward
+    raw[_HAND_INIT] = sawyer.hand_init_pos
+    raw[_OBJ_INIT_ENV] = np.asarray(sawyer.obj_init_pos, dtype=np.float64).reshape(-1)[:3]
+    raw[_START] = _start_point(task, sawyer)
+    raw[_INIT_LPAD] = sawyer.init_left_pad
+    raw[_INIT_RPAD] = sawyer.init_right_pad
     return raw
 
 
@@ -212,7 +221,17 @@ def metaworld_features(task: MetaWorldTask, raw: np.ndarray, action: np.ndarray)
     for prefix, points in (("tcp", tcp), ("obj", obj), ("target", target)):
         for i, axis in enumerate(_AXES):
             out[f"{prefix}_{axis}"] = points[:, i].copy()
+    names = extra_names(task)
+    if names:
+        parts = RawParts(obs=obs, tcp=tcp, target=target, head=raw[:, _HEAD], start=raw[:, _START],
+                         obj_init=raw[:, _OBJ_INIT_ENV], init_tcp=raw[:, _INIT_TCP], hand_init=raw[:, _HAND_INIT],
+                         lpad=lpad, rpad=rpad, init_lpad=raw[:, _INIT_LPAD], init_rpad=raw[:, _INIT_RPAD])
+        out.update(extra_features(task, parts, names))
     return out
+
+
+RECIPE_HELPERS = (_start_point, extra_names, extra_features, caging_features, caging_point)
+"""The functions of the raw-state and feature code above that an exported reward's recipe also prints."""
 
 
 def metaworld_spec(task: MetaWorldTask) -> TaskSpec:
@@ -240,4 +259,5 @@ def metaworld_spec(task: MetaWorldTask) -> TaskSpec:
         raw_state_fn=partial(metaworld_raw_state, task),
         feature_fn=partial(metaworld_features, task),
         approach_feature=None if task.progress.startswith("tcp_") else "tcp_to_obj",  # reach-v3 has no object
+        human_components=human_components(task),
     )

@@ -63,6 +63,7 @@ def feature_recipe(spec: TaskSpec) -> str | None:
     if spec.family == "custom":
         return None
     parts = [f"Task {spec.name} ({spec.family}); success: {spec.success_test}.", "", _HELPERS_IN_WORDS]
+    helpers: list[Callable[..., Any]] = []
     for label, fn in (("raw state", spec.raw_state_fn), ("features", spec.feature_fn)):
         func, bound = _function_of(fn)
         if bound:
@@ -71,4 +72,9 @@ def feature_recipe(spec: TaskSpec) -> str | None:
         source = _source(func)
         parts.extend(_constants(func, source))
         parts.append(source)
+        # a family module names the functions of its own that its code calls (MetaWorld's extra features)
+        helpers.extend(h for h in getattr(func, "__globals__", {}).get("RECIPE_HELPERS", ()) if h not in helpers)
+    for helper in helpers:
+        parts.append(f"# called above: {helper.__name__}")
+        parts.append(_source(helper))
     return "\n".join(parts)

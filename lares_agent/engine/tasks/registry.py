@@ -46,7 +46,7 @@ class DuplicateTaskError(TaskError, ValueError):
 
 
 def builtin_specs() -> tuple[TaskSpec, ...]:
-    """The built-in tasks: 16 MetaWorld v3 tasks (the LaRes benchmark family), then 3 Gymnasium MuJoCo tasks."""
+    """The built-in tasks: 22 MetaWorld v3 tasks (the LaRes benchmark family), then 3 Gymnasium MuJoCo tasks."""
     from lares_agent.engine.tasks.gym_mujoco import gym_mujoco_specs
     from lares_agent.engine.tasks.metaworld import metaworld_spec
     from lares_agent.engine.tasks.metaworld_catalog import METAWORLD_TASKS

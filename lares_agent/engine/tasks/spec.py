@@ -121,6 +121,10 @@ class TaskSpec:
     # The distance the robot must close before `progress_feature` can move at all (hand to object). Without a
     # term on it a reward gives no signal until the object happens to be touched (docs/results-archive.md).
     approach_feature: str | None = None
+    # The env's own reward written in the reward language: (component name, expression) pairs whose sum equals the
+    # `human_reward` feature, so the "with init" setting can show the LLM the designer's reward to refine. None
+    # where it is not written (the expression is text here: the engine never parses rewards).
+    human_components: tuple[tuple[str, str], ...] | None = None
 
     def __post_init__(self) -> None:
         if not self.name or any(c.isspace() for c in self.name):
@@ -144,6 +148,21 @@ class TaskSpec:
         for label in ("env_fn", "raw_state_fn", "feature_fn"):
             if not callable(getattr(self, label)):
                 raise TaskSpecError(f"task {self.name}: {label} is not callable")
+        self._check_human_components()
+
+    def _check_human_components(self) -> None:
+        if self.human_components is None:
+            return
+        pairs = self.human_components
+        if not isinstance(pairs, tuple) or not pairs or not all(
+            isinstance(p, tuple) and len(p) == 2 and all(isinstance(v, str) for v in p) for p in pairs
+        ):
+            raise TaskSpecError(f"task {self.name}: human_components must be a non-empty tuple of (name, expression)")
+        names = [name for name, _ in pairs]
+        if len(set(names)) != len(names) or not all(n.isidentifier() and not keyword.iskeyword(n) for n in names):
+            raise TaskSpecError(f"task {self.name}: human_components names must be distinct identifiers")
+        if not self.has_human_reward or any(not text.strip() for _, text in pairs):
+            raise TaskSpecError(f"task {self.name}: human_components needs a human reward and non-empty expressions")
 
     # --- names -------------------------------------------------------------------------------------------
     @property
@@ -224,6 +243,7 @@ class TaskSpec:
             "approach_feature": self.approach_feature,
             "success_test": self.success_test,
             "has_human_reward": self.has_human_reward,
+            "human_components": dict(self.human_components) if self.human_components is not None else None,
             "obs_dim": self.obs_dim,
             "act_dim": self.act_dim,
             "state_dim": self.state_dim,

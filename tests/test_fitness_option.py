@@ -1,0 +1,103 @@
+"""`--fitness`: the option reaches the engine under the same name, "auto" is resolved against the task (the task
+return where it has a human reward, in both settings), a return rule for a task without one is refused before a run
+folder exists, and configs and checkpoints from before the option resume with the rule they ran."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, get_args
+
+import pytest
+from helpers import point_task
+from typer.testing import CliRunner
+
+from lares_agent.cli.app import app
+from lares_agent.engine import FITNESS_RULES, EngineConfig, TaskSpec
+from lares_agent.engine.tasks import register_task, unregister_task
+from lares_agent.errors import ConfigError
+from lares_agent.search import config as search_cfg
+from lares_agent.search import runner
+from lares_agent.search.config import SearchConfig, engine_config, resolved_fitness
+
+NO_HUMAN = "point-no-human-v0"
+WITH_HUMAN = "point-with-human-v0"
+
+
+@pytest.fixture
+def tasks() -> Iterator[tuple[TaskSpec, TaskSpec]]:
+    """Two registered point tasks, one without a human reward."""
+    specs = (point_task(name=NO_HUMAN, has_human_reward=False), point_task(name=WITH_HUMAN))
+    for spec in specs:
+        register_task(spec, replace=True)
+    try:
+        yield specs
+    finally:
+        for spec in specs:
+            unregister_task(spec.name)
+
+
+def test_the_option_maps_onto_the_engine_under_its_name() -> None:
+    assert search_cfg.FITNESS_RULES == get_args(search_cfg.Fitness) == FITNESS_RULES
+    assert SearchConfig().fitness == "auto" and EngineConfig().fitness == "auto"
+    assert engine_config(SearchConfig()).fitness == "auto"
+    assert engine_config(SearchConfig(fitness="success-then-progress")).fitness == "success-then-progress"
+    with pytest.raises(ConfigError, match="--fitness must be one of"):
+        SearchConfig(fitness="return")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("setting", ["scratch", "init"])
+def test_auto_is_the_return_rule_where_the_task_has_a_human_reward(setting: Any) -> None:
+    cfg = SearchConfig(setting=setting)
+    assert resolved_fitness(cfg, has_human_reward=True).fitness == "success-then-return"
+    assert resolved_fitness(cfg, has_human_reward=False).fitness == "success-then-progress"
+    chosen = SearchConfig(setting=setting, fitness="success-then-progress")
+    assert resolved_fitness(chosen, has_human_reward=True) is chosen  # an explicit choice is kept as it is
+    with pytest.raises(ConfigError, match=r"--fitness success-then-return .* has none"):
+        resolved_fitness(SearchConfig(setting=setting, fitness="success-then-return"), has_human_reward=False)
+
+
+def test_configs_and_checkpoints_from_before_the_option_keep_their_rule() -> None:
+    saved = SearchConfig().to_json()
+    assert SearchConfig.from_json(saved).fitness == "auto"  # a round trip keeps what was written
+    del saved["fitness"]
+    assert SearchConfig.from_json(saved).fitness == "success-then-progress"
+    state = EngineConfig().to_json()
+    assert EngineConfig.from_json(state) == EngineConfig()
+    del state["fitness"]
+    assert EngineConfig.from_json(state).fitness == "success-then-progress"
+
+
+def test_a_return_rule_without_a_human_reward_is_refused_in_one_line_before_a_folder(
+        tasks: Any, tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    result = CliRunner().invoke(app, ["run", "--task", NO_HUMAN, "--fitness", "success-then-return",
+                                      "--run-dir", str(runs), "--no-retrieval"])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "--fitness success-then-return" in lines[0] and NO_HUMAN in lines[0]
+    assert not runs.exists()
+    with pytest.raises(ConfigError, match="has none"):
+        runner.check_start(SearchConfig(task=NO_HUMAN, fitness="success-then-return", retrieval=False))
+
+
+class _Stop(Exception):
+    pass
+
+
+class _NoSearch:
+    def __init__(self, *args: Any) -> None:
+        raise _Stop
+
+
+@pytest.mark.parametrize(("task", "rule"), [(WITH_HUMAN, "success-then-return"), (NO_HUMAN, "success-then-progress")])
+def test_a_new_run_records_the_rule_auto_resolved_to(tasks: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     task: str, rule: str) -> None:
+    monkeypatch.setattr(runner, "check_start", lambda cfg: None)  # no LLM or case store: the config is the subject
+    monkeypatch.setattr(runner, "Search", _NoSearch)  # stop once config.json is written
+    with pytest.raises(_Stop):
+        runner.start_run(SearchConfig(task=task, retrieval=False), tmp_path)
+    (saved,) = tmp_path.glob("*/config.json")
+    assert json.loads(saved.read_text(encoding="utf-8"))["fitness"] == rule
+    assert runner.read_config(runner.RunLayout.open(saved.parent)).fitness == rule
