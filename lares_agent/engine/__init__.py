@@ -27,12 +27,9 @@ from lares_agent.engine.contracts import (
     HumanReward,
     LoadReward,
     MemberEvaluation,
-    Population,
-    PopulationLearner,
     ProposeFn,
     RewardFunction,
     SlotEvaluation,
-    StepInfo,
     UpdateContext,
 )
 from lares_agent.engine.errors import ConstantRewardError, EngineError, NonFiniteRewardError, RewardColumnError
@@ -42,6 +39,7 @@ from lares_agent.engine.loop.selection import (
     SelectionConfig,
     distinct_fraction,
 )
+from lares_agent.engine.protocols import Population, PopulationLearner, StepInfo
 from lares_agent.engine.rollouts.episodes import EnvPool, batch_features, run_episodes
 from lares_agent.engine.rollouts.sampling import random_feature_sample, uniform_actions
 from lares_agent.engine.tasks import Feature, TaskSpec, get_task, list_tasks

@@ -56,7 +56,7 @@ def _widths(config: SACConfig | CrossQConfig) -> dict[str, list[int]]:
 
 
 class ActorCriticPopulation:
-    """K SAC or CrossQ learners with one batched update (`contracts.PopulationLearner`).
+    """K SAC or CrossQ learners with one batched update (`protocols.PopulationLearner`).
 
     Members are independent: member k is seeded with `member_seeds(seed, K)[k]` like its single learner
     (weights and action noise), and has its own optimiser states, temperature, statistics and update count.

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from lares_agent.engine.contracts import GradientLearner, PopulationLearner
+from lares_agent.engine.contracts import GradientLearner
 from lares_agent.engine.learners.actor_critic import ActorCriticPopulation
 from lares_agent.engine.learners.crossq import CrossQConfig
 from lares_agent.engine.learners.sac import SACConfig
+from lares_agent.engine.protocols import PopulationLearner
 
 __all__ = ["LEARNER_NAMES", "LearnerConfig", "make_population"]
 

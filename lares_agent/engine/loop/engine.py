@@ -9,7 +9,7 @@ search layer), installs each accepted candidate (the replay population relabels 
 to the best elite; ES swaps the policy's reward), shares the best slot's reward with a slot whose reward went
 NaN/inf and got no candidate, lets every new or broken slot's learners inherit the best learner, logs the update
 and checkpoints. The hook runs blocking or on a worker thread (``loop/proposals.py``). The engine never imports
-LLM or graph code, and sees the learners only through ``contracts.Population``.
+LLM or graph code, and sees the learners only through ``protocols.Population``.
 """
 
 from __future__ import annotations
@@ -22,22 +22,16 @@ from typing import Any
 
 import numpy as np
 
-from lares_agent.engine.contracts import (
-    MemberEvaluation,
-    Population,
-    ProposeFn,
-    RewardFunction,
-    StepInfo,
-    UpdateContext,
-)
+from lares_agent.engine.contracts import MemberEvaluation, ProposeFn, RewardFunction, UpdateContext
 from lares_agent.engine.errors import EngineError, RewardColumnError
 from lares_agent.engine.loop.config import EngineConfig
-from lares_agent.engine.loop.fitness import fitness_rule, rank_slots, slot_evaluations
+from lares_agent.engine.loop.fitness import grading, rank_slots, slot_evaluations
 from lares_agent.engine.loop.proposals import ProposalRunner
 from lares_agent.engine.loop.records import STATE_VERSION, Counters, EngineLog, evaluation_row, load_counters
 from lares_agent.engine.loop.selection import choose_elites
 from lares_agent.engine.loop.slots import PendingUpdate, learner_count
 from lares_agent.engine.policy_artefact import write_policies
+from lares_agent.engine.protocols import Population, StepInfo
 from lares_agent.engine.rollouts.episodes import EVAL_STREAM, episode_seed
 from lares_agent.engine.tasks import TaskSpec
 from lares_agent.runs import RunLayout
@@ -77,9 +71,8 @@ class LaResEngine:
         self.num_ranked = len(self.rewards)
         self.rng, self.log = rng, log
         self.counters = Counters(next_eval=config.eval_every or None, next_checkpoint=config.checkpoint_every or None)
-        self.use_task_return = config.setting != "scratch" and task.has_human_reward
         # "auto" resolved against the task once (a ConfigError for success-then-return without a human reward)
-        self.fitness_rule = fitness_rule(config.fitness, task.has_human_reward)
+        self.use_task_return, self.fitness_rule = grading(config.setting, config.fitness, task.has_human_reward)
         self.proposals = ProposalRunner()
         self.last_metrics: dict[str, Any] | None = None
         self._start = time.monotonic()

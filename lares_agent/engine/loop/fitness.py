@@ -53,7 +53,8 @@ from lares_agent.engine.contracts import (
 from lares_agent.errors import ConfigError
 from lares_agent.runs.events import graded_value
 
-__all__ = ["PROGRESS_TIE", "Rule", "fitness_rule", "grade_of", "rank_slots", "slot_evaluation", "slot_evaluations"]
+__all__ = ["PROGRESS_TIE", "Rule", "fitness_rule", "grade_of", "grading", "rank_slots", "slot_evaluation",
+           "slot_evaluations"]
 
 Rule = Literal["success-then-return", "success-then-progress"]
 """A fitness rule as it runs ("auto" resolved against the task, ``fitness_rule``)."""
@@ -75,6 +76,13 @@ def fitness_rule(choice: FitnessRule | str, has_human_reward: bool) -> Rule:
         raise ConfigError("fitness 'success-then-return' grades the task's own (human) reward, and this task has "
                           "none; use 'success-then-progress' (or 'auto')")
     return "success-then-return" if choice == "success-then-return" else "success-then-progress"
+
+
+def grading(setting: str, fitness: FitnessRule | str, has_human_reward: bool) -> tuple[bool, Rule]:
+    """How one run grades slots, from its config and task: whether ties break by the task return (the setting may
+    use the human reward and the task has one) and the resolved ``fitness_rule``. The engine ranks slots and the
+    replay population ranks each slot's learners with the same pair."""
+    return setting != "scratch" and has_human_reward, fitness_rule(fitness, has_human_reward)
 
 
 def grade_of(evals: Sequence[MemberEvaluation], quarantined: Sequence[bool],

@@ -33,7 +33,7 @@ __all__ = [
 
 STATE_VERSION = 3
 """Version of the engine state inside a checkpoint. 3: the loop's counters, generator and rewards, and the
-population's own state under ``population`` (``contracts.Population.state_dict``)."""
+population's own state under ``population`` (``protocols.Population.state_dict``)."""
 
 C = TypeVar("C")
 

@@ -1,7 +1,7 @@
 """What learns in a LaRes loop, and the one place that picks it: ``make_engine`` / ``restore_engine``.
 
 ``replay.py``: SAC or CrossQ learners on one shared replay buffer (the paper's); ``es.py``: one OpenAI-ES policy
-per slot. Both implement ``contracts.Population``, which is all ``loop/engine.py`` sees.
+per slot. Both implement ``protocols.Population``, which is all ``loop/engine.py`` sees.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from lares_agent.engine.checkpoint import load_checkpoint
-from lares_agent.engine.contracts import LoadReward, Population, ProposeFn, RewardFunction
+from lares_agent.engine.contracts import LoadReward, ProposeFn, RewardFunction
 from lares_agent.engine.errors import EngineError
 from lares_agent.engine.loop.config import EngineConfig, ESPopulationConfig
 from lares_agent.engine.loop.engine import LaResEngine
@@ -20,6 +20,7 @@ from lares_agent.engine.loop.records import EngineLog, check_state, rewards_from
 from lares_agent.engine.loop.slots import initial_slot_rewards
 from lares_agent.engine.populations.es import ESPopulation, make_backend
 from lares_agent.engine.populations.replay import ReplayPopulation
+from lares_agent.engine.protocols import Population
 from lares_agent.engine.tasks import TaskSpec
 
 __all__ = ["ESPopulation", "ReplayPopulation", "make_engine", "restore_engine"]

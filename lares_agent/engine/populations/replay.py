@@ -24,23 +24,16 @@ import numpy as np
 import torch
 
 from lares_agent.engine.buffer import ReplayBuffer
-from lares_agent.engine.contracts import (
-    HUMAN_REWARD_FEATURE,
-    NEXT_PREFIX,
-    Diversity,
-    MemberEvaluation,
-    PopulationLearner,
-    RewardFunction,
-    StepInfo,
-)
+from lares_agent.engine.contracts import HUMAN_REWARD_FEATURE, NEXT_PREFIX, Diversity, MemberEvaluation, RewardFunction
 from lares_agent.engine.errors import EngineError, RewardColumnError
 from lares_agent.engine.learners.factory import LEARNER_NAMES, make_population
 from lares_agent.engine.loop.config import EngineConfig, ReplayConfig
-from lares_agent.engine.loop.fitness import fitness_rule
+from lares_agent.engine.loop.fitness import grading
 from lares_agent.engine.loop.records import load_counters
 from lares_agent.engine.loop.slots import learner_count
 from lares_agent.engine.populations.groups import LearnerGroups
 from lares_agent.engine.populations.thompson import ThompsonSampler
+from lares_agent.engine.protocols import PopulationLearner, StepInfo
 from lares_agent.engine.rollouts.episodes import (
     TRAIN_STREAM,
     WARMUP_STREAM,
@@ -97,6 +90,7 @@ class ReplayPopulation:
         # setting's extra learner alone (it is ranked with the slots: docs/lares-reference.md §3).
         self.ranked: list[list[int]] = [self.groups.learners(s) for s in range(self.num_slots)] + self._extra_rank()
         self.horizon = config.horizon or task.horizon
+        self._grading = grading(config.setting, config.fitness, task.has_human_reward)  # as the engine ranks slots
         self.counters = ReplayCounters()
         seeds = np.random.SeedSequence(config.seed).spawn(4)  # [0] is the loop's generator (populations/__init__)
         self.torch_gen = torch.Generator().manual_seed(int(seeds[1].generate_state(1)[0]))
@@ -305,8 +299,7 @@ class ReplayPopulation:
         self.seconds["sim_s"] += time.monotonic() - start
         out = self.quarantined_learners.__contains__
         if update:
-            use_task_return = self.config.setting != "scratch" and self.task.has_human_reward
-            rule = fitness_rule(self.config.fitness, self.task.has_human_reward)
+            use_task_return, rule = self._grading
             self.ranked = [*self.groups.leaders(evals, rewards, self.config.complexity_lambda, use_task_return, out,
                                                 rule),
                            *self._extra_rank()]
