@@ -27,8 +27,9 @@ CANDIDATES = [
     {"components": {"reach": "tanh(-3*fingertip_to_target)"}, "rationale": "bounded"},
 ]
 TEXT = "The fingertip drifts toward the target but overshoots; the reach term is too flat near it."
-TINY = ["--task", "Reacher-v5", "--budget", "300", "--reward-period", "150", "--population", "2", "--elites", "1",
-        "--no-report", "--seed", "3", "--numeric-children", "0", "--analysis", "llm"]  # every node calls the LLM
+TINY_ANY = ["--task", "Reacher-v5", "--budget", "300", "--reward-period", "150", "--population", "2", "--elites", "1",
+            "--no-report", "--seed", "3", "--numeric-children", "0"]
+TINY = [*TINY_ANY, "--setting", "scratch", "--analysis", "llm"]  # every node calls the LLM
 # Real training through the whole CLI (tens of seconds): not part of the unit loop (`make test-fast`).
 pytestmark = pytest.mark.slow
 
@@ -233,7 +234,7 @@ def test_init_setting_with_the_local_model_refines_the_tasks_own_reward(tmp_path
 
     if not parts_installed(KNOWN_MODELS["qwen2.5-coder-0.5b"]):
         pytest.skip("0.5B model parts not installed (test extra)")
-    result = lares("run", *TINY, "--setting", "init", "--analysis", "facts", "--llm-model", "qwen2.5-coder-0.5b",
+    result = lares("run", *TINY_ANY, "--setting", "init", "--analysis", "facts", "--llm-model", "qwen2.5-coder-0.5b",
                    "--max-llm-tokens", "6000", "--allow-fallback", "--run-dir", str(tmp_path / "runs"),
                    home=tmp_path / "home")
     assert result.exit_code == 0, result.output

@@ -83,7 +83,7 @@ def test_run_rejects_bad_input_before_creating_anything(
         (["--population", "0"], ("--population must be at least 1",)),
         (["--elites", "0"], ("--elites must be between 1 and --population (2), not 0", "inherit")),
         (["--elites", "3"], ("--elites must be between 1 and --population (2), not 3",)),
-        (["--setting", "bogus"], ("--setting must be one of scratch, init, baseline",)),
+        (["--setting", "bogus"], ("--setting must be one of auto, scratch, init, baseline",)),
         (["--llm-backend", "bogus"], ("--llm-backend must be one of local, openai, replay",)),
         (["--learner", "ppo"], ("--learner must be one of sac, crossq, es",)),
         (["--learner", "crossq", "--critic-layer-norm"], ("--critic-layer-norm applies to SAC's critics",)),

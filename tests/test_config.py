@@ -45,7 +45,7 @@ def test_every_config_refuses_with_the_one_config_error(make: Any) -> None:
 
 
 def test_choices_come_from_one_literal_each_and_match_the_engine() -> None:
-    assert search_cfg.SETTINGS == get_args(search_cfg.Setting) == engine_cfg.SETTINGS
+    assert search_cfg.SETTINGS == get_args(search_cfg.Setting) == ("auto", *engine_cfg.SETTINGS)
     assert search_cfg.BACKENDS == get_args(search_cfg.Backend) == engine_cfg.BACKENDS
     assert get_args(get_type_hints(SelectionConfig)["method"]) == search_cfg.SELECTIONS
     assert get_args(search_cfg.Learner) == search_cfg.LEARNERS

@@ -1,6 +1,7 @@
-"""`--fitness`: the option reaches the engine under the same name, "auto" is resolved against the task (the task
-return where it has a human reward, in both settings), a return rule for a task without one is refused before a run
-folder exists, and configs and checkpoints from before the option resume with the rule they ran."""
+"""`--fitness` and `--setting`: the options reach the engine under the same name, "auto" is resolved against the
+task (the task return and the init setting where it has a human reward), a return rule or init for a task without
+one is refused before a run folder exists, and configs and checkpoints from before the option resume with the rule
+they ran."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from lares_agent.engine.tasks import register_task, unregister_task
 from lares_agent.errors import ConfigError
 from lares_agent.search import config as search_cfg
 from lares_agent.search import runner
-from lares_agent.search.config import SearchConfig, engine_config, resolved_fitness
+from lares_agent.search.config import SearchConfig, engine_config, resolved_for_task
 
 NO_HUMAN = "point-no-human-v0"
 WITH_HUMAN = "point-with-human-v0"
@@ -50,12 +51,12 @@ def test_the_option_maps_onto_the_engine_under_its_name() -> None:
 @pytest.mark.parametrize("setting", ["scratch", "init"])
 def test_auto_is_the_return_rule_where_the_task_has_a_human_reward(setting: Any) -> None:
     cfg = SearchConfig(setting=setting)
-    assert resolved_fitness(cfg, has_human_reward=True).fitness == "success-then-return"
-    assert resolved_fitness(cfg, has_human_reward=False).fitness == "success-then-progress"
+    assert resolved_for_task(cfg, has_human_reward=True).fitness == "success-then-return"
+    assert resolved_for_task(SearchConfig(), has_human_reward=False).fitness == "success-then-progress"
     chosen = SearchConfig(setting=setting, fitness="success-then-progress")
-    assert resolved_fitness(chosen, has_human_reward=True) is chosen  # an explicit choice is kept as it is
+    assert resolved_for_task(chosen, has_human_reward=True) is chosen  # an explicit choice is kept as it is
     with pytest.raises(ConfigError, match=r"--fitness success-then-return .* has none"):
-        resolved_fitness(SearchConfig(setting=setting, fitness="success-then-return"), has_human_reward=False)
+        resolved_for_task(SearchConfig(fitness="success-then-return"), has_human_reward=False)
 
 
 def test_configs_and_checkpoints_from_before_the_option_keep_their_rule() -> None:
@@ -69,17 +70,30 @@ def test_configs_and_checkpoints_from_before_the_option_keep_their_rule() -> Non
     assert EngineConfig.from_json(state).fitness == "success-then-progress"
 
 
-def test_a_return_rule_without_a_human_reward_is_refused_in_one_line_before_a_folder(
-        tasks: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("option", "value"), [("--fitness", "success-then-return"), ("--setting", "init")])
+def test_a_choice_needing_a_human_reward_is_refused_in_one_line_before_a_folder(
+        tasks: Any, tmp_path: Path, option: str, value: str) -> None:
     runs = tmp_path / "runs"
-    result = CliRunner().invoke(app, ["run", "--task", NO_HUMAN, "--fitness", "success-then-return",
-                                      "--run-dir", str(runs), "--no-retrieval"])
+    result = CliRunner().invoke(app, ["run", "--task", NO_HUMAN, option, value, "--run-dir", str(runs),
+                                      "--no-retrieval"])
     assert result.exit_code == 2, result.output
     lines = [line for line in result.output.splitlines() if line.strip()]
-    assert len(lines) == 1 and "--fitness success-then-return" in lines[0] and NO_HUMAN in lines[0]
+    assert len(lines) == 1 and f"{option} {value}" in lines[0] and NO_HUMAN in lines[0]
     assert not runs.exists()
     with pytest.raises(ConfigError, match="has none"):
-        runner.check_start(SearchConfig(task=NO_HUMAN, fitness="success-then-return", retrieval=False))
+        runner.check_start(SearchConfig(task=NO_HUMAN, **{option[2:]: value}, retrieval=False))
+
+
+def test_auto_setting_is_init_where_the_task_has_a_human_reward(tasks: Any) -> None:
+    cfg = SearchConfig()
+    assert cfg.setting == "auto"
+    assert resolved_for_task(cfg, has_human_reward=True).setting == "init"
+    assert resolved_for_task(cfg, has_human_reward=False).setting == "scratch"
+    for setting in ("scratch", "init", "baseline"):
+        assert resolved_for_task(SearchConfig(setting=setting), has_human_reward=True).setting == setting
+    # the engine gets one setting, the one the task decides
+    assert engine_config(SearchConfig(task=WITH_HUMAN)).setting == "init"
+    assert engine_config(SearchConfig(task=NO_HUMAN)).setting == "scratch"
 
 
 class _Stop(Exception):
@@ -91,13 +105,16 @@ class _NoSearch:
         raise _Stop
 
 
-@pytest.mark.parametrize(("task", "rule"), [(WITH_HUMAN, "success-then-return"), (NO_HUMAN, "success-then-progress")])
-def test_a_new_run_records_the_rule_auto_resolved_to(tasks: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                     task: str, rule: str) -> None:
+@pytest.mark.parametrize(("task", "rule", "setting"), [(WITH_HUMAN, "success-then-return", "init"),
+                                                       (NO_HUMAN, "success-then-progress", "scratch")])
+def test_a_new_run_records_what_auto_resolved_to(tasks: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 task: str, rule: str, setting: str) -> None:
     monkeypatch.setattr(runner, "check_start", lambda cfg: None)  # no LLM or case store: the config is the subject
     monkeypatch.setattr(runner, "Search", _NoSearch)  # stop once config.json is written
     with pytest.raises(_Stop):
         runner.start_run(SearchConfig(task=task, retrieval=False), tmp_path)
     (saved,) = tmp_path.glob("*/config.json")
-    assert json.loads(saved.read_text(encoding="utf-8"))["fitness"] == rule
-    assert runner.read_config(runner.RunLayout.open(saved.parent)).fitness == rule
+    data = json.loads(saved.read_text(encoding="utf-8"))
+    assert (data["fitness"], data["setting"]) == (rule, setting)
+    restored = runner.read_config(runner.RunLayout.open(saved.parent))
+    assert (restored.fitness, restored.setting) == (rule, setting)

@@ -138,7 +138,7 @@ def test_record_compiles_and_passes_the_validator_on_synthetic_states(name: str)
     assert spec.to_dict()["human_components"] == dict(spec.human_components or ())
 
 
-def test_rules_are_advice_for_the_task_own_reward_only() -> None:
+def test_a_rule_the_task_own_reward_breaks_is_advice_for_the_task() -> None:
     spec = get_task("door-close-v3")  # its reward reaches for the goal: it never reads tcp_to_obj
     sample = synthetic_sample(spec.features, 256, np.random.default_rng(1))
     record = human_record(spec)
@@ -146,11 +146,15 @@ def test_rules_are_advice_for_the_task_own_reward_only() -> None:
     own = validate(record, spec, sample)
     assert own.accepted and any("never uses tcp_to_obj" in w for w in own.warnings)
     components = dict(record["components"])
-    components["hand"] = components["hand"].replace("3*", "4*")
+    components["hand"] = components["hand"].replace("3*", "4*")  # a numeric child keeps the designer's structure
     edited = validate({"components": components}, spec, sample)
-    assert not edited.accepted and "never uses tcp_to_obj" in edited.reason
+    assert edited.accepted and any("own reward breaks this rule too" in w and "tcp_to_obj" in w
+                                   for w in edited.warnings)
     strict = validate(record, replace(spec, human_components=None), sample)
     assert not strict.accepted and "tcp_to_obj" in strict.reason
+    # a rule the task's own reward keeps still binds: the reward must grow as the progress distance shrinks
+    unread = validate({"components": {"hand": components["hand"]}}, spec, sample)
+    assert not unread.accepted and "does not change when obj_to_target changes" in unread.reason
 
 
 def test_complexity_cap_leaves_room_above_the_task_own_reward() -> None:

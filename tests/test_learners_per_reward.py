@@ -187,8 +187,9 @@ def test_lares_run_with_two_learners_per_reward_end_to_end(tmp_path: Path) -> No
 
     with serving(Server()) as server:
         result = lares("run", "--task", "Reacher-v5", "--budget", "300", "--reward-period", "150", "--population",
-                       "2", "--elites", "1", "--learners-per-reward", "2", "--no-retrieval", "--llm", "openai",
-                       "--model", "fake", "--base-url", server.url, "--run-dir", str(tmp_path / "runs"))
+                       "2", "--elites", "1", "--learners-per-reward", "2", "--setting", "scratch", "--no-retrieval",
+                       "--llm", "openai", "--model", "fake", "--base-url", server.url, "--run-dir",
+                       str(tmp_path / "runs"))
     assert result.exit_code == 0, result.output
     (run,) = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]
     assert json.loads((run / "config.json").read_text())["learners_per_reward"] == 2

@@ -88,3 +88,19 @@ def test_old_states_are_dropped_beyond_the_limit() -> None:
     assert len(states) == 2
     tokens, probe = prompt(0, 5)
     assert call(states, llama, tokens, probe)[0] == 0  # system 0 was dropped: evaluated again
+
+
+def test_the_local_time_limit_counts_generation_from_its_first_token(monkeypatch: Any) -> None:
+    """A slow prompt evaluation does not use up the limit (the retry would find the prompt cached and generate the
+    whole answer again); generation past the limit stops at the next token."""
+    from lares_agent.llm import local
+
+    clock = [100.0]
+    monkeypatch.setattr(local.time, "monotonic", lambda: clock[0])
+    deadline = local._Deadline(10.0)
+    clock[0] += 500.0  # a long prompt evaluation before the first token
+    assert deadline(None, None) is False
+    clock[0] += 9.0
+    assert deadline(None, None) is False and not deadline.fired
+    clock[0] += 2.0
+    assert deadline(None, None) is True and deadline.fired

@@ -196,6 +196,55 @@ def test_compare_overlays_the_baseline(tmp_path: Path, monkeypatch: pytest.Monke
     assert f"{base['best_success']:.2f}" in _row(text, "best_success")
 
 
+def _keep_human_learner(run: Path, human_ranks_last: bool) -> list[float]:
+    """Make a synthetic run an init-setting run: a kept learner on the task's own reward in every metrics line
+    (``extra``), ranked first at the end unless ``human_ranks_last``; returns its success per line."""
+    config = json.loads((run / "config.json").read_text())
+    (run / "config.json").write_text(json.dumps({**config, "setting": "init"}))
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()[:-1]]  # not the cut line
+    human = []
+    for i, row in enumerate(rows):
+        human.append(round(0.9 * (i + 1) / len(rows), 3))
+        row["extra"] = {"member": len(row["slots"]), "success": human[-1], "task_return": 500.0 + i,
+                        "own_return": 500.0 + i}
+        row["best_slot"] = 0 if human_ranks_last else len(row["slots"])
+    _write_jsonl(run / "metrics.jsonl", rows)
+    return human
+
+
+@pytest.mark.parametrize("human_first", [True, False])
+def test_an_init_run_shows_the_kept_human_learner_beside_the_searched_ones(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, human_first: bool) -> None:
+    syn = make_run(tmp_path, "init-run")
+    human = _keep_human_learner(syn["path"], human_ranks_last=not human_first)
+    data = read_run(syn["path"])
+    steps, values = data.human_series("success")
+    assert values.tolist() == human and steps.tolist() == [e.env_steps for e in data.evaluations]
+    s = summarize(data)
+    assert s.final_human_success == human[-1]
+    assert s.final_best_success == max(slot.success for slot in data.evaluations[-1].slots)  # the searched ones
+    assert s.handed_over.startswith("the task's own reward" if human_first else "a searched reward, r")
+    legends: dict[str, list[str]] = {}
+    real_save = plots._save
+
+    def spy(fig: Any, out_dir: Path, name: str) -> Path:
+        legends[name] = [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
+        return real_save(fig, out_dir, name)
+
+    monkeypatch.setattr(plots, "_save", spy)
+    text = write_report(syn["path"]).read_text()
+    for fig in ("success.png", "return.png"):
+        assert "init-run: task's own reward" in legends[fig] and "init-run: searched rewards' best" in legends[fig]
+    assert f"{human[-1]:.2f} vs {s.final_best_success:.2f}" in _row(text, "human_learner")
+    assert ("the task&#x27;s own reward" if human_first else "a searched reward") in _row(text, "handed_over")
+
+
+def test_a_run_without_a_kept_human_learner_draws_none(tmp_path: Path) -> None:
+    syn = make_run(tmp_path, "scratch-run")
+    assert read_run(syn["path"]).human_series("success")[0].size == 0
+    assert _row(write_report(syn["path"]).read_text(), "human_learner").endswith("<td>–</td>")
+
+
 def test_run_with_only_config_says_no_evaluations_yet(tmp_path: Path) -> None:
     run = tmp_path / "fresh"
     run.mkdir()

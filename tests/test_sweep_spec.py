@@ -34,7 +34,7 @@ def test_methods_fix_their_settings_and_share_the_options() -> None:
     configs = {t.id: spec.config(t) for t in spec.trials()}
     assert list(configs) == ["reach-v3-lares-s0", "reach-v3-human-s0", "reach-v3-sparse-s0", "reach-v3-lares-s1",
                              "reach-v3-human-s1", "reach-v3-sparse-s1"]
-    assert configs["reach-v3-lares-s1"].setting == "scratch" and configs["reach-v3-lares-s1"].population == 2
+    assert configs["reach-v3-lares-s1"].setting == "auto" and configs["reach-v3-lares-s1"].population == 2
     human, sparse = configs["reach-v3-human-s0"], configs["reach-v3-sparse-s0"]
     assert (human.setting, human.population, human.baseline_reward) == ("baseline", 1, "human")
     assert (sparse.setting, sparse.baseline_reward, sparse.budget) == ("baseline", "success", 900)
@@ -47,7 +47,7 @@ def test_an_ablation_is_a_method_the_search_runs_without_that_part() -> None:
     configs = {t.id: spec.config(t) for t in spec.trials()}
     assert configs["reach-v3-lares-s0"].ablations == ()
     assert configs["reach-v3-no-relabel-s0"].ablations == ("no-relabel",)
-    assert configs["reach-v3-no-retrieval-s0"].setting == "scratch"
+    assert configs["reach-v3-no-retrieval-s0"].setting == "auto"
     assert configs["reach-v3-no-retrieval-s0"].ablations == ("no-retrieval",)
     assert SweepSpec.from_json(spec.to_json()) == spec
 

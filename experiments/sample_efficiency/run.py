@@ -2,7 +2,8 @@
 the same env-step budget. A thin wrapper over `lares sweep` with the experiment's grid:
 
     5 MetaWorld tasks (window-close, window-open, button-press, door-close, drawer-open, all -v3)
-    x 3 seeds x methods lares / human / sparse, 50k env steps each
+    x 3 seeds x methods lares / human / sparse, 50k env steps each, LaRes from scratch (`setting=scratch`, fixed
+    here and in sweep.json: the default, init where the task has a human reward, came after this grid)
 
     python experiments/sample_efficiency/run.py --out runs/sample_efficiency       # start (or --resume it)
     python experiments/sample_efficiency/run.py --out runs/sample_efficiency --resume
@@ -75,7 +76,7 @@ def sweep_args(argv: Sequence[str]) -> list[str]:
         args += ["--out", "runs/ablations" if ablations else "runs/sample_efficiency"]
     tasks, methods = ((ABLATION_TASK,), ABLATION_METHODS) if ablations else (TASKS, METHODS)
     return ["sweep", "--tasks", ",".join(tasks), "--seeds", ",".join(map(str, SEEDS)), "--methods",
-            ",".join(methods), "--set", f"budget={BUDGET}", *args]
+            ",".join(methods), "--set", f"budget={BUDGET}", "--set", "setting=scratch", *args]
 
 
 def give_targets(command: Sequence[str], ablations: bool) -> None:

@@ -147,7 +147,9 @@ def run_command(
              "episode, as the LaRes reference), success-then-progress (the share of the start distance closed) or "
              "auto (the first where the task has its own reward, else the second).")] = "auto",
     setting: Annotated[str, typer.Option(
-        help="scratch (all rewards proposed) or init (the task's human reward seeds the population).")] = "scratch",
+        help="init (refine the task's own reward and keep a learner on it, as the paper's \"with init\"), scratch "
+             "(every reward written from the task description) or auto (init where the task has its own reward, "
+             "else scratch).")] = "auto",
     rewards_file: Annotated[Path | None, typer.Option(help="JSON file of starting reward candidates.")] = None,
     obs_norm: Annotated[bool | None, typer.Option(
         "--obs-norm/--no-obs-norm", help="Running observation normalisation (sac, crossq).")] = None,

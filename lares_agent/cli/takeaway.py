@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from lares_agent.report.run_reader import HUMAN_REWARD_ID as HUMAN_ID
 from lares_agent.runs import FINAL_POLICY, RunLayout, RunLog
-
-HUMAN_ID = "human"  # engine.contracts.HumanReward's id: the task's own reward
 
 
 def reward_expression(run: RunLayout, reward_id: str) -> str:

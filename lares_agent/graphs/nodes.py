@@ -62,7 +62,8 @@ def _cases(ctx: RunContext) -> str:
 def _instruction(parent: EliteInfo | None, explore: bool) -> str:
     if parent is not None and parent.get("id") == HUMAN_ELITE:
         base = ("Refine the task's own reward (the elite human, written by its designer): adjust its parameters, "
-                "add or change terms where the results show a weakness; keep its success conditions.")
+                "add or change terms where the results show a weakness, and change at least one term or constant "
+                "(an unchanged copy is a duplicate); keep its success conditions.")
     elif parent is None:
         base = ("Write a new reward for this task from scratch, with your own terms and weights (do not "
                 "repeat the examples).")

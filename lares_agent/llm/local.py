@@ -101,19 +101,25 @@ def to_openai_messages(messages: Sequence[BaseMessage]) -> list[dict[str, str]]:
 
 
 class _Deadline:
-    """A llama.cpp stopping criterion that ends generation at a wall-clock deadline.
+    """A llama.cpp stopping criterion that ends generation once it has run ``limit`` seconds.
 
     llama.cpp has no cancel call, and exceptions raised in its C sampler callbacks are swallowed; a stopping
-    criterion is plain Python checked once per generated token, so a call is bounded by the deadline plus
-    one token (prompt evaluation itself is bounded by n_ctx).
+    criterion is plain Python checked once per generated token, so generation is bounded by the limit plus one
+    token. The clock starts at the first generated token: prompt evaluation is bounded by n_ctx already, and
+    counting it made a call on a busy core spend its limit evaluating a new prompt, give up, and evaluate nothing
+    on the retry (its prompt then sat in the KV cache) but generate it all again.
     """
 
-    def __init__(self, deadline: float) -> None:
-        self.deadline = deadline
+    def __init__(self, limit: float) -> None:
+        self.limit = limit
+        self.started: float | None = None
         self.fired = False
 
     def __call__(self, input_ids: Any, logits: Any) -> bool:
-        if time.monotonic() > self.deadline:
+        now = time.monotonic()
+        if self.started is None:
+            self.started = now
+        if now - self.started > self.limit:
             self.fired = True
         return self.fired
 
@@ -163,10 +169,10 @@ class LlamaCppChatModel(BaseChatModel):
 
     Per-call options (LangChain `invoke(..., **kwargs)`): `temperature`, `max_tokens`, `seed`,
     `response_format` (llama's `{"type": "json_object", "schema": {...}}` grammar-constrained JSON) and
-    `timeout` (seconds, enforced per generated token). `prefix_cache` keeps the KV state of each shared
-    prefix (the system block) and restores it when the previous call did not share it (`prefix_cache.py`);
-    off, only llama.cpp's reuse of the previous call's tokens is left. Each answer's response metadata holds
-    `cached_tokens`, the prompt tokens not evaluated again.
+    `timeout` (seconds of generation from the first token, checked per token). `prefix_cache` keeps the KV state
+    of each shared prefix (the system block) and restores it when the previous call did not share it
+    (`prefix_cache.py`); off, only llama.cpp's reuse of the previous call's tokens is left. Each answer's response
+    metadata holds `cached_tokens`, the prompt tokens not evaluated again.
     """
 
     model_path: str
@@ -174,7 +180,7 @@ class LlamaCppChatModel(BaseChatModel):
     n_threads: int | None = None
     seed: int = 0
     temperature: float = 0.4
-    max_tokens: int = 384
+    max_tokens: int = 512
     timeout: float | None = None
     prefix_cache: bool = True
 
@@ -212,7 +218,7 @@ class LlamaCppChatModel(BaseChatModel):
         with lock:  # a Llama context is not thread-safe
             prefixes = prefix_states(llama) if self.prefix_cache else None
             probe = prefixes.probe(llama, params["messages"]) if prefixes is not None else ()
-            deadline = _Deadline(time.monotonic() + timeout) if timeout else None
+            deadline = _Deadline(timeout) if timeout else None
             with _completion_hooks(llama, deadline, prefixes, probe) as hooks:
                 result = llama.create_chat_completion(**params)
             if deadline is not None and deadline.fired:

@@ -25,8 +25,9 @@ FIGURES: tuple[tuple[str, str], ...] = (
     (
         "success.png",
         "Success rate of each learner's deterministic evaluation episodes over env steps; black is the best learner "
-        "at each evaluation, dashed grey the mean, dotted verticals the reward updates; a baseline run, if compared, "
-        "is red.",
+        "at each evaluation, dashed grey the mean, dotted verticals the reward updates; in the init setting, green "
+        "dash-dots are the learner kept on the task's own reward (black and grey are then the searched rewards' "
+        "learners alone); a baseline run, if compared, is red.",
     ),
     (
         "return.png",
@@ -98,6 +99,9 @@ def _summary_rows(s: RunSummary) -> list[tuple[str, str, str]]:
         ("llm_calls", "LLM calls / seconds", f"{s.llm_calls} / {s.llm_seconds:.1f} s"),
         ("candidates", "candidates accepted / rejected", f"{s.n_accepted} / {s.n_rejected}"),
         ("best_reward", "best reward", s.best_reward_id or "–"),
+        ("handed_over", "policy handed over (trained on)", s.handed_over or "–"),
+        ("human_learner", "learner on the task's own reward vs best searched-reward learner (final success)",
+         f"{_num(s.final_human_success)} vs {_num(s.final_best_success)}" if s.setting == "init" else "–"),
     ]
 
 

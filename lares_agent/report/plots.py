@@ -27,6 +27,7 @@ __all__ = ["plot_influence", "plot_lineage", "plot_llm_cost", "plot_return", "pl
 
 _DPI = 110
 _BASELINE_COLOR = "#c0392b"
+_HUMAN_COLOR = "#1e8449"
 
 
 def _figure(width: float, height: float) -> Figure:
@@ -75,8 +76,13 @@ def _curves(run: RunData, out_dir: Path, baseline: RunData | None, metric: str, 
     colors = [f"C{i % 10}" for i in range(len(slots))]
     for j, slot in enumerate(slots):
         ax.plot(steps, values[:, j], color=colors[j], lw=1.0, alpha=0.55, marker=".", ms=3, label=f"learner {slot}")
-    ax.plot(steps, _row_max(values), color="black", lw=2.2, label=f"{run.name}: population best")
-    ax.plot(steps, _row_mean(values), color="0.35", lw=1.4, ls="--", label=f"{run.name}: population mean")
+    h_steps, h_values = run.human_series(metric)
+    kept = bool(np.isfinite(h_values).any())  # the init setting's learner on the task's own reward
+    pop = "searched rewards'" if kept else "population"
+    ax.plot(steps, _row_max(values), color="black", lw=2.2, label=f"{run.name}: {pop} best")
+    ax.plot(steps, _row_mean(values), color="0.35", lw=1.4, ls="--", label=f"{run.name}: {pop} mean")
+    if kept:
+        ax.plot(h_steps, h_values, color=_HUMAN_COLOR, lw=2.2, ls="-.", label=f"{run.name}: task's own reward")
     if baseline is not None:
         b_steps, b_values, _ = baseline.slot_matrix(metric)
         if len(b_steps) and np.isfinite(b_values).any():

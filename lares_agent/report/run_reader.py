@@ -32,6 +32,7 @@ from lares_agent.runs import (
 from lares_agent.runs.coerce import as_float, as_int
 
 __all__ = [
+    "HUMAN_REWARD_ID",
     "Candidate",
     "Evaluation",
     "LLMCall",
@@ -42,6 +43,11 @@ __all__ = [
     "is_run_dir",
     "read_run",
 ]
+
+
+HUMAN_REWARD_ID = "human"
+"""The id of the task's own reward in the run's records (engine.contracts.HumanReward's): the init setting's kept
+learner and the baseline train on it."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +74,8 @@ class Evaluation:
     wall_s: float
     slots: tuple[SlotEval, ...]
     acted: Mapping[int, int]
+    human: SlotEval | None = None
+    """The init setting's learner on the task's own reward (metrics.jsonl's ``extra``), kept beside the slots."""
 
 
 @dataclass(frozen=True)
@@ -160,6 +168,12 @@ class RunData:
         """The (last) candidate record with this id, or None (e.g. the built-in human reward)."""
         return self.by_id.get(reward_id)
 
+    def human_series(self, metric: str) -> tuple[np.ndarray, np.ndarray]:
+        """``(env_steps, values)`` of the init setting's human-reward learner for a SlotEval field; empty when the
+        run kept none."""
+        rows = [(e.env_steps, getattr(e.human, metric)) for e in self.evaluations if e.human is not None]
+        return (np.array([r[0] for r in rows], dtype=np.int64), np.array([r[1] for r in rows], dtype=float))
+
     def slots(self) -> list[int]:
         """Sorted slot numbers seen in any evaluation."""
         return sorted({s.slot for e in self.evaluations for s in e.slots})
@@ -207,12 +221,19 @@ def _evaluation(row: MetricRow) -> Evaluation:
         )
         for s in row.slots
     )
+    extra = row.extra or {}
+    human = None
+    if extra:
+        human = SlotEval(slot=len(row.slots), reward_id=HUMAN_REWARD_ID, success=as_float(extra.get("success")),
+                         task_return=as_float(extra.get("task_return")), own_return=as_float(extra.get("own_return")),
+                         alpha=math.nan, q_loss=math.nan, actor_loss=math.nan)
     return Evaluation(
         env_steps=row.env_steps,
         round=row.round,
         wall_s=row.wall_time,
         slots=slots,
         acted=dict(enumerate(row.acted or ())),
+        human=human,
     )
 
 

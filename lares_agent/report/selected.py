@@ -11,10 +11,10 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from lares_agent.report.run_reader import RunData, read_run
+from lares_agent.report.run_reader import HUMAN_REWARD_ID, RunData, read_run
 from lares_agent.runs import RunLayout, RunLog
 
-__all__ = ["SelectedReward", "selected_reward"]
+__all__ = ["HUMAN_REWARD_ID", "SelectedReward", "selected_reward"]
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ def selected_reward(path: Path, data: RunData | None = None) -> SelectedReward |
         if row.best_slot is None:
             continue
         if row.best_slot == len(row.slots) and row.extra is not None:  # the init setting's human-reward learner
-            return SelectedReward("human", "the task's own reward: its learner ranked first at the last "
+            return SelectedReward(HUMAN_REWARD_ID, "the task's own reward: its learner ranked first at the last "
                                            f"evaluation ({row.env_steps:,} env steps)")
         for slot in row.slots:
             if slot.slot == row.best_slot and slot.reward_id:

@@ -93,6 +93,10 @@ class RunSummary:
     """The run's fitness rule (config.json's ``fitness``; a run from before the option: success-then-progress)."""
     grades: tuple[tuple[int, str], ...] = ()
     """(round, what the update graded fitness on) for each reward update that recorded a grade."""
+    final_human_success: float = math.nan
+    """The init setting's learner on the task's own reward at the last evaluation (NaN: the run kept none)."""
+    handed_over: str = ""
+    """Which reward the policy the run hands over trained on, in words (`report/selected.py`)."""
 
 
 def _holders_from(ev: Evaluation) -> dict[int, str]:
@@ -284,4 +288,26 @@ def summarize(run: RunData) -> RunSummary:
         population=final_population(run),
         fitness_rule=fitness_rule(run) if run.setting != "baseline" else "–",
         grades=grades_by_round(run),
+        final_human_success=_last_finite(run.human_series("success")[1]),
+        handed_over=handed_over(run),
     )
+
+
+def _last_finite(values: np.ndarray) -> float:
+    finite = values[np.isfinite(values)]
+    return float(finite[-1]) if finite.size else math.nan
+
+
+def handed_over(run: RunData) -> str:
+    """What the policy the run hands over trained on: the task's own reward (the baseline, or the init setting's
+    kept learner ranked first) or a searched reward, by id; empty before the run selected anything."""
+    from lares_agent.report.selected import HUMAN_REWARD_ID, selected_reward
+
+    if run.setting == "baseline":
+        return "the task's own reward (baseline)"
+    chosen = selected_reward(run.path, run)
+    if chosen is None:
+        return ""
+    if chosen.reward_id == HUMAN_REWARD_ID:
+        return f"the task's own reward ({chosen.why})"
+    return f"a searched reward, {chosen.reward_id} ({chosen.why})"

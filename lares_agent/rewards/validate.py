@@ -20,8 +20,10 @@ Checks 1-5 do not depend on the sample; 6-8 do, and 3 depends on what the popula
 A task may carry its own (human-designed) reward as an expression (`TaskSpec.human_components`), which the "with
 init" setting hands the LLM to refine. The designer's reward is the reference, not a candidate to correct: the
 complexity cap leaves it `human_headroom` times its own complexity (so refinements can add terms), and the
-heuristic rules 4, 5 and 8 are advice (warnings) for that very reward (same `reward_key`), not rejections: e.g.
-MetaWorld's door-close reward reaches for the goal rather than the handle, so it never reads the approach feature.
+heuristic rules 4, 5 and 8 are advice (warnings), not rejections, wherever the task's own reward breaks them too:
+for that reward and for every candidate of the task (its refinements and their numeric children keep its
+structure). The designer's reward shows the rule does not hold for the task: e.g. MetaWorld's door-close reward
+reaches for the goal rather than the handle, so it never reads the approach feature.
 """
 
 from __future__ import annotations
@@ -92,21 +94,25 @@ def record_key(record: Mapping[str, object], task: RewardTask, limits: Limits = 
 
 @lru_cache(maxsize=64)
 def _reference(components: tuple[tuple[str, str], ...], features: tuple[str, ...], limits: Limits,
-               weights: ComplexityWeights) -> tuple[str, float] | None:
+               weights: ComplexityWeights) -> ParsedReward | None:
     try:
-        parsed = parse_candidate({"components": dict(components)}, features, limits, weights)
+        return parse_candidate({"components": dict(components)}, features, limits, weights)
     except RewardRejected:
         return None
-    return reward_key(parsed), parsed.complexity
+
+
+def _human_parsed(task: RewardTask, config: CheckConfig) -> ParsedReward | None:
+    components = human_components(task)
+    if components is None:
+        return None
+    return _reference(components, allowed_features(task), config.limits, config.weights)
 
 
 def human_reference(task: RewardTask, config: CheckConfig = CheckConfig()) -> tuple[str, float] | None:
     """(reward_key, complexity) of the task's own reward expression; None where it has none (or it does not parse
     over the task's features, which the task tests rule out for the built-in tasks)."""
-    components = human_components(task)
-    if components is None:
-        return None
-    return _reference(components, allowed_features(task), config.limits, config.weights)
+    parsed = _human_parsed(task, config)
+    return None if parsed is None else (reward_key(parsed), parsed.complexity)
 
 
 def _cap_reason(parsed: ParsedReward, key: str, taken: Collection[str], cap: float) -> str | None:
@@ -118,14 +124,15 @@ def _cap_reason(parsed: ParsedReward, key: str, taken: Collection[str], cap: flo
     return None
 
 
-def _use_reasons(parsed: ParsedReward, task: RewardTask, config: CheckConfig) -> list[str]:
-    """Checks 4-5: the reasons the candidate ignores the progress or the approach feature (empty: it uses both)."""
+def _use_reasons(used: Collection[str], task: RewardTask, config: CheckConfig) -> list[str]:
+    """Checks 4-5: the reasons a reward reading `used` ignores the progress or the approach feature (empty: it
+    uses both)."""
     progress, approach = task.progress_feature, task.approach_feature
     reasons = []
-    if config.require_progress_use and progress not in parsed.features_used:
+    if config.require_progress_use and progress not in used:
         reasons.append(f"the reward never uses {progress}, the task's main progress measure: add a term that "
                        f"grows as {progress} shrinks")
-    if config.require_approach_use and approach and approach not in parsed.features_used:
+    if config.require_approach_use and approach and approach not in used:
         reasons.append(f"the reward never uses {approach}: {progress} cannot change before the robot reaches the "
                        f"object, so add an approach term such as -w*{approach} or w*exp(-{approach}/s)")
     return reasons
@@ -141,6 +148,16 @@ def _sign_reason(reward: CompiledReward, sample: Mapping[str, np.ndarray], progr
         return (f"the reward does not change when {progress} changes (its terms cancel, or only a "
                 f"threshold uses it): add a term that grows as {progress} shrinks")
     return None
+
+
+def _human_breaks_sign(human: ParsedReward | None, sample: Mapping[str, np.ndarray], progress: str) -> bool:
+    """Whether the task's own reward fails check 8 on this sample too (then it is advice for every candidate)."""
+    if human is None:
+        return False
+    try:
+        return _sign_reason(compile_reward(human, "human"), sample, progress) is not None
+    except (RewardRejected, ValueError, TypeError, ArithmeticError, KeyError):
+        return False
 
 
 def validate(
@@ -166,9 +183,10 @@ def validate(
         return Verdict(False, f"unparseable candidate ({type(exc).__name__})")
     key = reward_key(parsed)
     canonical = dict(parsed.canonical)
-    human = human_reference(task, config)
-    is_human = human is not None and key == human[0]
-    advice: list[str] = []  # rule failures that the task's own reward is allowed
+    human_parsed = _human_parsed(task, config)
+    human = None if human_parsed is None else (reward_key(human_parsed), human_parsed.complexity)
+    advice: list[str] = []  # rules the task's own reward breaks too: warnings, not rejections
+    human_uses = set(_use_reasons(human_parsed.features_used, task, config)) if human_parsed is not None else set()
 
     def reject(reason: str, numeric: Verdict | None = None) -> Verdict:
         stats = numeric.stats if numeric is not None else {}
@@ -178,9 +196,10 @@ def validate(
     reason = _cap_reason(parsed, key, taken, cap)
     if reason is not None:
         return reject(reason)
-    uses = _use_reasons(parsed, task, config)
-    if uses and not is_human:
-        return reject(uses[0])
+    uses = _use_reasons(parsed.features_used, task, config)
+    binding = [r for r in uses if r not in human_uses]
+    if binding:
+        return reject(binding[0])
     advice.extend(uses)
     try:
         reward = compile_reward(parsed, id)
@@ -193,12 +212,12 @@ def validate(
         progress = task.progress_feature
         if config.require_progress_sign and progress in sample:
             reason = _sign_reason(reward, sample, progress)
-            if reason is not None and not is_human:
+            if reason is not None and not _human_breaks_sign(human_parsed, sample, progress):
                 return reject(reason, numeric)
             advice.extend([reason] if reason is not None else [])
     except RewardRejected as exc:
         return reject(exc.reason)
     except (ValueError, TypeError, ArithmeticError, KeyError) as exc:
         return reject(f"evaluation failed on the sample states ({type(exc).__name__})")
-    warnings = numeric.warnings + tuple(f"the task's own reward: {text}" for text in advice)
+    warnings = numeric.warnings + tuple(f"the task's own reward breaks this rule too: {text}" for text in advice)
     return Verdict(True, "accepted", parsed.complexity, canonical, numeric.stats, warnings, key, reward)

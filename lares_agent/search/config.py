@@ -17,7 +17,9 @@ from lares_agent.llm.config import LLM_BACKENDS, LLMBackend, LLMConfig
 if TYPE_CHECKING:
     from lares_agent.engine import EngineConfig
 
-Setting = Literal["scratch", "init", "baseline"]
+# --setting: "auto" is init where the task has a human reward, else scratch (`resolved_for_task`); the others are
+# the engine's settings (engine/contracts.py SETTINGS), repeated so that this module loads without the engine.
+Setting = Literal["auto", "scratch", "init", "baseline"]
 Learner = Literal["sac", "crossq", "es"]
 Backend = Literal["local", "ray"]
 Selection = Literal["truncation", "tournament", "pareto"]
@@ -87,7 +89,7 @@ __all__ = [
     "background_llm_threads",
     "engine_config",
     "llm_config",
-    "resolved_fitness",
+    "resolved_for_task",
 ]
 
 
@@ -109,7 +111,7 @@ class SearchConfig:
     """
 
     task: str = "reach-v3"
-    setting: Setting = "scratch"
+    setting: Setting = "auto"  # "auto" is resolved against the task (`resolved_for_task`)
     learner: Learner = "sac"  # the dataclass defaults are SAC-tuned; `presets.preset_config` picks the demo learner
     backend: Backend = "local"
     ray_address: str | None = None
@@ -132,7 +134,7 @@ class SearchConfig:
     critic_layer_norm: bool = False  # LayerNorm in SAC's critics (CrossQ's critics batch-renormalise already)
     anchor_weight: float = 1.0
     complexity_lambda: float = COMPLEXITY_LAMBDA
-    fitness: Fitness = "auto"  # EngineConfig.fitness; "auto" is resolved against the task (`resolved_fitness`)
+    fitness: Fitness = "auto"  # EngineConfig.fitness; "auto" is resolved against the task (`resolved_for_task`)
     ts_window: int = 50
     es_population: int = 16  # ES perturbations per generation (--learner es)
     selection: Selection = "truncation"  # "tournament": ES only; "pareto": any learner
@@ -234,7 +236,9 @@ class SearchConfig:
             problems.append("--obs-norm applies to --learner sac or crossq (ES keeps its own observation statistics)")
         if problems:
             raise ConfigError("; ".join(problems))
-        engine_config(self)  # raises ConfigError on what only the engine checks (e.g. warmup_steps, horizon)
+        # raises ConfigError on what only the engine checks (e.g. warmup_steps, horizon); "auto" is checked as
+        # scratch, which the engine checks as it checks init (only the task decides between them)
+        engine_config(self if self.setting != "auto" else dataclasses.replace(self, setting="scratch"))
         llm_config(self)
 
     def to_json(self) -> dict[str, Any]:
@@ -293,6 +297,10 @@ def engine_config(cfg: SearchConfig) -> EngineConfig:
         SelectionConfig,
     )
 
+    if cfg.setting == "auto":  # the engine runs one setting: the task decides ("auto" in `resolved_for_task`)
+        from lares_agent.engine.tasks import get_task
+
+        cfg = dataclasses.replace(cfg, setting="init" if get_task(cfg.task).has_human_reward else "scratch")
     learners: ReplayConfig | ESPopulationConfig
     if cfg.learner == "es":
         learners = ESPopulationConfig(es=ESConfig(population_size=cfg.es_population), backend=cfg.backend,
@@ -325,20 +333,28 @@ def engine_config(cfg: SearchConfig) -> EngineConfig:
     )
 
 
-def resolved_fitness(cfg: SearchConfig, has_human_reward: bool) -> SearchConfig:
-    """`cfg` with its fitness rule resolved against the task (`engine/loop/fitness.py::fitness_rule`): "auto" is
-    success-then-return for a task with a human reward, in both settings, and success-then-progress for one
-    without. `start_run` saves the result, so config.json says which rule ran; the engine resolves "auto" the same
-    way for callers that build an `EngineConfig` themselves. success-then-return for a task without a human reward
-    is refused in one line (a ConfigError naming the option), before any run folder is made (`runner.check_start`).
+def resolved_for_task(cfg: SearchConfig, has_human_reward: bool) -> SearchConfig:
+    """`cfg` with its "auto" choices resolved against the task. The setting: init where the task has a human
+    reward (the paper's main setting, and the common case of a user with a reward that almost works), else scratch.
+    The fitness rule (`engine/loop/fitness.py::fitness_rule`): success-then-return for a task with a human reward,
+    in both settings, else success-then-progress. `start_run` saves the result, so config.json says what ran; the
+    engine resolves the fitness rule the same way for callers that build an `EngineConfig` themselves. A choice the
+    task cannot run (init or success-then-return without a human reward) is refused in one line naming the option,
+    before any run folder is made (`runner.check_start`).
     """
     from lares_agent.engine.loop.fitness import fitness_rule
 
     if cfg.fitness == "success-then-return" and not has_human_reward:
         raise ConfigError(f"--fitness success-then-return grades the task's own (human) reward, and task {cfg.task!r} "
                           "has none; use --fitness success-then-progress (or leave the default, auto)")
+    if cfg.setting == "init" and not has_human_reward:
+        raise ConfigError(f"--setting init refines the task's own (human) reward, and task {cfg.task!r} has none; "
+                          "use --setting scratch (or leave the default, auto)")
+    setting = cfg.setting if cfg.setting != "auto" else ("init" if has_human_reward else "scratch")
     rule = fitness_rule(cfg.fitness, has_human_reward)
-    return cfg if rule == cfg.fitness else dataclasses.replace(cfg, fitness=rule)
+    if (setting, rule) == (cfg.setting, cfg.fitness):
+        return cfg
+    return dataclasses.replace(cfg, setting=setting, fitness=rule)
 
 
 def llm_config(cfg: SearchConfig) -> LLMConfig:

@@ -38,7 +38,7 @@ from lares_agent.runs import (
 )
 from lares_agent.runs.oserrors import run_file_error
 from lares_agent.runs.provenance import source_revision
-from lares_agent.search.config import SearchConfig, engine_config, llm_config, resolved_fitness
+from lares_agent.search.config import SearchConfig, engine_config, llm_config, resolved_for_task
 from lares_agent.search.outcome import NotifyFn, ProgressFn, RunOutcome, RunStatus
 from lares_agent.search.resume_checks import ResumePlan, prepare_resume
 from lares_agent.search.signals import StopRequest, graceful_signals
@@ -287,7 +287,7 @@ def check_start(cfg: SearchConfig) -> None:
     """Everything about a new run's input that can be wrong, checked before a folder or a progress bar exists:
     task, fitness rule, persona, `--rewards` file and the LLM."""
     task = get_task(cfg.task)  # the option ranges were checked when `cfg` was made (SearchConfig.__post_init__)
-    resolved_fitness(cfg, task.has_human_reward)  # success-then-return needs the task's own reward
+    cfg = resolved_for_task(cfg, task.has_human_reward)  # init and success-then-return need the task's own reward
     if cfg.setting == "baseline":
         return
     from lares_agent.search.personas import resolve_persona
@@ -314,7 +314,7 @@ def start_run(cfg: SearchConfig, runs_base: Path, run_id: str | None = None,
     """A new run: folder, config, initial population, training to the budget (or a signal, `signals.py`)."""
     check_start(cfg)  # fail on bad input before creating anything
     task = get_task(cfg.task)
-    cfg = resolved_fitness(cfg, task.has_human_reward)  # config.json names the rule that runs, not "auto"
+    cfg = resolved_for_task(cfg, task.has_human_reward)  # config.json names what runs, not "auto"
     run = RunLayout.create(runs_base, task.name, run_id)  # not a module:function reference
     try:
         cfg.save(run.config)
