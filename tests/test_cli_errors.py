@@ -94,6 +94,8 @@ def test_run_rejects_bad_input_before_creating_anything(
         (["--backend", "ray"], ("--backend ray runs the ES learner (--learner es)", "--backend local")),
         (["--budget", "0"], ("--budget and --reward-period must be positive",)),
         (["--max-minutes", "-1"], ("--max-minutes must be positive",)),
+        (["--seed", "-1"], ("--seed must be between 0 and 4294967295, not -1",)),
+        (["--seed", str(2**32)], ("--seed must be between 0 and 4294967295, not 4294967296",)),
         (["--max-llm-tokens", "0"], ("LLM token budget must be >= 1",)),
         (["--preset", "huge"], ("unknown preset 'huge'", "demo, paper")),
         (["--learner", "es", "--population", "3", "--elites", "4"], ("--elites must be between 1 and --population",)),
@@ -167,6 +169,16 @@ def test_report_sweep_options(tmp_path: Path) -> None:
 def test_a_damaged_config(tmp_path: Path, command: str) -> None:
     (tmp_path / "config.json").write_text("{ not json")
     assert_one_line_error(invoke(command, str(tmp_path)), "config.json", "not a readable run configuration")
+
+
+@pytest.mark.parametrize("data", [
+    {"format": "lares-run", "format_version": 1},
+    {"task": "Reacher-v5", "setting": "scratch", "budget": 300, "reward_period": 150, "population": 2},
+])
+def test_resume_refuses_a_config_that_is_not_a_whole_run_configuration(tmp_path: Path, data: dict[str, Any]) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(data))
+    assert_one_line_error(invoke("resume", str(tmp_path)), "config.json", "not a whole run configuration", "lacks")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json"]
 
 
 def test_resume_with_an_unreachable_endpoint(tmp_path: Path) -> None:

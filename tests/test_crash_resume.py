@@ -224,10 +224,11 @@ def test_round_killed_between_its_first_writes_and_checkpoint_resumes(tmp_path: 
 def test_sigkill_at_random_points_then_resume_loses_nothing(tmp_path: Path, llm_server: FakeLLM) -> None:
     rng = np.random.default_rng(20250711)
     base = tmp_path / "runs"
+    # --analysis llm: analyse and critique call the LLM
     run_args = ["run", "--task", "Reacher-v5", "--llm", "openai", "--model", "fake", "--base-url",
                 llm_server.url, "--population", str(POPULATION), "--elites", str(ELITES),
                 "--budget", str(BUDGET), "--reward-period", str(PERIOD), "--no-retrieval", "--no-report",
-                "--run-dir", str(base), "--seed", "3", "--setting", "scratch", "--analysis", "llm"]  # analyse and critique call the LLM
+                "--run-dir", str(base), "--seed", "3", "--setting", "scratch", "--analysis", "llm"]
     kills: list[str] = []
     snapshots: list[dict[str, int]] = []
 

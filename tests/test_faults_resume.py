@@ -11,6 +11,8 @@ import json
 import os
 import shutil
 import signal
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from email.message import Message
@@ -144,6 +146,28 @@ def test_resume_refuses_a_folder_that_is_not_a_lares_run(tmp_path: Path) -> None
     assert "written by a newer lares" in lares("resume", str(newer), home=tmp_path).output
 
 
+def test_a_second_writer_is_refused_and_a_killed_holder_leaves_no_lock(killed: Path, tmp_path: Path) -> None:
+    from lares_agent.runs.lock import hold_run
+
+    holder = subprocess.Popen(  # a live `lares run` as another process: it holds the folder's lock and sleeps
+        [sys.executable, "-c", "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDONLY); "
+         "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(120)", str(killed)],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        before = {p: p.stat().st_size for p in killed.rglob("*") if p.is_file()}
+        result = lares("resume", str(killed), "--no-report", home=tmp_path)
+        lines = [line for line in result.output.splitlines() if line.strip()]
+        assert result.exit_code == 1 and len(lines) == 1, result.output
+        assert "in use by another lares process" in lines[0] and str(killed) in lines[0]
+        assert {p: p.stat().st_size for p in killed.rglob("*") if p.is_file()} == before  # nothing mended or cut
+    finally:
+        holder.kill()  # SIGKILL: no clean-up runs in the holder
+        holder.wait()
+    with hold_run(killed), hold_run(killed):  # the kernel dropped the dead holder's lock; re-entrant here
+        pass
+
+
 def test_a_run_without_a_checkpoint_resumes_with_a_marker_and_no_repeated_rows(killed: Path, tmp_path: Path) -> None:
     shutil.rmtree(killed / "checkpoints")
     result = lares("resume", str(killed), "--no-report", home=tmp_path)
@@ -192,7 +216,53 @@ def test_a_run_of_fallbacks_only_says_so_and_exits_non_zero(tmp_path: Path) -> N
         assert "no LLM candidate was accepted" in result.output and "LLM call(s) failed" in result.output
         assert "upstream crashed" in result.output and "--allow-fallback" in result.output
         assert broken.requests <= 3 * 3, broken.requests  # the breaker: a few tries per round, not 8 x 3 each
+        again = lares("resume", str(only_run(tmp_path / "a")), home=tmp_path)  # finished: as `lares run` ends
+        assert again.exit_code == 3 and "run already finished" in again.output, again.output
+        assert "warning: no LLM candidate was accepted" in again.output and "--allow-fallback" in again.output
+        accepted = lares("resume", str(only_run(tmp_path / "a")), "--allow-fallback", home=tmp_path)
+        assert accepted.exit_code == 0 and "warning: no LLM candidate was accepted" in accepted.output
         allowed = lares(*args, "--run-dir", str(tmp_path / "b"), "--allow-fallback", "--report", home=tmp_path)
         assert allowed.exit_code == 0, allowed.output
         page = (only_run(tmp_path / "b") / "report" / "index.html").read_text()
         assert "The LLM delivered no reward" in page
+
+
+def test_a_resume_after_a_stop_in_a_round_0_that_fell_back_asks_the_llm_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lares_agent.engine.populations.replay import ReplayPopulation
+
+    real = ReplayPopulation._learn
+
+    def learn(self: Any, steps: int, env_steps: int) -> int:
+        os.kill(os.getpid(), signal.SIGTERM)  # the first training step, in round 0, on the fallbacks
+        return int(real(self, steps, env_steps))
+
+    with serving(Server(fail=True)) as srv:
+        monkeypatch.setattr(ReplayPopulation, "_learn", learn)
+        result = lares("run", *TINY, "--setting", "scratch", "--llm", "openai", "--model", "fake",
+                       "--base-url", srv.url, "--run-dir", str(tmp_path / "runs"), home=tmp_path)
+        assert result.exit_code == 128 + signal.SIGTERM, result.output
+        run = only_run(tmp_path / "runs")
+        state = json.loads((latest_checkpoint(run / "checkpoints") / "state.json").read_text())  # type: ignore[operator]
+        assert state["counters"]["round"] == 0 and all(r["id"].startswith("fallback-r0-") for r in state["rewards"])
+        monkeypatch.setattr(ReplayPopulation, "_learn", real)
+        srv.fail, srv.requests = False, 0  # the endpoint is repaired
+        again = lares("resume", str(run), "--no-report", home=tmp_path)
+        assert again.exit_code == 0, again.output
+        assert "the LLM is asked for round 0's candidates once more" in again.output
+    assert srv.requests > 0
+    rows = [r for r in read_jsonl(run / "candidates.jsonl") if r["round"] == 0 and r["verdict"] == "accepted"]
+    assert any(r["reason"] != "fallback" for r in rows), rows
+    assert_rows_once(run)
+
+
+def test_the_fallback_warning_names_where_the_rewards_came_from() -> None:
+    from lares_agent.runs import LLMHealth
+
+    given = LLMHealth(accepted=0, fallbacks=0, failed_calls=3, refused_calls=0, rejected=2, top_failure=None, given=2)
+    assert given.only_fallbacks and "every reward is from --rewards-file (2 slot(s))" in given.sentence()
+    assert "fallback (0 slot(s))" not in given.sentence()
+    mixed = LLMHealth(0, 1, 3, 0, 2, None, given=1)
+    assert "the built-in fallback (1 slot(s)) or from --rewards-file (1 slot(s))" in mixed.sentence()
+    assert "every reward is the built-in fallback (2 slot(s))" in LLMHealth(0, 2, 3, 0, 0, None).sentence()

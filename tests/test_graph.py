@@ -299,13 +299,19 @@ def test_parent_rotation_prefers_the_fittest_and_explore_asks_for_something_diff
     assert len(seen(deps)) == 2 and all("lost diversity" in m[1].content for m in seen(deps))
 
 
-def test_temperature_warms_within_a_round_and_the_schema_reaches_the_backend() -> None:
+def test_temperature_warms_within_a_round_and_the_grammar_reaches_the_backend() -> None:
     deps = make_deps([GOOD, GOOD2, cand(a="-tcp_to_goal**2")], limits=GraphLimits(temperature=0.4))
-    deps.llm.kind = "local"  # the llama.cpp option path: temperature and response_format are passed on
+    deps.llm.kind = "local"  # the llama.cpp option path: temperature and the answer grammar are passed on
     run_round(build_graph(), {"round": 0, "n_wanted": 3}, "r0", deps)
     options = deps.llm.chat_model.options  # type: ignore[attr-defined]
     assert [round(o["temperature"], 2) for o in options] == [0.4, 0.55, 0.7]
+    assert "response_format" not in options[0] and '"tcp_to_goal"' in options[0]["grammar"]
+    schema = make_deps([GOOD], limits=GraphLimits(grammar=False))
+    schema.llm.kind = "local"  # without the grammar, the JSON schema constrains the shape alone
+    run_round(build_graph(), {"round": 0, "n_wanted": 1}, "r0", schema)
+    options = schema.llm.chat_model.options  # type: ignore[attr-defined]
     assert options[0]["response_format"]["schema"]["required"] == ["components", "rationale"]
+    assert "grammar" not in options[0]
     explore = make_deps([GOOD])
     explore.llm.kind = "local"
     run_round(build_graph(), {"round": 0, "n_wanted": 1, "explore": True}, "r0", explore)

@@ -27,6 +27,7 @@ from lares_agent.rewards import (
     synthetic_sample,
     validate,
 )
+from lares_agent.rewards.validate import structure_key
 
 REL, ABS = 1e-4, 1e-8  # the env's float32 action and info terms leave ~1e-7 relative differences
 MIN_STATES = 1000
@@ -152,6 +153,10 @@ def test_a_rule_the_task_own_reward_breaks_is_advice_for_the_task() -> None:
                                    for w in edited.warnings)
     strict = validate(record, replace(spec, human_components=None), sample)
     assert not strict.accepted and "tcp_to_obj" in strict.reason
+    features = spec.feature_names
+    own_key = structure_key(parse_candidate(record, features))
+    assert structure_key(parse_candidate({"components": components}, features)) == own_key  # a numeric child
+    assert structure_key(parse_candidate({"components": {**components, "hand": "-tcp_to_obj"}}, features)) != own_key
     # a rule the task's own reward keeps still binds: the reward must grow as the progress distance shrinks
     unread = validate({"components": {"hand": components["hand"]}}, spec, sample)
     assert not unread.accepted and "does not change when obj_to_target changes" in unread.reason

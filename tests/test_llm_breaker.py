@@ -22,7 +22,8 @@ SCHEMA = {"type": "object", "properties": {"candidates": {"type": "array"}}}
 
 
 class Broken(FakeOpenAI):
-    """Answers every request with `mode`: "500", "hang" (until released), "html" (a 200 that is not JSON), "ok"."""
+    """Answers every request with `mode`: "500", "hang" (until released), "html" (a 200 that is not JSON), "empty"
+    (a 200 whose `choices` list is empty), "ok"."""
 
     def __init__(self, mode: str) -> None:
         super().__init__()
@@ -38,6 +39,8 @@ class Broken(FakeOpenAI):
             return 500, {"error": {"message": "internal error", "type": "server_error"}}
         if self.mode == "html":
             return 200, b"<html><body>proxy login</body></html>"
+        if self.mode == "empty":  # a well-formed completion without any choice
+            return 200, {**chat_completion("", "fake", 10, 0), "choices": []}
         return 200, chat_completion('{"candidates": []}', "fake", 10, 5)
 
 
@@ -120,4 +123,11 @@ def test_a_non_json_200_answer_is_a_bad_answer_and_not_retried() -> None:
         client = _client(server)
         error = _ask(client)
         assert "not with an OpenAI chat completion" in str(error) and "AttributeError" not in type(error).__name__
+        assert server.requests == 1
+
+
+def test_an_empty_choices_list_is_a_bad_answer_and_not_an_index_error() -> None:
+    with serving(Broken("empty")) as server:
+        error = _ask(_client(server))
+        assert "an empty 'choices' list" in str(error) and "IndexError" not in type(error).__name__
         assert server.requests == 1

@@ -112,3 +112,41 @@ def test_an_unusable_lares_home_fails_before_a_run_folder_exists(tmp_path: Path)
     result = CliRunner().invoke(app, ["run", *SMALL, "--run-dir", str(runs)], env={"LARES_HOME": str(blocker / "home")})
     _one_line(result, "cannot open the case store", "LARES_HOME", "--no-retrieval")
     assert not runs.exists()
+
+
+def _read_only_connect(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Open every case store read-only, as SQLite does where the file or its folder may not be written (a
+    chmod does not stop root, who runs these tests in containers)."""
+    import sqlite3
+
+    from lares_agent.memory import cases
+
+    real = sqlite3.connect
+
+    def read_only(path: str, **kwargs: Any) -> sqlite3.Connection:
+        return real(f"file:{path}?mode=ro", uri=True, **kwargs)
+
+    monkeypatch.setattr(cases.sqlite3, "connect", read_only)
+
+
+def test_a_read_only_case_store_that_exists_fails_at_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lares_agent.memory.cases import CaseStore
+
+    CaseStore(tmp_path / "cases.sqlite").close()  # an earlier run made it
+    _read_only_connect(monkeypatch)
+    runs = tmp_path / "runs"
+    result = CliRunner().invoke(app, ["run", *SMALL, "--run-dir", str(runs)], env={"LARES_HOME": str(tmp_path)})
+    _one_line(result, "cannot open the case store", str(tmp_path / "cases.sqlite"), "readonly", "--no-retrieval")
+    assert not runs.exists()
+
+
+def test_a_case_store_write_error_names_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lares_agent.errors import LaresError
+    from lares_agent.memory.cases import Case, CaseStore
+
+    path = tmp_path / "cases.sqlite"
+    CaseStore(path).close()
+    _read_only_connect(monkeypatch)
+    with CaseStore(path) as store, pytest.raises(LaresError) as info:
+        store.add(Case("reach-v3", "reach", {"r": "-tcp_to_target"}, 1.0, "run-1", "c1"))
+    assert f"cannot write the case store {path}: attempt to write a readonly database" in str(info.value)

@@ -69,7 +69,7 @@ def test_system_prompt_asks_for_an_approach_term_only_where_the_task_has_an_obje
     task = get_task(task_name)
     assert task.approach_feature == approach
     names = [f.name for f in task.features if f.name != "human_reward"]
-    text = system_text(task, names, 4)
+    text = system_text(task, names, 4, "own")
     examples = text[text.index("For this task:"):text.index("For a DIFFERENT task")]
     assert examples.count('{"components"') == 2 and task.progress_feature in examples
     if approach:
@@ -85,13 +85,15 @@ def test_task_examples_other_shows_only_the_other_tasks_example() -> None:
 
     task = get_task("door-close-v3")
     names = [f.name for f in task.features if f.name != "human_reward"]
-    own, other = system_text(task, names, 4), system_text(task, names, 4, "other")
+    own, other = system_text(task, names, 4, "own"), system_text(task, names, 4)
     assert task_examples(task.progress_feature, task.approach_feature) in own
     head, tail = own.split("For this task:")
     assert other.startswith(head) and other.endswith(tail.split("For a DIFFERENT task")[1])
     shown = other[len(head):]
     assert shown.count('{"components"') == 1 and "None for this task" in shown  # the puck example alone
-    assert "tcp_to_obj" not in shown and "For a DIFFERENT task" in shown
+    assert "Building blocks" in shown and "hamacher(a, b)" in shown  # the shapes, in placeholders
+    named = {f.name for f in task.features} & set(re.findall(r"[a-z_]+", shown.split("For a DIFFERENT")[0]))
+    assert named <= {"action_norm", "success"}  # no feature of the task but the ones every task has
 
 
 def test_example_kind_masks_numbers_and_sorts_rewards_by_the_examples_terms() -> None:

@@ -142,3 +142,15 @@ def test_spent_wall_time_adds_ended_and_killed_sessions(tmp_path: Path) -> None:
     assert spent_wall_s(log) == pytest.approx(70.0 + 30.0)
     log.event("run_start", env_steps=10)  # 300: a session killed before any stamped line adds nothing yet
     assert spent_wall_s(log) == pytest.approx(100.0)
+
+
+def test_the_time_a_killed_run_lay_dead_before_a_resume_without_a_checkpoint_is_no_run_time(tmp_path: Path) -> None:
+    clock = iter([100.0, 130.0, 5_000.0, 5_040.0, 5_100.0])
+    log = RunLog(RunLayout(tmp_path), clock=lambda: next(clock))
+    log.event("run_start", env_steps=0)  # 100: killed after its fallback at 130
+    log.event("fallback", round=0)  # 130
+    log.event("resumed", env_steps=0, round=0)  # 5000: the resume found no checkpoint and starts the engine again
+    assert spent_wall_s(log) == pytest.approx(30.0)
+    log.event("run_start", env_steps=0)  # 5040
+    log.event("fallback", round=1)  # 5100
+    assert spent_wall_s(log) == pytest.approx(30.0 + 60.0)

@@ -39,6 +39,21 @@ def test_a_pole_inside_the_declared_range_is_rejected_with_the_fix(
         assert fragment in verdict.reason, verdict.reason
 
 
+@pytest.mark.parametrize(("expression", "reaches"), [
+    ("1/(1e-9 + tcp_to_target)", "1e+09"),
+    ("-tcp_to_target + 1/sqrt(1e-10 + tcp_to_target)", "1e+05"),
+])
+def test_a_near_pole_is_rejected_though_the_denominator_never_reaches_0(expression: str, reaches: str) -> None:
+    """Random states stay far from the goal, where the epsilon-guarded reciprocal passes the magnitude limit."""
+    task = get_task("reach-v3")
+    sample = synthetic_sample(task.features, 512, np.random.default_rng(1))
+    sample["tcp_to_target"] = 0.3 + 0.5 * sample["tcp_to_target"]
+    verdict = validate(expression, task, sample)
+    assert not verdict.accepted
+    for fragment in ("comes within", "of 0 over the declared range", f"reaches {reaches}", "limit 10000", "epsilon"):
+        assert fragment in verdict.reason, verdict.reason
+
+
 def test_the_pole_is_found_though_no_sample_state_is_near_it() -> None:
     """The sample holds only states far from the goal: only the declared range shows the pole."""
     task = get_task("reach-v3")

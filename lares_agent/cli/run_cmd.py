@@ -62,10 +62,14 @@ def _notify(line: str) -> None:
 def _finish(outcome: RunOutcome, report: bool, allow_fallback: bool = False) -> None:
     """The last screen: how the run ended, whether the LLM delivered anything, where the results are; then the
     exit status (128 + signal after a graceful stop, 3 for a run of fallback rewards only)."""
+    only_fallbacks = outcome.llm is not None and outcome.llm.only_fallbacks
     if outcome.already_finished:
         typer.echo(f"run already finished: {outcome.env_steps:,} env steps, best success {outcome.best_success:.0%} "
                    "(nothing to resume; nothing was written)")
+        if outcome.llm is not None and only_fallbacks:
+            typer.echo(f"warning: {outcome.llm.sentence()}")
         typer.echo(f"results: {outcome.run.root}")
+        _fallback_exit(only_fallbacks and not allow_fallback, finished=True)
         return
     if outcome.finished:
         state = "finished"
@@ -79,7 +83,6 @@ def _finish(outcome: RunOutcome, report: bool, allow_fallback: bool = False) -> 
     )
     if outcome.llm is not None:
         typer.echo(outcome.wait_sentence())
-    only_fallbacks = outcome.llm is not None and outcome.llm.only_fallbacks
     if outcome.llm is not None and only_fallbacks:
         typer.echo(f"warning: {outcome.llm.sentence()}")
     index = None
@@ -98,8 +101,14 @@ def _finish(outcome: RunOutcome, report: bool, allow_fallback: bool = False) -> 
     typer.echo(f"  trace: lares trace {outcome.run.root}    resume: lares resume {outcome.run.root}")
     if outcome.stopped_by:
         raise typer.Exit(outcome.exit_code)
-    if only_fallbacks and not allow_fallback:
-        then = "run again" if outcome.finished else "`lares resume` the run"
+    _fallback_exit(only_fallbacks and not allow_fallback, outcome.finished)
+
+
+def _fallback_exit(refuse: bool, finished: bool) -> None:
+    """Exit 3 for a run whose every reward is a fallback: `lares run` and `lares resume` alike, the latter also
+    for a run that had already finished."""
+    if refuse:
+        then = "run again" if finished else "`lares resume` the run"
         typer.echo(f"exit status {FALLBACK_EXIT}: the LLM delivered no reward; fix the endpoint or model and {then} "
                    "(or pass --allow-fallback to accept fallback rewards)")
         raise typer.Exit(FALLBACK_EXIT)
@@ -179,8 +188,9 @@ def run_command(
         help="facts: analyse and critique state computed facts and defects, no LLM call; llm: the model words "
              "them, checked against the facts.")] = "facts",
     task_examples: Annotated[str, typer.Option(
-        help="own: the system prompt shows two example answers for this task (the local model tends to copy the "
-             "first one's shape); other: only an example for a different task.")] = "own",
+        help="other: the system prompt shows building blocks and an example for a different task, no answer for "
+             "this one; own: also two example answers for this task (the local model copies the first one's "
+             "shape).")] = "other",
     personas: Annotated[str | None, typer.Option(
         help="Critic ensemble: persona names or files separated by commas; defects are merged by vote.")] = None,
     reward_normalisation: Annotated[str, typer.Option(
@@ -272,20 +282,22 @@ def resume_command(
 ) -> None:
     """Continue a stopped or killed run from its newest checkpoint and graph state."""
     from lares_agent.runs import RunLayout
+    from lares_agent.runs.lock import hold_run
     from lares_agent.search.runner import finished_outcome, read_config, resume_run
     from lares_agent.search.start_checks import check_llm
 
     layout = RunLayout.open(run)
     cfg = read_config(layout)  # refuses a folder that is not a lares run, before anything is written
-    done = finished_outcome(layout)
-    if done is not None:  # its true summary; nothing appended
-        _finish(done, report=False)
-        return
-    if cfg.setting != "baseline":
-        check_llm(cfg)  # one error line before the progress bar appears
-    with _progress(cfg.budget) as update:
-        outcome = resume_run(run, progress=update, extra_minutes=max_minutes, notify=_notify)
-    _finish(outcome, report, allow_fallback)
+    with hold_run(layout.root):  # a second writer is refused before the progress bar appears (runs/lock.py)
+        done = finished_outcome(layout)
+        if done is not None:  # its true summary; nothing appended
+            _finish(done, report=False, allow_fallback=allow_fallback)
+            return
+        if cfg.setting != "baseline":
+            check_llm(cfg)  # one error line before the progress bar appears
+        with _progress(cfg.budget) as update:
+            outcome = resume_run(run, progress=update, extra_minutes=max_minutes, notify=_notify)
+        _finish(outcome, report, allow_fallback)
 
 
 def baseline_command(

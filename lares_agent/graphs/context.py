@@ -65,7 +65,8 @@ class GraphLimits:
     temperature_step: float = 0.15  # added per proposal already made this round (at T=0.4 the 1.5B repeats itself)
     analyse_max_tokens: int = 200
     critique_max_tokens: int = 220
-    propose_max_tokens: int = 256
+    grammar: bool = True  # the local model decodes proposals under the language's grammar (rewards/grammar.py)
+    propose_max_tokens: int = 384  # a refinement restates the task's own reward (init): 256 cut one in six
     trajectory_tokens: int = 512  # the seed's "limit trajectory descriptions to 512 tokens"
     retrieve_k: int = 3
     section_chars: int = 1200  # cap on each variable prompt section, keeps prompts well under n_ctx 4096
@@ -81,7 +82,7 @@ class GraphLimits:
     # "facts": analyse states the computed facts and critique the computed defects, no LLM call; "llm": the model
     # summarises the facts (checked against them) and each critic may add defects
     analysis: AnalysisMode = "facts"
-    task_examples: TaskExampleMode = "own"  # which answers the system prompt shows (TASK_EXAMPLE_MODES)
+    task_examples: TaskExampleMode = "other"  # which answers the system prompt shows (TASK_EXAMPLE_MODES)
 
     def __post_init__(self) -> None:
         if self.retry_budget < 0 or self.per_call < 1 or self.max_calls_per_pass < 1:

@@ -30,7 +30,7 @@ from lares_agent.graphs.prompting import (
 from lares_agent.graphs.state import HUMAN_ELITE, CandidateRecord, EliteInfo, RoundState, step
 from lares_agent.llm.errors import BudgetExceeded, LLMError
 from lares_agent.prompts.loader import render
-from lares_agent.rewards import record_key
+from lares_agent.rewards import allowed_features, answer_grammar, record_key
 from lares_agent.rewards import validate as validate_candidate
 from lares_agent.rewards.mutate import numeric_children
 from lares_agent.rewards.prescreen import proxy_score
@@ -42,6 +42,13 @@ __all__ = ["propose", "validate"]
 def _sorted_elites(state: RoundState) -> list[EliteInfo]:
     """Best first; elites without a fitness last (`asking.sorted_elites`)."""
     return sorted_elites(state)
+
+
+def _grammar(ctx: RunContext, n: int, max_components: int) -> str | None:
+    """The answer grammar for one candidate per call (`GraphLimits.grammar`); several per call keep the schema."""
+    if not ctx.limits.grammar or n != 1:
+        return None
+    return answer_grammar(allowed_features(ctx.task), max_components)
 
 
 def _ask(ctx: RunContext, node: str, state: RoundState, user: str, attempt: int, **kw: Any) -> str:
@@ -156,6 +163,7 @@ def propose(state: RoundState, runtime: Runtime[RunContext]) -> dict[str, Any]:
         try:
             made = len(accepted) + len(rejected) + len(pending)
             text = _ask(ctx, "propose", state, user, attempt, json_schema=proposal_schema(n, max_components),
+                        grammar=_grammar(ctx, n, max_components),
                         temperature=_temperature(limits, explore, made), max_tokens=limits.propose_max_tokens * n)
             items = extract_candidates(text)[:n]
         except (LLMError, AnswerError) as exc:

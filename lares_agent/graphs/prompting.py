@@ -92,6 +92,16 @@ def task_examples(progress: str, approach: str | None) -> str:
     ])
 
 
+BUILDING_BLOCKS = """Building blocks (d: a distance feature; d0: its value when the episode starts, if a feature says):
+- bounded closeness: tolerance(d, 0, r, d0, 0.1, 'long_tail') is 1 within r of the goal and falls toward 0 over d0
+- staged terms: a later stage pays only once an earlier one holds, where(d < r, later, earlier)
+- soft AND of two terms in [0, 1]: hamacher(a, b) is high only when both are
+- a success bonus on the task's own success test, and small effort costs such as -0.01*action_norm"""
+"""What the scratch prompt shows instead of answers for the run's task: the shapes the tasks' own rewards are made
+of (MetaWorld's `tolerance` with the starting distance as margin, stages, the Hamacher product), in placeholders, so
+that nothing can be copied (docs/RESULTS.md: a shown answer for the task was installed word for word)."""
+
+
 def approach_rule(progress: str, approach: str | None) -> str:
     """The sign-convention line that asks for an approach term (empty where the task has none)."""
     if not approach:
@@ -101,7 +111,7 @@ def approach_rule(progress: str, approach: str | None) -> str:
 
 
 def system_text(task: GraphTask, feature_names: Sequence[str], max_components: int,
-                examples: TaskExampleMode = "own", human: Mapping[str, str] | None = None) -> str:
+                examples: TaskExampleMode = "other", human: Mapping[str, str] | None = None) -> str:
     """The fixed system message of a run: identical across nodes, calls and personas, so llama.cpp caches it (the
     persona goes into the user message, `persona_text`). ``examples``: "own" shows `task_examples` before the other
     task's example, "other" that one alone (`GraphLimits.task_examples`). ``human`` (the init setting): the task's
@@ -113,7 +123,7 @@ def system_text(task: GraphTask, feature_names: Sequence[str], max_components: i
     elif examples == "own":
         shown = "For this task:\n" + task_examples(task.progress_feature, approach)
     else:
-        shown = "None for this task: write its reward from its own features."
+        shown = "None for this task: build its reward from its own features.\n" + BUILDING_BLOCKS
     return render(
         "system",
         task_name=task.name,

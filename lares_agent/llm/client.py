@@ -146,9 +146,11 @@ class LLMClient:
 
     def _kwargs(
         self, json_schema: Mapping[str, Any] | None, temperature: float, max_tokens: int, seed: int,
-        level: str | None = None,
+        level: str | None = None, grammar: str | None = None,
     ) -> dict[str, Any]:
-        """Backend-specific call options: the schema translation lives here and nowhere else."""
+        """Backend-specific call options: the schema translation lives here and nowhere else. A `grammar` (GBNF
+        text) replaces the schema for the local model, which decodes under it; the other backends keep the
+        schema."""
         if self.kind == "replay":
             return {"json_schema": dict(json_schema) if json_schema is not None else None}
         if self.kind == "generic":
@@ -156,7 +158,9 @@ class LLMClient:
         kw: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed}
         kw["timeout"] = self._timeout()
         if self.kind == "local":
-            if json_schema is not None:
+            if grammar is not None:
+                kw["grammar"] = grammar
+            elif json_schema is not None:
                 kw["response_format"] = {"type": "json_object", "schema": dict(json_schema)}
         elif json_schema is not None:  # openai-compatible
             if level == "json_schema":
@@ -172,6 +176,7 @@ class LLMClient:
         messages: Sequence[BaseMessage],
         *,
         json_schema: dict[str, Any] | None = None,
+        grammar: str | None = None,
         temperature: float | None = None,
         max_tokens: int | None = None,
         tag: str = "",
@@ -210,7 +215,7 @@ class LLMClient:
             if refused is not None:
                 raise EndpointDown(refused.message(self._where()))
             fmt = self._format(json_schema)
-            kwargs = self._kwargs(json_schema, temp, limit, seed, fmt)
+            kwargs = self._kwargs(json_schema, temp, limit, seed, fmt, grammar)
             start = self._clock()
             try:
                 message = self.chat_model.invoke(list(messages), **kwargs)

@@ -27,7 +27,7 @@ class LLMConfig:
     base_url: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
     temperature: float = 0.4  # the seed recommends 0.3-0.5 (docs/DESIGN.md §4)
-    max_tokens: int = 512  # a refinement restates the task's own reward, which can be long (init setting)
+    max_tokens: int = 384
     n_ctx: int = 4096
     n_threads: int | None = None  # None: every core this process may use
     seed: int = 0

@@ -40,12 +40,13 @@ def failure_kind(exc: BaseException) -> str:
 
 def bad_answer(exc: Exception, kind: str) -> Exception:
     """An OpenAI-compatible server that answered, but not with a chat completion (a 200 with an HTML page or
-    other non-JSON text, JSON without `choices`): the SDK then fails with AttributeError / TypeError /
-    ValueError, which is no transient failure to retry."""
-    if kind != "openai" or status_of(exc) is not None or not isinstance(exc, (AttributeError, TypeError, ValueError)):
+    other non-JSON text, JSON without `choices` or with an empty `choices` list): the SDK then fails with
+    AttributeError / TypeError / ValueError / IndexError / KeyError, which is no transient failure to retry."""
+    if kind != "openai" or status_of(exc) is not None or not isinstance(
+            exc, (AttributeError, TypeError, ValueError, IndexError, KeyError)):
         return exc
-    error = BadAnswer(f"the endpoint answered, but not with an OpenAI chat completion (not JSON, or no 'choices'): "
-                      f"{one_line(exc)}")
+    error = BadAnswer(f"the endpoint answered, but not with an OpenAI chat completion (not JSON, or no 'choices', "
+                      f"or an empty 'choices' list): {one_line(exc)}")
     error.__cause__ = exc
     return error
 

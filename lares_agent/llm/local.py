@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import os
 import threading
 import time
@@ -100,6 +101,18 @@ def to_openai_messages(messages: Sequence[BaseMessage]) -> list[dict[str, str]]:
     return out
 
 
+@functools.lru_cache(maxsize=16)
+def compiled_grammar(text: str) -> Any:
+    """A GBNF grammar compiled once per text (a run asks under one grammar per task); a grammar llama.cpp cannot
+    read is a ValueError naming it, not a failed call."""
+    from llama_cpp.llama_grammar import LlamaGrammar
+
+    try:
+        return LlamaGrammar.from_string(text, verbose=False)
+    except (ValueError, RuntimeError) as exc:
+        raise ValueError(f"llama.cpp refused the answer grammar ({exc})") from None
+
+
 class _Deadline:
     """A llama.cpp stopping criterion that ends generation once it has run ``limit`` seconds.
 
@@ -180,7 +193,7 @@ class LlamaCppChatModel(BaseChatModel):
     n_threads: int | None = None
     seed: int = 0
     temperature: float = 0.4
-    max_tokens: int = 512
+    max_tokens: int = 384
     timeout: float | None = None
     prefix_cache: bool = True
 
@@ -213,7 +226,10 @@ class LlamaCppChatModel(BaseChatModel):
             "stop": stop or [],
         }
         response_format: Mapping[str, Any] | None = kwargs.pop("response_format", None)
-        if response_format is not None:
+        grammar: str | None = kwargs.pop("grammar", None)
+        if grammar is not None:
+            params["grammar"] = compiled_grammar(grammar)
+        elif response_format is not None:
             params["response_format"] = dict(response_format)
         with lock:  # a Llama context is not thread-safe
             prefixes = prefix_states(llama) if self.prefix_cache else None

@@ -18,6 +18,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lares_agent.errors import LaresError
+
 __all__ = ["Case", "CaseStore", "default_case_path"]
 
 _SCHEMA = """
@@ -102,12 +104,27 @@ class CaseStore:
         with self._tx() as cur:
             cur.executescript(_SCHEMA)
 
+    def check_writable(self) -> None:
+        """Write one header field back unchanged, then roll back: the schema statements above write nothing to
+        a store that exists already, so only a real write shows a read-only file or folder (sqlite3.Error)."""
+        version = int(self._conn.execute("PRAGMA user_version").fetchone()[0])
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            self._conn.execute(f"PRAGMA user_version = {version}")
+        finally:
+            self._conn.rollback()
+
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Cursor]:
         cur = self._conn.cursor()
         try:
             yield cur
             self._conn.commit()
+        except sqlite3.Error as exc:
+            self._conn.rollback()
+            # sqlite's own text ("attempt to write a readonly database") names no file
+            raise LaresError(f"cannot write the case store {self.path}: {exc}; fix: set LARES_HOME to a writable "
+                             "folder, or pass --no-retrieval") from exc
         except BaseException:
             self._conn.rollback()
             raise

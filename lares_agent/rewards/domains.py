@@ -29,11 +29,17 @@ _ZERO = 1e-12
 
 def pole_sites(expr: sympy.Expr) -> Iterator[tuple[str, sympy.Expr]]:
     """("division by" | "log of", the expression) for each denominator and log argument that reads a feature."""
+    for kind, site, _ in _sites(expr):
+        yield kind, site
+
+
+def _sites(expr: sympy.Expr) -> Iterator[tuple[str, sympy.Expr, float]]:
+    """`pole_sites` with the power a denominator is raised to (1 for `1/x`, 0.5 for `1/sqrt(x)`; 0 for a log)."""
     for node in sympy.preorder_traversal(expr):
         if isinstance(node, sympy.Pow) and node.exp.is_Number and node.exp < 0 and node.base.free_symbols:
-            yield "division by", node.base
+            yield "division by", node.base, float(-node.exp)
         elif isinstance(node, sympy.log) and node.args[0].free_symbols:
-            yield "log of", node.args[0]
+            yield "log of", node.args[0], 0.0
 
 
 def _probes(
@@ -80,12 +86,15 @@ def _fix(kind: str, site: sympy.Expr, feature: str) -> str:
 
 
 def domain_reason(
-    parsed: ParsedReward, features: Sequence[TaskFeature], sample: Mapping[str, np.ndarray]
+    parsed: ParsedReward, features: Sequence[TaskFeature], sample: Mapping[str, np.ndarray], max_abs: float = 1e4
 ) -> str | None:
-    """The reason the candidate has a pole or leaves a log's domain over the declared feature ranges, or None."""
+    """The reason the candidate has a pole or leaves a log's domain over the declared feature ranges, or None.
+
+    A near-pole counts too: `1/(1e-9 + d)` never reaches 0, but its reciprocal passes `max_abs` (the numeric
+    check's magnitude limit, `NumericThresholds.max_abs`) at the goal, where no early sample state lies."""
     declared = {f.name: f for f in features}
     for name, expr in parsed.components.items():
-        for kind, site in pole_sites(expr):
+        for kind, site, power in _sites(expr):
             used = sorted(s.name for s in site.free_symbols)
             ranges = {k: feature_range(declared[k]) if k in declared else (0.0, 1.0) for k in used}
             values = _site_values(site, _probes(used, ranges, sample))
@@ -96,9 +105,14 @@ def domain_reason(
             touches = bool(np.any(np.abs(finite) <= _ZERO))
             crosses = low < 0.0 < high
             negative_log = kind == "log of" and low < 0.0
+            span = ", ".join(f"{k} in [{ranges[k][0]:g}, {ranges[k][1]:g}]" for k in used)
+            nearest = float(np.min(np.abs(finite)))
+            if power > 0 and not (touches or crosses) and nearest ** -power > max_abs:
+                return (f"component '{name}': division by {site}, which comes within {nearest:.3g} of 0 over the "
+                        f"declared range ({span}), so the term reaches {nearest ** -power:.3g} in magnitude, limit "
+                        f"{max_abs:g}: {_fix(kind, site, used[0])}")
             if not (touches or crosses or negative_log):
                 continue
-            span = ", ".join(f"{k} in [{ranges[k][0]:g}, {ranges[k][1]:g}]" for k in used)
             where = "reaches 0" if touches else "changes sign (so passes through 0)"
             if negative_log and not (touches or crosses):
                 where = "is negative"

@@ -20,14 +20,17 @@ Checks 1-5 do not depend on the sample; 6-8 do, and 3 depends on what the popula
 A task may carry its own (human-designed) reward as an expression (`TaskSpec.human_components`), which the "with
 init" setting hands the LLM to refine. The designer's reward is the reference, not a candidate to correct: the
 complexity cap leaves it `human_headroom` times its own complexity (so refinements can add terms), and the
-heuristic rules 4, 5 and 8 are advice (warnings), not rejections, wherever the task's own reward breaks them too:
-for that reward and for every candidate of the task (its refinements and their numeric children keep its
-structure). The designer's reward shows the rule does not hold for the task: e.g. MetaWorld's door-close reward
-reaches for the goal rather than the handle, so it never reads the approach feature.
+heuristic rules are advice (warnings), not rejections, where the task's own reward breaks them too. Rules 4 and 5
+(which features a reward reads) for every candidate of the task: the designer's reward shows the rule does not hold
+for it, e.g. MetaWorld's door-close reward reaches for the goal rather than the handle, so it never reads the
+approach feature. Rule 8 (the progress sign on the sample) for that reward and its numeric children, the rewards of
+its structure (`structure_key`): a gated reward can look flat on a sample of states that never open its gate, which
+says more about the sample than about a new reward's terms.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -43,7 +46,7 @@ from lares_agent.rewards.numeric import NumericThresholds, check_numeric
 from lares_agent.rewards.task import RewardTask, allowed_features, human_components
 from lares_agent.rewards.verdict import Verdict
 
-__all__ = ["CheckConfig", "human_reference", "progress_monotonicity", "record_key", "validate"]
+__all__ = ["CheckConfig", "human_reference", "progress_monotonicity", "record_key", "structure_key", "validate"]
 
 
 @dataclass(frozen=True)
@@ -150,9 +153,18 @@ def _sign_reason(reward: CompiledReward, sample: Mapping[str, np.ndarray], progr
     return None
 
 
-def _human_breaks_sign(human: ParsedReward | None, sample: Mapping[str, np.ndarray], progress: str) -> bool:
-    """Whether the task's own reward fails check 8 on this sample too (then it is advice for every candidate)."""
-    if human is None:
+def structure_key(parsed: ParsedReward) -> str:
+    """A reward's form with its constants left out: the task's own reward and its numeric children share it."""
+    return "; ".join(f"{name} = {_NUMBER.sub('c', text)}" for name, text in sorted(parsed.canonical.items()))
+
+
+_NUMBER = re.compile(r"(?<![A-Za-z_0-9])\d+(?:\.\d*)?(?:e[-+]?\d+)?")
+
+
+def _human_breaks_sign(human: ParsedReward | None, parsed: ParsedReward, sample: Mapping[str, np.ndarray],
+                       progress: str) -> bool:
+    """Whether ``parsed`` has the structure of the task's own reward, which fails check 8 on this sample too."""
+    if human is None or structure_key(parsed) != structure_key(human):
         return False
     try:
         return _sign_reason(compile_reward(human, "human"), sample, progress) is not None
@@ -206,13 +218,13 @@ def validate(
         numeric = check_numeric(reward, sample, config.thresholds)
         if not numeric.accepted:
             return reject(numeric.reason, numeric)
-        reason = domain_reason(parsed, task.features, sample)
+        reason = domain_reason(parsed, task.features, sample, config.thresholds.max_abs)
         if reason is not None:
             return reject(reason, numeric)
         progress = task.progress_feature
         if config.require_progress_sign and progress in sample:
             reason = _sign_reason(reward, sample, progress)
-            if reason is not None and not _human_breaks_sign(human_parsed, sample, progress):
+            if reason is not None and not _human_breaks_sign(human_parsed, parsed, sample, progress):
                 return reject(reason, numeric)
             advice.extend([reason] if reason is not None else [])
     except RewardRejected as exc:

@@ -29,6 +29,7 @@ class LLMHealth:
     refused_calls: int  # proposals whose call the breaker or a budget never made
     rejected: int  # proposals rejected, for any reason
     top_failure: str | None  # the most common failure, one line
+    given: int = 0  # slots filled from the user's --rewards-file
 
     @property
     def only_fallbacks(self) -> bool:
@@ -40,7 +41,10 @@ class LLMHealth:
         reason = f"; most common failure: {self.top_failure}" if self.top_failure else ""
         refused = (f" ({self.refused_calls} more calls not made: endpoint down or time limit reached)"
                    if self.refused_calls else "")
-        return (f"no LLM candidate was accepted: every reward is the built-in fallback ({self.fallbacks} slot(s)); "
+        sources = [f"the built-in fallback ({self.fallbacks} slot(s))"] if self.fallbacks or not self.given else []
+        if self.given:
+            sources.append(f"from --rewards-file ({self.given} slot(s))")
+        return (f"no LLM candidate was accepted: every reward is {' or '.join(sources)}; "
                 f"{self.failed_calls} LLM call(s) failed{refused}, {self.rejected} proposal(s) rejected{reason}")
 
 
@@ -60,6 +64,7 @@ def llm_health(log: RunLog) -> LLMHealth:
         if (r.reason or "") not in NOT_FROM_LLM and (r.origin != "child" or r.parent_id in from_llm):
             from_llm.add(r.id)
     fallbacks = {r.id for r in accepted if r.reason == "fallback"}
+    given = {r.id for r in accepted if r.reason == NOT_FROM_LLM[1]}
     rejected = [r.reason or "" for r in rows if r.verdict == "rejected"]
     refused = sum(1 for r in rejected if "not called for" in r or "refused" in r)
     failed = [c.error or "" for c in log.llm_calls.read() if not c.ok]
@@ -70,7 +75,7 @@ def llm_health(log: RunLog) -> LLMHealth:
         key = counts.most_common(1)[0][0]
         top = next(r for r in pool if _normal(r) == key)
         top = top if len(top) <= 240 else top[:237] + "..."
-    return LLMHealth(len(from_llm), len(fallbacks), len(failed), refused, len(rejected), top)
+    return LLMHealth(len(from_llm), len(fallbacks), len(failed), refused, len(rejected), top, len(given))
 
 
 @dataclass(frozen=True)
@@ -98,7 +103,8 @@ def spent_wall_s(log: RunLog) -> float:
     """Wall seconds the run's earlier sessions took, so a resumed run reports its whole time.
 
     A session that ended has a `run_end` whose `wall_s` is the run's total so far; one that was killed counts
-    from its `run_start` to its last stamped event or LLM call, whichever is later (the engine's own events
+    from its `run_start` to its last stamped event or LLM call before the next session's line, whichever is later
+    (never to the `resumed` line a later resume wrote: the time between is dead time; the engine's own events
     carry no time; the time before its first `run_start`, spent on the initial proposals, is lost with it).
     """
     calls = sorted(t for t in (_epoch(row.time) for row in log.llm_calls.read()) if t is not None)
@@ -115,6 +121,12 @@ def spent_wall_s(log: RunLog) -> float:
             start = last = event.time
         elif event.event == "run_end":
             total, start = float(event.get("wall_s", 0.0) or 0.0), None
+        elif event.event == "resumed" and event.time is not None:
+            # a resume that starts the engine again stamps this line: the killed session before it ended at its
+            # own last line, and the time the run lay dead until this resume is no run time
+            if start is not None:
+                total += close(start, last, event.time)
+            start = None
         elif event.time is not None and start is not None:
             last = event.time
     if start is not None:

@@ -89,8 +89,25 @@ __all__ = [
     "background_llm_threads",
     "engine_config",
     "llm_config",
+    "missing_keys",
     "resolved_for_task",
 ]
+
+
+# The keys every `config.json` any lares version wrote holds (the fields of the first SearchConfig that were never
+# removed): a config without one of them is a fragment, not a run's configuration (`missing_keys`).
+ALWAYS_SAVED: tuple[str, ...] = (
+    "task", "setting", "learner", "backend", "ray_address", "population", "elites", "budget", "reward_period",
+    "warmup_steps", "eval_every", "eval_episodes", "checkpoint_every", "horizon", "hidden", "batch_size", "utd",
+    "anchor_weight", "complexity_lambda", "ts_window", "seed", "persona", "llm_backend", "llm_model", "base_url",
+    "temperature", "max_llm_tokens", "retrieval", "max_minutes", "rewards_file", "replay_from", "preset",
+)
+
+
+def missing_keys(data: dict[str, Any]) -> list[str]:
+    """The `ALWAYS_SAVED` keys `data` lacks. Loading such a config would give every absent setting its default
+    silently (a different run, and with the default LLM backend the local model loaded and called)."""
+    return [key for key in ALWAYS_SAVED if key not in data]
 
 
 def _choice(flag: str, value: object, allowed: tuple[str, ...]) -> list[str]:
@@ -160,7 +177,7 @@ class SearchConfig:
     candidates_per_slot: float = 2.0  # LLM candidates asked per free slot; the pre-screen keeps the best
     numeric_children: int = 2  # numeric children of the elites per propose pass (constants perturbed)
     analysis: Analysis = "facts"  # GraphLimits.analysis: "facts" calls no LLM in analyse/critique
-    task_examples: TaskExamples = "own"  # GraphLimits.task_examples: "other" hides the answers for the run's task
+    task_examples: TaskExamples = "other"  # GraphLimits.task_examples: "own" shows two answers for the run's task
     personas: tuple[str, ...] = ()  # the critic ensemble (--personas a,b); () : `persona` critiques alone
     reward_normalisation: RewardNormalisation = "affine"  # ReplayConfig.reward_normalisation (SAC/CrossQ only)
     learners_per_reward: int = 1  # ReplayConfig.learners_per_reward (SAC/CrossQ only)
@@ -189,6 +206,8 @@ class SearchConfig:
         elif not 1 <= self.elites <= self.population and self.setting != "baseline":
             problems.append(f"--elites must be between 1 and --population ({self.population}), not {self.elites}: "
                             "a reward update keeps at least the best candidate, whose learner refilled slots inherit")
+        if not 0 <= self.seed < 2**32:  # numpy's and gymnasium's seeds are unsigned 32-bit
+            problems.append(f"--seed must be between 0 and {2**32 - 1}, not {self.seed}")
         if self.budget <= 0 or self.reward_period <= 0:
             problems.append("--budget and --reward-period must be positive")
         if self.max_minutes is not None and self.max_minutes <= 0:

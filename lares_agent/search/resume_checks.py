@@ -4,11 +4,14 @@ In order: the leftovers of a killed checkpoint write are removed; `trace.sqlite`
 checked, a damaged one is set aside (the graph history of finished rounds is lost; an interrupted round re-runs
 from the engine checkpoint) instead of failing at the next reward update; the newest checkpoint that verifies
 is chosen, newer damaged ones are set aside with the reason; the metric and event logs are cut back to what
-that checkpoint covers, so the replayed steps write their rows once.
+that checkpoint covers, so the replayed steps write their rows once. A run whose round 0 fell back to the
+built-in reward starts again instead, so that a resume asks the (repaired) LLM for round 0 once more.
 """
 
 from __future__ import annotations
 
+import json
+import shutil
 import sqlite3
 import time
 from collections.abc import Callable
@@ -19,6 +22,8 @@ from lares_agent.engine import checkpoint_meta, newest_loadable, remove_stale
 from lares_agent.runs import RunLayout, truncate_logs
 
 __all__ = ["ResumePlan", "check_trace", "prepare_resume"]
+
+ROUND_0_THREAD = "round-0"  # the trace thread of the initial proposals (`GraphProposer._round`)
 
 Notify = Callable[[str], None]
 
@@ -64,6 +69,36 @@ def _set_aside(path: Path) -> Path:
     return aside
 
 
+def _fell_back_in_round_0(checkpoint: Path) -> bool:
+    """Whether `checkpoint` was taken before the first reward update with a built-in fallback among its rewards
+    (`GraphProposer._fallback` names them `fallback-r0-s<slot>`): the LLM failed round 0, and restoring it would
+    train on the fallbacks without asking the (perhaps repaired) LLM again."""
+    try:
+        state = json.loads((checkpoint / "state.json").read_text(encoding="utf-8"))
+        at_round = int(state["counters"]["round"])
+        ids = [str(r.get("id", "")) for r in state.get("rewards", []) if isinstance(r, dict)]
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return False  # verify_checkpoint read it already; an odd tree is restored as it is
+    return at_round == 0 and any(i.startswith("fallback-r0-") for i in ids)
+
+
+def _forget_round_0(run: RunLayout, checkpoint: Path) -> None:
+    """Drop round 0's stored graph result (else the graph returns it instead of asking again), then the
+    checkpoints that hold its fallbacks; in this order, so a kill in between is found and mended again."""
+    if run.trace.exists():
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        conn = sqlite3.connect(run.trace, check_same_thread=False)
+        try:
+            SqliteSaver(conn).delete_thread(ROUND_0_THREAD)
+        finally:
+            conn.close()
+    for path in checkpoint.parent.iterdir():  # only round 0's: no reward update happened before `checkpoint`
+        if path.is_dir() and not path.name.startswith("damaged-"):
+            shutil.rmtree(path)
+    (checkpoint.parent / "LATEST").unlink(missing_ok=True)
+
+
 def prepare_resume(run: RunLayout, notify: Notify) -> ResumePlan:
     """Mend what can be mended, say what was done through `notify`, and pick the checkpoint to restore."""
     for stale in remove_stale(run.checkpoints):
@@ -83,6 +118,11 @@ def prepare_resume(run: RunLayout, notify: Notify) -> ResumePlan:
         notify(line)
     if skipped:
         notify(f"resuming from {checkpoint.name}" if checkpoint else "no loadable checkpoint: the engine starts again")
+    if checkpoint is not None and _fell_back_in_round_0(checkpoint):
+        _forget_round_0(run, checkpoint)
+        checkpoint = None
+        notify("round 0 fell back to the built-in reward, so its checkpoints were removed and the run starts again: "
+               "the LLM is asked for round 0's candidates once more")
     sizes = checkpoint_meta(checkpoint).get("log_bytes") if checkpoint is not None else None
     if checkpoint is None or isinstance(sizes, dict):  # a checkpoint of an older lares records no sizes: keep all
         dropped = truncate_logs(run, sizes if isinstance(sizes, dict) else None)

@@ -36,9 +36,10 @@ from lares_agent.runs import (
     recorded_outcome,
     spent_wall_s,
 )
+from lares_agent.runs.lock import hold_run
 from lares_agent.runs.oserrors import run_file_error
 from lares_agent.runs.provenance import source_revision
-from lares_agent.search.config import SearchConfig, engine_config, llm_config, resolved_for_task
+from lares_agent.search.config import SearchConfig, engine_config, llm_config, missing_keys, resolved_for_task
 from lares_agent.search.outcome import NotifyFn, ProgressFn, RunOutcome, RunStatus
 from lares_agent.search.resume_checks import ResumePlan, prepare_resume
 from lares_agent.search.signals import StopRequest, graceful_signals
@@ -275,6 +276,11 @@ def load_rewards_file(path: Path, task: TaskSpec) -> list[RewardFunction]:
 def read_config(run: RunLayout) -> SearchConfig:
     """A run's `config.json`; a damaged one, or one without the run format marker, is a one-line error."""
     data = read_marked_config(run)  # refuses another program's config.json before anything is written
+    missing = missing_keys(data)
+    if missing:
+        shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+        raise LaresError(f"{run.config} is not a whole run configuration: it lacks {shown}; nothing was written "
+                         "(restore the file `lares run` wrote)")
     try:
         return SearchConfig.from_json(data)
     except ConfigError as exc:
@@ -316,6 +322,11 @@ def start_run(cfg: SearchConfig, runs_base: Path, run_id: str | None = None,
     task = get_task(cfg.task)
     cfg = resolved_for_task(cfg, task.has_human_reward)  # config.json names what runs, not "auto"
     run = RunLayout.create(runs_base, task.name, run_id)  # not a module:function reference
+    with hold_run(run.root):  # one writer per run folder (runs/lock.py)
+        return _start_in(cfg, run, progress, notify)
+
+
+def _start_in(cfg: SearchConfig, run: RunLayout, progress: ProgressFn | None, notify: NotifyFn | None) -> RunOutcome:
     try:
         cfg.save(run.config)
     except OSError as exc:
@@ -353,6 +364,12 @@ def resume_run(path: Path, progress: ProgressFn | None = None, extra_minutes: fl
     """
     run = RunLayout.open(path)
     cfg = read_config(run)
+    with hold_run(run.root):  # refuses a second writer before anything is mended (runs/lock.py)
+        return _resume_in(run, cfg, progress, extra_minutes, notify)
+
+
+def _resume_in(run: RunLayout, cfg: SearchConfig, progress: ProgressFn | None, extra_minutes: float | None,
+               notify: NotifyFn | None) -> RunOutcome:
     done = finished_outcome(run)
     if done is not None:
         return done

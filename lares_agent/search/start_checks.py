@@ -16,14 +16,16 @@ __all__ = ["check_case_store", "check_llm", "probe_endpoint"]
 
 
 def check_case_store() -> None:
-    """The shared case store opens (a read-only `LARES_HOME` used to leave a run folder holding only config.json)."""
+    """The shared case store opens and takes writes (a read-only `LARES_HOME` used to leave a run folder holding only
+    config.json, or to fail a reward period into the run)."""
     import sqlite3
 
     from lares_agent.memory.cases import CaseStore, default_case_path
 
     path = default_case_path()
     try:
-        CaseStore(path).close()
+        with CaseStore(path) as store:
+            store.check_writable()  # a store that exists already opens read-only without a complaint
     except (OSError, sqlite3.Error) as exc:
         cause = cause_of(exc)[0] if isinstance(exc, OSError) else str(exc)
         raise LaresError(f"cannot open the case store {path}: {cause}; fix: set LARES_HOME to a writable folder, "
