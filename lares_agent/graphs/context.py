@@ -19,6 +19,7 @@ from lares_agent.llm.client import LLMClient
 from lares_agent.memory.cases import CaseStore
 from lares_agent.prompts.loader import DEFAULT_PERSONA, Persona, load_persona
 from lares_agent.rewards import CheckConfig, RewardTask, TaskFeature
+from lares_agent.rewards.tuning import Measured
 from lares_agent.tools.trajectory import Rollout
 
 __all__ = ["ANALYSIS_MODES", "TASK_EXAMPLE_MODES", "AnalysisMode", "DescribedFeature", "GraphLimits", "GraphTask",
@@ -115,6 +116,8 @@ class RunContext:
     run_id: str = ""
     id_prefix: str = ""
     critics: tuple[Persona, ...] = ()  # the critic ensemble (--personas); () : `persona` critiques alone
+    measured: tuple[Measured, ...] = ()
+    """(components, fitness) of every reward the run has measured: the constant tuner's trials (rewards/tuning.py)."""
     human_reward: Mapping[str, str] | None = None
     """The task's own reward as components of the reward language, in the init setting: the system prompt shows
     it as the starting point, round 0 refines it, and it is the elite whenever the human-reward learner ranks
@@ -126,7 +129,9 @@ class RunContext:
         return self.critics or (self.persona,)
 
     def for_round(
-        self, sample: Mapping[str, np.ndarray], rollouts: Mapping[str, Rollout] | None = None
+        self, sample: Mapping[str, np.ndarray], rollouts: Mapping[str, Rollout] | None = None,
+        measured: Sequence[Measured] = (),
     ) -> RunContext:
-        """The context of one round: this run's settings with that round's sample and rollouts."""
-        return replace(self, sample=dict(sample), rollouts=dict(rollouts or {}))
+        """The context of one round: this run's settings with that round's sample, rollouts and the rewards
+        measured so far."""
+        return replace(self, sample=dict(sample), rollouts=dict(rollouts or {}), measured=tuple(measured))

@@ -34,6 +34,7 @@ from lares_agent.rewards import allowed_features, answer_grammar, record_key
 from lares_agent.rewards import validate as validate_candidate
 from lares_agent.rewards.mutate import numeric_children
 from lares_agent.rewards.prescreen import proxy_score
+from lares_agent.rewards.tuning import tuned_children
 from lares_agent.tools.retrieval import render_cases, retrieve_cases
 
 __all__ = ["propose", "validate"]
@@ -94,9 +95,10 @@ def _temperature(limits: GraphLimits, explore: bool, made: int) -> float:
 
 def _children(ctx: RunContext, elites: list[EliteInfo], round_: int, attempt: int, first: int,
               critique_id: str | None) -> list[CandidateRecord]:
-    """`numeric_children` children of the elites, best first in turn (rewards/mutate.py): structure from the LLM,
-    coefficients by evolution (R*-style). Seeded by (seed, round, attempt): a resumed round makes the
-    same ones."""
+    """Numeric children of the elites, best first in turn: structure from the LLM, constants drawn by TPE from the
+    fitness measured for rewards of the elite's structure (rewards/tuning.py), or perturbed at random
+    (rewards/mutate.py) where the elite has no constant to tune that way. Seeded by (seed, round, attempt): a
+    resumed round makes the same ones."""
     limits = ctx.limits
     if limits.numeric_children <= 0 or not elites:
         return []
@@ -106,9 +108,15 @@ def _children(ctx: RunContext, elites: list[EliteInfo], round_: int, attempt: in
     out: list[CandidateRecord] = []
     for elite, n in zip(elites, share, strict=True):
         comps = dict(elite.get("components") or {})
-        for child in numeric_children(comps, ctx.task, n, rng, sigma=limits.mutation_sigma,
-                                      limits=limits.checks.limits):
-            rationale = f"numeric child of {elite.get('id', '?')}: constants x exp(N(0, {limits.mutation_sigma:g}))"
+        children, trials = tuned_children(comps, ctx.task, n, ctx.measured, int(rng.integers(2**31)),
+                                          limits=limits.checks.limits)
+        how = f"constants by TPE over {trials} measured reward(s) of its structure"
+        if not children:
+            children = numeric_children(comps, ctx.task, n, rng, sigma=limits.mutation_sigma,
+                                        limits=limits.checks.limits)
+            how = f"constants x exp(N(0, {limits.mutation_sigma:g}))"
+        for child in children:
+            rationale = f"numeric child of {elite.get('id', '?')}: {how}"
             out.append(CandidateRecord(
                 id=f"{ctx.id_prefix}r{round_}-a{attempt}-{first + len(out)}", round=round_, attempt=attempt,
                 parent_id=elite.get("id"), critique_id=critique_id, components=child, rationale=rationale,
@@ -145,7 +153,11 @@ def propose(state: RoundState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     pending: list[CandidateRecord] = []
     for call in range(calls):
         n = max(1, min(limits.per_call, asked - len(pending)))
-        parent = elites[(attempt - 1 + call) % len(elites)] if elites else None
+        # From scratch, every second call writes a new reward rather than an edit, so the population keeps more
+        # than the elites' structures (ORSO regenerates half its candidates each round); init refines throughout.
+        scratch = ctx.human_reward is None
+        edit = call // 2 if scratch else call  # the edits still rotate over the elites, best first
+        parent = elites[(attempt - 1 + edit) % len(elites)] if elites and not (scratch and call % 2) else None
         user = render(
             "propose",
             round=round_,

@@ -12,7 +12,7 @@ dedupes it by `reward_key` like an LLM candidate.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 import sympy
@@ -23,7 +23,7 @@ from lares_agent.rewards.limits import Limits, RewardRejected
 from lares_agent.rewards.parse import parse_expression
 from lares_agent.rewards.task import RewardTask, allowed_features
 
-__all__ = ["mutable_constants", "numeric_children", "perturb_constants"]
+__all__ = ["mutable_constants", "numeric_children", "perturb_constants", "replace_constants"]
 
 
 def _mutable(node: sympy.Basic) -> bool:
@@ -62,6 +62,18 @@ def perturb_constants(expr: sympy.Basic, rng: np.random.Generator, sigma: float,
         return sympy.Pow(perturb_constants(expr.base, rng, sigma, digits), expr.exp)
     tuned = _tuned(expr)
     return expr.func(*(perturb_constants(a, rng, sigma, digits) if i < tuned else a for i, a in enumerate(expr.args)))
+
+
+def replace_constants(expr: sympy.Basic, values: Iterator[float]) -> sympy.Basic:
+    """`expr` with its mutable constants (in `mutable_constants` order) replaced by the next `values`."""
+    if isinstance(expr, sympy.Number):
+        return sympy.Float(next(values)) if _mutable(expr) else expr
+    if not expr.args:
+        return expr
+    if isinstance(expr, sympy.Pow):
+        return sympy.Pow(replace_constants(expr.base, values), expr.exp)
+    tuned = _tuned(expr)
+    return expr.func(*(replace_constants(a, values) if i < tuned else a for i, a in enumerate(expr.args)))
 
 
 def numeric_children(

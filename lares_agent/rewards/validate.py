@@ -46,7 +46,8 @@ from lares_agent.rewards.numeric import NumericThresholds, check_numeric
 from lares_agent.rewards.task import RewardTask, allowed_features, human_components
 from lares_agent.rewards.verdict import Verdict
 
-__all__ = ["CheckConfig", "human_reference", "progress_monotonicity", "record_key", "structure_key", "validate"]
+__all__ = ["CheckConfig", "human_reference", "progress_monotonicity", "record_key", "structure_key", "structure_key_of",
+           "validate"]
 
 
 @dataclass(frozen=True)
@@ -153,9 +154,15 @@ def _sign_reason(reward: CompiledReward, sample: Mapping[str, np.ndarray], progr
     return None
 
 
+def structure_key_of(canonical: Mapping[str, str]) -> str:
+    """A reward's form with its constants left out, from its canonical components: the task's own reward and its
+    numeric children share it."""
+    return "; ".join(f"{name} = {_NUMBER.sub('c', text)}" for name, text in sorted(canonical.items()))
+
+
 def structure_key(parsed: ParsedReward) -> str:
-    """A reward's form with its constants left out: the task's own reward and its numeric children share it."""
-    return "; ".join(f"{name} = {_NUMBER.sub('c', text)}" for name, text in sorted(parsed.canonical.items()))
+    """`structure_key_of` a parsed reward."""
+    return structure_key_of(parsed.canonical)
 
 
 _NUMBER = re.compile(r"(?<![A-Za-z_0-9])\d+(?:\.\d*)?(?:e[-+]?\d+)?")

@@ -26,6 +26,7 @@ from lares_agent.graphs.round import RoundResult, run_round
 from lares_agent.graphs.state import HUMAN_ELITE, EliteInfo, RoundInput
 from lares_agent.memory.cases import Case
 from lares_agent.rewards import CompiledReward, compile_record, record_key
+from lares_agent.rewards.tuning import Measured
 from lares_agent.runs import CandidateRow, RunLog, Verdict
 from lares_agent.tools.trajectory import Rollout
 
@@ -49,6 +50,16 @@ def fallback_reward(task: GraphTask, rid: str) -> CompiledReward:
     return compile_record(record, task)
 
 
+def measured_rewards(rows: Sequence[CandidateRow], human: Mapping[str, str] | None) -> list[Measured]:
+    """(components, fitness) of every reward update's measurement in candidates.jsonl, oldest first: what the
+    constant tuner learns from (`rewards/tuning.py`), rebuilt on resume."""
+    components = {r.id: dict(r.components) for r in rows if r.verdict == "accepted" and r.components}
+    if human is not None:
+        components[HUMAN_ELITE] = dict(human)
+    return [(components[r.id], float(r.fitness)) for r in rows
+            if r.verdict == "evaluated" and r.id in components and r.fitness is not None and math.isfinite(r.fitness)]
+
+
 class GraphProposer:
     """Connects `LaResEngine`'s hook to the round graph; logs candidates and feeds the case store."""
 
@@ -58,7 +69,9 @@ class GraphProposer:
         self.fallbacks = 0
         # A resumed run replays rounds the trace already holds (their stored results come back without new LLM
         # calls); rows logged before the kill are not written again, so candidates.jsonl lists each once.
-        self._logged = {r.key for r in log.candidates.read()}
+        rows = log.candidates.read()
+        self._logged = {r.key for r in rows}
+        self._measured = measured_rewards(rows, context.human_reward)
 
     # ------------------------------------------------------------------ engine hook
     def initial(
@@ -80,7 +93,7 @@ class GraphProposer:
             human = self.context.human_reward
             elites = [EliteInfo(id=HUMAN_ELITE, components=dict(human), stats={})] if human is not None else []
             round_input = RoundInput(round=0, n_wanted=need, elites=elites, rollout_ids=[])
-            result = self._round(round_input, self.context.for_round(sample))
+            result = self._round(round_input, self.context.for_round(sample, measured=self._measured))
             rewards += self._accepted(result, slots=list(range(len(rewards), n)))
         while len(rewards) < n:
             rewards.append(self._fallback(round_=0, slot=len(rewards)))
@@ -101,7 +114,7 @@ class GraphProposer:
         round_input = RoundInput(round=ctx.round, n_wanted=len(ctx.refill), elites=elites,
                                  rollout_ids=list(rollouts), explore=bool(explore),
                                  rejections=self._recent_rejections(), tried=self._tried())
-        result = self._round(round_input, self.context.for_round(ctx.feature_sample, rollouts))
+        result = self._round(round_input, self.context.for_round(ctx.feature_sample, rollouts, self._measured))
         return self._accepted(result, slots=list(ctx.refill), parent=ctx.rewards[ctx.best].id)
 
     # ------------------------------------------------------------------ helpers
@@ -195,10 +208,22 @@ class GraphProposer:
                              complexity_penalty=_opt(ev.complexity_penalty), action_jerk=_opt(ev.action_jerk),
                              learner_success=ev.learner_success or None),
             )
+            components = self._components(reward)
+            fitness = _finite(ev.fitness)
+            if components and fitness is not None:
+                self._measured.append((components, fitness))
             if self.context.cases is not None:
                 self.context.cases.update_fitness(
                     self.context.run_id, reward.id, _finite(ev.fitness), _finite(ev.success_rate)
                 )
+
+    def _components(self, reward: RewardFunction) -> dict[str, str]:
+        """A reward's expression as components: its own, the task's own for the human-reward learner, else none."""
+        parsed = getattr(reward, "parsed", None)
+        if parsed is not None:
+            return dict(parsed.canonical)
+        human = self.context.human_reward
+        return dict(human) if reward.id == HUMAN_ELITE and human is not None else {}
 
     def _elite(self, ctx: UpdateContext, slot: int) -> EliteInfo:
         reward = ctx.rewards[slot]
