@@ -177,9 +177,8 @@ def test_lineage_and_final_population_follow_the_updates(tmp_path: Path) -> None
     assert all(m.complexity == syn["complexity"][m.reward_id] for m in pop)
 
 
-def test_compare_overlays_the_baseline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    syn = make_run(tmp_path, "lares-run")
-    base = make_run(tmp_path, "sac-human", slots=1, seed=1, llm=False)
+def _spy_legends(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[str]]:
+    """Each figure's legend texts by file name, filled as the report saves its figures."""
     legends: dict[str, list[str]] = {}
     real_save = plots._save
 
@@ -188,6 +187,13 @@ def test_compare_overlays_the_baseline(tmp_path: Path, monkeypatch: pytest.Monke
         return real_save(fig, out_dir, name)
 
     monkeypatch.setattr(plots, "_save", spy)
+    return legends
+
+
+def test_compare_overlays_the_baseline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    syn = make_run(tmp_path, "lares-run")
+    base = make_run(tmp_path, "sac-human", slots=1, seed=1, llm=False)
+    legends = _spy_legends(monkeypatch)
     text = write_report(syn["path"], compare=base["path"]).read_text()
     for fig in ("success.png", "return.png"):
         assert any("sac-human" in t for t in legends[fig])
@@ -224,14 +230,7 @@ def test_an_init_run_shows_the_kept_human_learner_beside_the_searched_ones(
     assert s.final_human_success == human[-1]
     assert s.final_best_success == max(slot.success for slot in data.evaluations[-1].slots)  # the searched ones
     assert s.handed_over.startswith("the task's own reward" if human_first else "a searched reward, r")
-    legends: dict[str, list[str]] = {}
-    real_save = plots._save
-
-    def spy(fig: Any, out_dir: Path, name: str) -> Path:
-        legends[name] = [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
-        return real_save(fig, out_dir, name)
-
-    monkeypatch.setattr(plots, "_save", spy)
+    legends = _spy_legends(monkeypatch)
     text = write_report(syn["path"]).read_text()
     for fig in ("success.png", "return.png"):
         assert "init-run: task's own reward" in legends[fig] and "init-run: searched rewards' best" in legends[fig]

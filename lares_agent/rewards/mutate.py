@@ -12,7 +12,7 @@ dedupes it by `reward_key` like an LLM candidate.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 import numpy as np
 import sympy
@@ -23,7 +23,7 @@ from lares_agent.rewards.limits import Limits, RewardRejected
 from lares_agent.rewards.parse import parse_expression
 from lares_agent.rewards.task import RewardTask, allowed_features
 
-__all__ = ["mutable_constants", "numeric_children", "perturb_constants", "replace_constants"]
+__all__ = ["distinct_draws", "mutable_constants", "numeric_children", "perturb_constants", "replace_constants"]
 
 
 def _mutable(node: sympy.Basic) -> bool:
@@ -94,14 +94,22 @@ def numeric_children(
         return []
     if n <= 0 or not any(mutable_constants(e) for e in exprs.values()):
         return []
-    seen = {tuple(sorted((k, canonical_text(e)) for k, e in exprs.items()))}
+    return distinct_draws(exprs, lambda: {name: canonical_text(perturb_constants(e, rng, sigma))
+                                          for name, e in exprs.items()}, n, max_tries)
+
+
+def distinct_draws(parent: Mapping[str, sympy.Basic], draw: Callable[[], dict[str, str]], n: int,
+                   tries: int) -> list[dict[str, str]]:
+    """Up to `n` children from `draw`, each differing in text from the parent and the others, in `n * tries`
+    draws at most; a draw sympy refuses to rebuild is skipped."""
+    seen = {tuple(sorted((k, canonical_text(e)) for k, e in parent.items()))}
     out: list[dict[str, str]] = []
-    for _ in range(n * max_tries):
+    for _ in range(n * tries):
         if len(out) >= n:
             break
         try:
-            child = {name: canonical_text(perturb_constants(e, rng, sigma)) for name, e in exprs.items()}
-        except (TypeError, ValueError, ArithmeticError):  # sympy refusing a rebuilt node: skip this draw
+            child = draw()
+        except (TypeError, ValueError, ArithmeticError):  # sympy refusing a rebuilt node
             continue
         key = tuple(sorted(child.items()))
         if key not in seen:

@@ -18,7 +18,7 @@ import sympy
 
 from lares_agent.rewards.candidate import canonical_text
 from lares_agent.rewards.limits import Limits, RewardRejected
-from lares_agent.rewards.mutate import mutable_constants, replace_constants
+from lares_agent.rewards.mutate import distinct_draws, mutable_constants, replace_constants
 from lares_agent.rewards.parse import parse_expression
 from lares_agent.rewards.task import RewardTask, allowed_features
 from lares_agent.rewards.validate import structure_key_of
@@ -97,19 +97,10 @@ def tuned_children(
         sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=STARTUP_TRIALS, constant_liar=True)
         study = optuna.create_study(direction="maximize", sampler=sampler)
         study.add_trials(trials)
-        seen = {tuple(sorted((k, canonical_text(e)) for k, e in exprs.items()))}
-        out: list[dict[str, str]] = []
-        for _ in range(4 * n):
-            if len(out) >= n:
-                break
-            trial = study.ask(space)
-            values = iter(float(f"{b * math.exp(trial.params[c]):.3g}") for b, c in zip(base, names, strict=True))
-            try:
-                child = {name: canonical_text(replace_constants(exprs[name], values)) for name in sorted(exprs)}
-            except (TypeError, ValueError, ArithmeticError):  # sympy refusing a rebuilt node: skip this draw
-                continue
-            fingerprint = tuple(sorted(child.items()))
-            if fingerprint not in seen:
-                seen.add(fingerprint)
-                out.append(child)
-    return out, len(trials)
+
+        def draw() -> dict[str, str]:
+            params = study.ask(space).params
+            values = iter(float(f"{b * math.exp(params[c]):.3g}") for b, c in zip(base, names, strict=True))
+            return {name: canonical_text(replace_constants(exprs[name], values)) for name in sorted(exprs)}
+
+        return distinct_draws(exprs, draw, n, 4), len(trials)
