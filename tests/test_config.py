@@ -194,3 +194,10 @@ def test_lr_reaches_the_learner_and_is_checked() -> None:
     with pytest.raises(ConfigError, match="--lr sets the Adam rate"):
         SearchConfig(learner="es", lr=1e-3)
     assert SearchConfig.from_json(SearchConfig(lr=2e-4).to_json()).lr == 2e-4
+
+
+def test_the_llm_time_limit_reaches_the_client_and_a_bad_one_is_refused() -> None:
+    assert llm_config(SearchConfig(llm_timeout=600.0)).call_timeout_s == 600.0
+    assert llm_config(SearchConfig()).call_timeout_s == 120.0  # the local model's default
+    with pytest.raises(ConfigError, match="--llm-timeout must be a positive number"):
+        SearchConfig(llm_timeout=0.0)

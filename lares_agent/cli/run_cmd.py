@@ -173,6 +173,9 @@ def run_command(
     retrieval: Annotated[bool | None, typer.Option(
         "--retrieval/--no-retrieval", help="Retrieve past reward cases for the proposer (default: on).")] = None,
     max_llm_tokens: Annotated[int | None, typer.Option(help="Token budget for all LLM calls of the run.")] = None,
+    llm_timeout: Annotated[float | None, typer.Option(
+        help="Seconds one LLM attempt may take (the local model: of generation, from its first token); default: "
+             "120 for the local model, 60 for a server. A slow or busy CPU needs more.")] = None,
     max_minutes: Annotated[float | None, typer.Option(help="Stop (resumably) after this many minutes.")] = None,
     report: Annotated[bool, typer.Option(help="Write the HTML report at the end.")] = True,
     allow_fallback: Annotated[bool, typer.Option(

@@ -164,6 +164,7 @@ class SearchConfig:
     base_url: str | None = None
     temperature: float = 0.4
     max_llm_tokens: int | None = None
+    llm_timeout: float | None = None  # seconds one LLM attempt may take (local: of generation); None: the backend's
     retrieval: bool = True
     max_minutes: float | None = None
     rewards_file: str | None = None
@@ -212,6 +213,8 @@ class SearchConfig:
             problems.append("--budget and --reward-period must be positive")
         if self.max_minutes is not None and self.max_minutes <= 0:
             problems.append("--max-minutes must be positive")
+        if self.llm_timeout is not None and not (math.isfinite(self.llm_timeout) and self.llm_timeout > 0):
+            problems.append(f"--llm-timeout must be a positive number of seconds, not {self.llm_timeout}")
         if self.init_alpha <= 0:
             problems.append("init_alpha must be positive")
         if self.lr is not None and not (math.isfinite(self.lr) and self.lr > 0):
@@ -378,10 +381,10 @@ def resolved_for_task(cfg: SearchConfig, has_human_reward: bool) -> SearchConfig
 
 def llm_config(cfg: SearchConfig) -> LLMConfig:
     """The LLM client's view: `llm_backend` -> `backend`, `llm_model` -> `model`, `max_llm_tokens` ->
-    `max_total_tokens`."""
+    `max_total_tokens`, `llm_timeout` -> `timeout_s`."""
     return LLMConfig(backend=cfg.llm_backend, model=cfg.llm_model, base_url=cfg.base_url,
                      temperature=cfg.temperature, max_total_tokens=cfg.max_llm_tokens, seed=cfg.seed,
-                     n_threads=background_llm_threads(cfg))
+                     n_threads=background_llm_threads(cfg), timeout_s=cfg.llm_timeout)
 
 
 def background_llm_threads(cfg: SearchConfig) -> int | None:
