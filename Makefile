@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 STAMP := $(VENV)/.installed
 
-.PHONY: install install-test run test test-fast lint bench clean
+.PHONY: install install-test run test test-fast lint bench clean system-deps
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -43,6 +43,18 @@ lint: install
 bench: install
 	$(BIN)/pip install -q -e ".[bench]"
 	for b in benchmarks/*.py; do $(BIN)/python $$b || exit 1; done
+
+# Debian packages outside pip: headless OpenGL (EGL through Mesa's software driver) for MuJoCo's off-screen
+# rendering, which the report's policy video and `lares eval --video` need. Installs only what is missing, as root;
+# a no-op (one line) when all are there. CI (.ci/run) runs it before `make test`.
+SYSTEM_DEPS := libegl1 libegl-mesa0 libgl1-mesa-dri
+system-deps:
+	@if ! command -v dpkg-query >/dev/null; then echo "system-deps: not Debian; install EGL and Mesa ($(SYSTEM_DEPS)) yourself"; exit 0; fi; \
+	missing=$$(for p in $(SYSTEM_DEPS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
+	if [ -z "$$missing" ]; then echo "system-deps: $(SYSTEM_DEPS) installed"; exit 0; fi; \
+	if [ "$$(id -u)" != 0 ]; then echo "system-deps: missing $$missing; run: sudo make system-deps"; exit 1; fi; \
+	export DEBIAN_FRONTEND=noninteractive; \
+	apt-get install -y -q --no-install-recommends $$missing || { apt-get update -q && apt-get install -y -q --no-install-recommends $$missing; }
 
 clean:
 	rm -rf $(VENV)

@@ -218,3 +218,21 @@ def random_batch(rng: np.random.Generator, columns: int, batch_size: int, obs_di
     transitions = random_transitions(rng, lead, obs_dim, act_dim)
     terminated = (rng.random(lead) < terminal_rate) if terminal_rate > 0 else np.zeros(lead)
     return Batch(**transitions, terminated=terminated.astype(np.float32), indices=np.zeros(lead, np.int64))
+
+
+def assert_real_gif(path: Path, max_bytes: int = 2_000_000) -> list[np.ndarray]:
+    """The frames of a GIF that shows something: several frames, not all alike, none of one colour, and small
+    enough for a report page. A blank or frozen video from a GL driver that draws nothing fails here."""
+    from PIL import Image
+
+    assert path.is_file() and path.read_bytes()[:6] in (b"GIF87a", b"GIF89a"), path
+    assert path.stat().st_size < max_bytes, f"{path} is {path.stat().st_size} bytes"
+    with Image.open(path) as gif:
+        frames = []
+        for i in range(gif.n_frames):
+            gif.seek(i)
+            frames.append(np.asarray(gif.convert("RGB")))
+    assert len(frames) > 1
+    assert all(int(f.min()) != int(f.max()) for f in frames), "a frame of one colour"
+    assert len({f.tobytes() for f in frames}) > 1, "every frame is the same: nothing moved"
+    return frames

@@ -55,3 +55,25 @@ def test_progress_terms_that_cancel_or_never_switch_are_rejected(sample) -> None
     assert not threshold.accepted and "threshold" in threshold.reason
     assert _check("button-press-v3", {"approach": "-tcp_to_obj", "progress": "3*exp(-obj_to_target/0.05)"},
                   sample).accepted
+
+
+def test_a_term_about_an_object_that_is_not_part_of_the_task_is_rejected_and_left_out_of_the_prompt() -> None:
+    from lares_agent.graphs.prompting import system_text
+    from lares_agent.rewards import answer_grammar, prompt_features
+
+    task = get_task("reach-v3")  # the scene holds a puck; the task is the hand alone
+    assert {"grasped", "tcp_to_obj", "obj_x"} <= set(task.offstage_features)
+    assert not get_task("push-v3").offstage_features
+    reach_sample = random_feature_sample(task, steps=150, seed=0)
+    bonus = _check("reach-v3", {"progress": "-tcp_to_target", "bonus": "grasped*(1 - 0.39*action_norm)",
+                                "smooth": "0.0637*grasped"}, reach_sample)
+    assert not bonus.accepted and bonus.reason.startswith("component 'smooth' reads only grasped")
+    # a term that also reads the task's own features is judged as usual
+    assert _check("reach-v3", {"progress": "-tcp_to_target", "mixed": "-0.1*tcp_to_obj*tcp_to_target"},
+                  reach_sample).accepted
+    shown = prompt_features(task)
+    assert "tcp_to_target" in shown and not set(shown) & set(task.offstage_features)
+    text = system_text(task, shown, 4, "other", None)
+    table = text.split("Features", 1)[1].split("# Reward language", 1)[0]
+    assert "grasped" not in text and "puck" not in table and "puck" not in task.description
+    assert "grasped" not in answer_grammar(shown, 4) and "tcp_to_target" in answer_grammar(shown, 4)

@@ -235,3 +235,33 @@ def test_background_rounds_leave_torch_its_cores() -> None:
     assert llm_config(SearchConfig(torch_threads=1)).n_threads == max(1, cores - 1)
     assert llm_config(SearchConfig(torch_threads=1, sync_llm=True)).n_threads is None  # blocking: every core
     assert llm_config(SearchConfig(learner="es")).n_threads is None
+
+
+def test_round_0_gives_the_local_model_every_core_and_later_rounds_give_it_back() -> None:
+    from types import SimpleNamespace
+
+    from lares_agent.llm.local import _threads
+    from lares_agent.search.config import SearchConfig, background_llm_threads, initial_llm_threads
+    from lares_agent.search.sweep_spec import SweepSpec
+
+    four = SearchConfig(torch_threads=1, cores=4)
+    assert (background_llm_threads(four), initial_llm_threads(four)) == (3, 4)
+    assert initial_llm_threads(SearchConfig(sync_llm=True)) is None  # blocking rounds have every core already
+    trial = SweepSpec(tasks=("reach-v3",), seeds=(0,), methods=("lares",), cpus_per_trial=1.0).trials()[0]
+    one = SweepSpec(tasks=("reach-v3",), seeds=(0,), methods=("lares",), cpus_per_trial=1.0).config(trial)
+    assert (one.cores, background_llm_threads(one), initial_llm_threads(one)) == (1, 1, 1)  # a trial's share
+    calls: list[tuple[int, int]] = []
+    llama = SimpleNamespace(_ctx=SimpleNamespace(set_n_threads=lambda n, b: calls.append((n, b))))
+    with _threads(llama, 4, 3):
+        assert calls == [(4, 4)]
+    assert calls == [(4, 4), (3, 3)]  # the model's own setting again
+    with _threads(llama, None, 3), _threads(llama, 3, 3):
+        pass
+    assert len(calls) == 2
+    from helpers import scripted_client
+
+    client = scripted_client([])
+    client.kind = "local"
+    with client.threads_while(4):
+        assert client._kwargs(None, 0.4, 16, 0)["threads"] == 4
+    assert "threads" not in client._kwargs(None, 0.4, 16, 0)

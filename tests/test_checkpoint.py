@@ -11,7 +11,13 @@ import pytest
 import torch
 
 from lares_agent.engine import make_engine, restore_engine
-from lares_agent.engine.checkpoint import CheckpointError, latest_checkpoint, load_checkpoint, save_checkpoint
+from lares_agent.engine.checkpoint import (
+    CheckpointError,
+    latest_checkpoint,
+    load_checkpoint,
+    newest_loadable,
+    save_checkpoint,
+)
 
 
 def _state() -> dict:
@@ -76,6 +82,18 @@ def test_failed_write_leaves_previous_checkpoint(tmp_path: Path) -> None:
     assert load_checkpoint(tmp_path)["v"] == 1
     assert not (tmp_path / "round-0002").exists()
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".tmp")] == []
+
+
+def test_an_unreadable_state_json_in_the_newest_checkpoint_is_set_aside(tmp_path: Path) -> None:
+    """Its progress cannot be read, so it must be tried (and fail) first, not sorted behind an older checkpoint
+    and left for a later prune."""
+    save_checkpoint(tmp_path, {"counters": {"env_steps": 100, "round": 1}}, "round-0001")
+    save_checkpoint(tmp_path, {"counters": {"env_steps": 200, "round": 2}}, "round-0002")
+    (tmp_path / "round-0002" / "state.json").write_text('{"counters": {"env_st', encoding="utf-8")
+    chosen, skipped = newest_loadable(tmp_path)
+    assert chosen == tmp_path / "round-0001" and latest_checkpoint(tmp_path) == chosen
+    assert [(p.name, "state.json is damaged" in why) for p, why in skipped] == [("round-0002", True)]
+    assert (tmp_path / "damaged-round-0002").is_dir() and not (tmp_path / "round-0002").exists()
 
 
 def test_bad_inputs(tmp_path: Path) -> None:

@@ -17,12 +17,16 @@ from lares_agent.cli import run_cmd
 from lares_agent.cli.app import app
 from lares_agent.errors import ConfigError
 from lares_agent.search.config import SearchConfig
+from lares_agent.search.found_reward import REWARD_KEYS
 from lares_agent.search.presets import FIELDS, preset_config
 from lares_agent.search.sweep_spec import parse_sets
 
 # Fields that are deliberately not `lares run` options, and why.
 FIELDS_NOT_OPTIONS = {
     "baseline_reward": "what a baseline trains on: `lares baseline --reward` and `lares sweep --methods sparse`",
+    "reward_components": "a found reward a baseline trains on: `lares baseline --reward-from/--reward-file`",
+    "reward_id": "the found reward's id: `lares baseline --reward-from/--reward-file`",
+    "reward_source": "where the found reward came from: `lares baseline --reward-from/--reward-file`",
 }
 
 
@@ -118,8 +122,12 @@ def test_sweep_set_takes_the_run_option_names() -> None:
     """`lares sweep --set NAME=VALUE`: NAME is a `lares run` option without its dashes (dashes or underscores)."""
     hints = typing.get_type_hints(SearchConfig)
     grid = {"task", "seed", "preset"}  # the sweep's own --tasks, --seeds and --preset
-    for name in FIELDS - grid:
+    found = set(REWARD_KEYS)  # read from --set reward_from=RUN or reward_file=FILE (tests/test_reward_from.py)
+    for name in FIELDS - grid - found:
         assert set(parse_sets([f"{_dashed(name)[2:]}={_sample(hints[name])}"])) == {name}
     for name in grid:
         with pytest.raises(ConfigError, match="give it with"):
+            parse_sets([f"{name}=x"])
+    for name in found:
+        with pytest.raises(ConfigError, match="reward_from=RUN"):
             parse_sets([f"{name}=x"])

@@ -1,5 +1,6 @@
 """Many cheap candidates: several per LLM call, numeric children of the elites, one dedupe by reward key,
-and the offline pre-screen that keeps the best valid ones for the free slots. Scripted model, real validator."""
+and the offline pre-screen that keeps the best valid ones for the free slots when asked to (it scores them
+always). Scripted model, real validator."""
 
 from __future__ import annotations
 
@@ -57,7 +58,7 @@ def test_one_call_answers_several_candidates_under_the_list_schema() -> None:
     answer = {"candidates": [cand(a="-tcp_to_goal"), cand(a="exp(-tcp_to_goal/0.1)"), cand(a="-tcp_to_goal**2")]}
     assert [c["components"]["a"] for c in extract_candidates(json.dumps(answer))] == \
         ["-tcp_to_goal", "exp(-tcp_to_goal/0.1)", "-tcp_to_goal**2"]
-    ctx = deps([answer], per_call=3, oversample=1.5)  # 2 slots -> a pool of 3, in one call
+    ctx = deps([answer], per_call=3, oversample=1.5, prescreen=True)  # 2 slots -> a pool of 3, in one call
     result = run_round(build_graph(), {"round": 0, "n_wanted": 2}, "r0", ctx)
     options = ctx.llm.chat_model.options  # type: ignore[attr-defined]
     assert len(options) == 1 and "candidates" in json.dumps(options[0]["response_format"])
@@ -67,7 +68,7 @@ def test_one_call_answers_several_candidates_under_the_list_schema() -> None:
 
 def test_the_screen_keeps_the_best_proxy_and_logs_every_score() -> None:
     answers = [cand(a="exp(-100*tcp_to_goal)"), cand(a="exp(-tcp_to_goal/0.1)"), cand(a="-tcp_to_goal")]
-    result = run_round(build_graph(), {"round": 0, "n_wanted": 1}, "r0", deps(answers, oversample=3.0))
+    result = run_round(build_graph(), {"round": 0, "n_wanted": 1}, "r0", deps(answers, oversample=3.0, prescreen=True))
     (best,) = result.accepted
     assert best["components"] == {"a": "-tcp_to_goal"} and best["proxy"] > 0.9
     scores = {r["components"]["a"]: r["proxy"] for r in result.rejected}
@@ -75,10 +76,10 @@ def test_the_screen_keeps_the_best_proxy_and_logs_every_score() -> None:
     assert scores["exp(-100*tcp_to_goal)"] < scores["exp(-10.0*tcp_to_goal)"] < best["proxy"]
     for r in result.rejected:
         assert r["reason"] == f"screened out: proxy {r['proxy']:.2f} < {best['proxy']:.2f}"
-    plain = run_round(build_graph(), {"round": 0, "n_wanted": 1}, "r0",
-                      deps(answers, oversample=3.0, prescreen=False))
-    assert plain.accepted[0]["components"] == {"a": "exp(-100*tcp_to_goal)"}  # proposal order, no score
-    assert "proxy" not in plain.accepted[0] and plain.rejected[0]["reason"].startswith("surplus")
+    plain = run_round(build_graph(), {"round": 0, "n_wanted": 1}, "r0", deps(answers, oversample=3.0))
+    assert plain.accepted[0]["components"] == {"a": "exp(-100*tcp_to_goal)"}  # the default: proposal order
+    assert plain.accepted[0]["proxy"] == scores["exp(-100*tcp_to_goal)"]  # scored all the same, for the record
+    assert plain.rejected[0]["reason"].startswith("surplus")
 
 
 def test_a_model_that_copies_the_elite_still_fills_the_slots_with_distinct_candidates() -> None:

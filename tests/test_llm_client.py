@@ -86,6 +86,29 @@ def test_replay_matches_by_content_before_order(tmp_path: Path) -> None:
         strict.complete(_msgs("edited prompt"))
 
 
+def test_a_resumed_replay_answers_each_round_from_that_round(tmp_path: Path) -> None:
+    """A resume replays from a later round: it gets that round's answers, in attempt and persona order, whether the
+    prompts repeat across rounds (same hash) or were edited (no hash match)."""
+    record = tmp_path / RECORD_NAME
+    answers = [f"r{r}-{node}-{who}" for r in range(3) for node in ("critique", "propose") for who in ("a", "b")]
+    client = LLMClient(FakeListChatModel(responses=answers), LLMConfig(), record)
+    for r in range(3):
+        for node in ("critique", "propose"):
+            for who in ("a", "b"):
+                client.complete(_msgs(node), tag=node, meta={"node": node, "round": r, "attempt": 1, "persona": who})
+    resumed = LLMClient(ReplayChatModel.from_record(record), LLMConfig())
+    for r in (2, 1):
+        for node, prompt in (("propose", "propose"), ("critique", "an edited critique")):
+            got = [resumed.complete(_msgs(prompt), tag=node,
+                                    meta={"node": node, "round": r, "attempt": 1, "persona": who}).text
+                   for who in ("b", "a")]
+            assert got == [f"r{r}-{node}-b", f"r{r}-{node}-a"]
+    with pytest.raises(ReplayMissing, match=r"round 2, node propose.*answers of this round.* are used"):
+        resumed.complete(_msgs("propose"), tag="propose",
+                         meta={"node": "propose", "round": 2, "attempt": 1, "persona": "a"})
+    assert resumed.complete(_msgs("critique"), tag="critique").text == "r0-critique-a"  # no round: any answer
+
+
 def test_replay_needs_a_record(tmp_path: Path) -> None:
     with pytest.raises(LLMError, match="needs a record"):
         make_client(LLMConfig(backend="replay"), tmp_path)

@@ -65,6 +65,7 @@ def test_a_run_of_invalid_answers_only_is_no_success(tmp_path: Path) -> None:
         events = list(read_jsonl(run / "events.jsonl"))
         assert not [e for e in events if e["event"] == "llm_breaker"]
         assert [e for e in events if e["event"] == "fallback"]
+        assert events[0]["event"] == "run_start"  # round 0's fallbacks come after the session's first line
         end = [e for e in events if e["event"] == "run_end"][-1]
         assert end["finished"] and "no LLM candidate was accepted" in end["only_fallbacks"]
 

@@ -81,3 +81,28 @@ def test_the_shared_system_block_is_served_from_cache_even_after_another_system(
     assert rows[1].cached_tokens is not None and rows[1].cached_tokens < 10  # the other system differs at once
     assert rows[2].cached_tokens is not None and rows[2].cached_tokens >= len(block) - 8  # the block, restored
     assert rows[2].prompt_tokens > rows[2].cached_tokens
+
+
+def test_a_stop_aborts_the_local_model_mid_batch_and_the_model_stays_usable(model_path: Path) -> None:
+    """A stop used to wait for the whole answer (30-80 s with the local model), and checks between prompt batches
+    alone still waited for a batch (20-50 s on a loaded machine); llama.cpp's abort callback now ends the decode
+    within a graph node (issue 35, `llm/abort.py`), and the KV cache stays consistent for the next call."""
+    import threading
+    import time
+
+    from lares_agent.errors import Cancelled
+
+    chat = LlamaCppChatModel(model_path=str(model_path), n_ctx=2048, n_threads=1)
+    chat.load().reset()
+    system = SystemMessage(" ".join(f"Feature note {i}: tcp_to_obj is a distance in metres." for i in range(60)))
+    client = LLMClient(chat, LLMConfig(max_tokens=256, timeout_s=300.0, max_retries=3))
+    stop = threading.Event()
+    client.cancelled = stop.is_set
+    threading.Timer(0.5, stop.set).start()  # inside the first prompt batch (about 800 tokens to evaluate)
+    began = time.monotonic()
+    with pytest.raises(Cancelled):
+        client.complete([system, MESSAGES[1]], json_schema=SCHEMA)
+    assert stop.is_set() and time.monotonic() - began < 0.5 + 2.0
+    client.cancelled = lambda: False
+    answer = client.complete([system, MESSAGES[1]], json_schema=SCHEMA, max_tokens=120)
+    assert set(json.loads(answer.text)) >= {"components", "rationale"}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +17,10 @@ from typer.testing import CliRunner
 
 from lares_agent.cli.app import app
 from lares_agent.engine.checkpoint import CheckpointError, latest_checkpoint, save_checkpoint
+from lares_agent.graphs.build import open_trace
 from lares_agent.runs import append_jsonl, read_jsonl
 from lares_agent.runs import jsonl as jsonl_module
-from lares_agent.runs.oserrors import RunFileError
+from lares_agent.runs.oserrors import RunFileError, sqlite_file_error
 
 SMALL = ["--task", "Reacher-v5", "--budget", "300", "--reward-period", "150", "--population", "2", "--elites", "1",
          "--no-report"]
@@ -150,3 +152,29 @@ def test_a_case_store_write_error_names_the_file(tmp_path: Path, monkeypatch: py
     with CaseStore(path) as store, pytest.raises(LaresError) as info:
         store.add(Case("reach-v3", "reach", {"r": "-tcp_to_target"}, 1.0, "run-1", "c1"))
     assert f"cannot write the case store {path}: attempt to write a readonly database" in str(info.value)
+
+
+def test_a_full_trace_names_the_file_and_the_cause(tmp_path: Path) -> None:
+    """A real SQLITE_FULL from LangGraph's checkpointer (the page limit stands in for the disk)."""
+    saver = open_trace(tmp_path)
+    saver.conn.execute("PRAGMA max_page_count = 1")
+    with pytest.raises(RunFileError) as info:
+        saver.get_tuple({"configurable": {"thread_id": "round-0"}})  # its first use creates the tables
+    saver.conn.close()
+    message = str(info.value)
+    assert message.startswith(f"cannot write the graph trace {tmp_path / 'trace.sqlite'}: no space left on the device")
+    assert "free some space, then `lares resume` the run" in message and "\n" not in message
+    assert info.value.errno == errno.ENOSPC
+
+
+def test_a_bare_disk_io_error_on_a_full_disk_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SQLite reports a failed WAL or journal write as `disk I/O error` alone; the free space tells why."""
+    full = shutil._ntuple_diskusage(100, 100, 0)  # type: ignore[attr-defined]
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: full)
+    error = sqlite_file_error("the graph trace", tmp_path / "trace.sqlite", sqlite3.OperationalError("disk I/O error"))
+    assert str(error) == (f"cannot write the graph trace {tmp_path / 'trace.sqlite'}: no space left on the device "
+                          "(sqlite: disk I/O error; free some space)")
+    monkeypatch.undo()
+    error = sqlite_file_error("the graph trace", tmp_path / "t", sqlite3.OperationalError("disk I/O error"))
+    assert str(error).endswith(": the disk failed a read or write (sqlite: disk I/O error; check the disk and its "
+                               "free space)")

@@ -110,6 +110,23 @@ def test_example_kind_masks_numbers_and_sorts_rewards_by_the_examples_terms() ->
     assert example_kind({"p": "exp(-obj_to_target/0.2)"}, examples) == "other"
 
 
+def test_a_copy_of_the_other_tasks_example_is_recognised_in_the_tasks_own_names() -> None:
+    from lares_agent.engine.tasks import get_task
+    from lares_agent.graphs.example_shapes import other_task_shape, shape
+    from lares_agent.graphs.prompting import system_text
+    from lares_agent.rewards import parse_candidate, prompt_features
+
+    task = get_task("push-v3")
+    other = other_task_shape(task, system_text(task, prompt_features(task), 4, "other"))
+
+    def terms(components: dict[str, str]) -> frozenset[str]:  # canonical, as accepted records hold them
+        return shape(dict(parse_candidate({"components": components}, prompt_features(task)).canonical))
+
+    copy = {"reach": "exp(-tcp_to_obj/0.2)", "push": "grasped*(1 - tanh(obj_to_target/0.3))"}
+    assert len(terms(copy) & other) == 2  # its two shaping terms with other numbers
+    assert not terms({"progress": "-obj_to_target", "approach": "-tcp_to_obj"}) & other
+
+
 def test_personas_required_set_and_default() -> None:
     personas = {p.name: p for p in list_personas()}
     assert set(personas) >= REQUIRED_PERSONAS

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from lares_agent.runs import read_jsonl
+from lares_agent.runs.tensorboard import read_scalars
 from lares_agent.search.sweep_spec import SweepSpec
 
 pytest.importorskip("ray.tune")
@@ -73,6 +74,9 @@ def test_sweep_runs_the_grid_and_reports_it(tmp_path: Path) -> None:
         # every evaluation reached Tune as it was written
         tune_rows = read_jsonl(out / "tune" / name / "result.json")
         assert [r["env_steps"] for r in tune_rows] == [150, 300]
+        # and Tune's TensorBoard logger, at their env steps, in the trial's folder of the sweep
+        points = read_scalars(out / "tune" / name)["ray/tune/success"]
+        assert points == [(r["env_steps"], pytest.approx(r["success"])) for r in tune_rows]
     sparse = read_jsonl(out / "runs" / "Reacher-v5-sparse-s0" / "metrics.jsonl")
     assert all(s["own_return"] == 0 or s["success"] > 0 for r in sparse for s in r["slots"])  # trained on success
     end = [e for e in read_jsonl(out / "runs" / "Reacher-v5-sparse-s0" / "events.jsonl") if e["event"] == "run_end"]

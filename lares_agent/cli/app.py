@@ -111,6 +111,9 @@ app.command("eval")(eval_command)
 from lares_agent.cli.sweep_cmd import sweep_command  # noqa: E402
 
 app.command("sweep")(sweep_command)
+from lares_agent.cli.graph_cmd import graph_command  # noqa: E402
+
+app.command("graph")(graph_command)
 
 
 def main() -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 from pathlib import Path
 from typing import Annotated, Any
@@ -86,14 +85,13 @@ def eval_command(
     episodes: Annotated[int, typer.Option(help="Deterministic episodes to play.")] = 10,
     seed: Annotated[int, typer.Option(help="Seed of the episodes' resets.")] = 0,
     task: Annotated[str | None, typer.Option(help="Task to play on (default: the run's, from config.json).")] = None,
-    video: Annotated[Path | None, typer.Option(help="Write the first episode as a .gif or .mp4 (MuJoCo off screen).")]
+    video: Annotated[Path | None, typer.Option(
+        help="Write the first episode as a .gif or .mp4 (MuJoCo off screen, 160 px, every 2nd step).")]
     = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of text.")] = False,
 ) -> None:
     """Roll the run's policy out (deterministic actions, seeded resets) and print success rate, task return
     and episode length."""
-    if video is not None and not os.environ.get("MUJOCO_GL") and not os.environ.get("DISPLAY"):
-        os.environ["MUJOCO_GL"] = "egl"  # read when MuJoCo is first imported: set before any env exists
     from lares_agent.engine import VideoError, evaluate_policy, get_task, record_video
 
     if episodes < 1:
@@ -119,8 +117,8 @@ def eval_command(
     video_error = None
     if video is not None:
         try:
-            out["video_frames"] = record_video(spec, loaded, video, seed, horizon)
-            out["video"] = str(video)
+            clip = record_video(spec, loaded, video, seed, horizon)  # picks MuJoCo's GL backend itself
+            out["video"], out["video_frames"], out["video_gl"] = str(video), clip.frames, clip.backend
         except VideoError as exc:
             video_error = str(exc)
             out["video_error"] = video_error
@@ -133,7 +131,7 @@ def eval_command(
                    f"success {result.success_rate:.0%}, task return {_number(result.task_return, '.2f')} (mean), "
                    f"episode length {result.episode_length:.1f}")
         if "video" in out:
-            typer.echo(f"video: {video} ({out['video_frames']} frames)")
+            typer.echo(f"video: {video} ({out['video_frames']} frames, MUJOCO_GL={out['video_gl']})")
     if video_error is not None:
         typer.echo(f"error: no video written: {video_error}", err=True)
         raise typer.Exit(1)

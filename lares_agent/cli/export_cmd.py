@@ -35,6 +35,7 @@ def export_command(
     from lares_agent.report.run_reader import read_run
     from lares_agent.report.selected import selected_reward
     from lares_agent.rewards import allowed_features, human_record, parse_candidate
+    from lares_agent.search.found_reward import given_components
 
     if format not in FORMATS:
         raise typer.BadParameter(f"must be one of {', '.join(FORMATS)}, not {format!r}", param_hint="--format")
@@ -67,13 +68,19 @@ def export_command(
             raise LaresError(f"{run} holds no reward yet (no accepted candidate in its candidates)")
         reward, why = chosen.reward_id, chosen.why
     candidate = data.candidate(reward)
-    if candidate is None or not candidate.components:
+    given = given_components(data.config, reward)  # a baseline on a found reward: its config.json holds it
+    if (candidate is None or not candidate.components) and given is None:
         known = ", ".join(sorted(c.id for c in data.by_id.values() if c.components)[:8]) or "none"
         raise LaresError(f"reward {reward!r} has no expression in this run's candidates (known: {known})")
     spec = get_task(data.task)
-    parsed = parse_candidate({"components": dict(candidate.components), "rationale": candidate.rationale},
-                             allowed_features(spec))
-    _write(parsed, spec, reward, why, format, out, {"selected": why, "fitness": candidate.fitness})
+    fitness = None
+    if candidate is None or not candidate.components:
+        record = {"components": given, "rationale": str(data.config.get("reward_source") or "")}
+    else:
+        record = {"components": dict(candidate.components), "rationale": candidate.rationale}
+        fitness = candidate.fitness
+    parsed = parse_candidate(record, allowed_features(spec))
+    _write(parsed, spec, reward, why, format, out, {"selected": why, "fitness": fitness})
 
 
 def _write(parsed: ParsedReward, spec: TaskSpec, reward: str, why: str, format: str, out: Path | None,

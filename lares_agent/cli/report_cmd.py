@@ -26,9 +26,15 @@ def report_command(
                      help="with --sweep: another sweep whose trials on DIR's tasks join the table (e.g. the main "
                           "grid's lares runs beside an ablation sweep); repeatable"),
     ] = None,
+    video: Annotated[
+        bool,
+        typer.Option("--video/--no-video", help="render one episode of the policy the run hands over into "
+                                                "report/policy.gif (MuJoCo off screen; a few seconds)"),
+    ] = True,
 ) -> None:
-    """Write RUN/report/index.html: summary, final reward population and figures (success, return, lineage,
-    reward influence, LLM cost); with --compare, the baseline's curves are overlaid. With --sweep DIR, the
+    """Write RUN/report/index.html: summary, a GIF of the handed-over policy's episode, final reward population
+    and figures (success, return, lineage, reward influence, LLM cost); with --compare, the baseline's curves are
+    overlaid. With --sweep DIR, the
     comparison table of the sweep's tasks and methods instead."""
     from lares_agent.errors import ConfigError
 
@@ -36,6 +42,8 @@ def report_command(
         raise ConfigError("--with-sweep adds trials to a --sweep DIR table; pass --sweep DIR too")
     if (run is None) == (sweep is None):
         raise ConfigError("pass a run directory, or --sweep DIR (not both)")
+    if sweep is not None and not video:
+        raise ConfigError("--no-video is for a run's report; a --sweep table has no video")
     if sweep is not None:
         from lares_agent.report.sweep_table import TABLE_MD, write_sweep_report
 
@@ -50,4 +58,4 @@ def report_command(
     from lares_agent.report.html import write_report
 
     assert run is not None
-    typer.echo(str(write_report(run, compare=compare)))
+    typer.echo(str(write_report(run, compare=compare, video=video)))

@@ -13,6 +13,7 @@ from lares_agent.errors import ConfigError
 from lares_agent.search.presets import is_tuple_field, parse_field, preset_config
 
 if TYPE_CHECKING:
+    from lares_agent.search.config import SearchConfig
     from lares_agent.search.outcome import RunOutcome, RunStatus
 
 RUNS_DIR = Path("runs")
@@ -73,6 +74,9 @@ def _finish(outcome: RunOutcome, report: bool, allow_fallback: bool = False) -> 
         return
     if outcome.finished:
         state = "finished"
+    elif outcome.stopped_by and outcome.abandoned_round is not None:
+        state = (f"stopped by {outcome.stopped_by}: reward round {outcome.abandoned_round} given up, no checkpoint "
+                 "after it (`lares resume` redoes the round)")
     elif outcome.stopped_by:
         state = f"stopped by {outcome.stopped_by} after the current step, checkpoint written"
     else:
@@ -116,7 +120,7 @@ def _fallback_exit(refuse: bool, finished: bool) -> None:
 
 # `lares run`'s options are `SearchConfig`'s fields, by the same name (`--reward-period` is `reward_period`);
 # tests/test_cli_options.py holds the two lists in step. The options that are not fields:
-NOT_FIELDS = ("run_dir", "report", "allow_fallback")  # where the run goes and what the CLI does at its end
+NOT_FIELDS = ("run_dir", "report", "allow_fallback", "config")  # where the run goes, what the CLI does, --config
 # The earlier names of three options, still accepted (scripts, tests and examples use them) but hidden from --help.
 OLD_NAMES = {"llm": "llm_backend", "model": "llm_model", "rewards": "rewards_file"}
 MORE = "More settings (default: the preset's)"  # the --help panel of the options a first run leaves alone
@@ -124,6 +128,9 @@ MORE = "More settings (default: the preset's)"  # the --help panel of the option
 
 def run_command(
     ctx: typer.Context,
+    config: Annotated[Path | None, typer.Option(
+        help="A TOML, YAML or JSON file of these options by name (reward_period = 2000), e.g. a run's own "
+             "config.json; an option given here overrides the file.")] = None,
     task: Task = "reach-v3",
     llm_backend: Annotated[str | None, typer.Option(
         help="LLM backend: local (GGUF via llama.cpp, the default), openai (any OpenAI-compatible server) or "
@@ -176,6 +183,10 @@ def run_command(
     llm_timeout: Annotated[float | None, typer.Option(
         help="Seconds one LLM attempt may take (the local model: of generation, from its first token); default: "
              "120 for the local model, 60 for a server. A slow or busy CPU needs more.")] = None,
+    llm_context: Annotated[int | None, typer.Option(
+        help="Tokens a prompt plus its answer may take; prompts are trimmed to fit. Default: the local model's "
+             "4096, 2048 for a server (llama.cpp's default); give the server's own, e.g. 8192 for "
+             "`python -m llama_cpp.server --n_ctx 8192`.")] = None,
     max_minutes: Annotated[float | None, typer.Option(help="Stop (resumably) after this many minutes.")] = None,
     report: Annotated[bool, typer.Option(help="Write the HTML report at the end.")] = True,
     allow_fallback: Annotated[bool, typer.Option(
@@ -184,7 +195,10 @@ def run_command(
         "--sync-llm/--no-sync-llm", help="Learners wait for each reward round's LLM calls, as the LaRes reference "
         "(default: the round runs in the background while they train; ES always waits).")] = None,
     candidates_per_slot: Annotated[float | None, typer.Option(
-        help="LLM candidates asked per free slot; the offline pre-screen keeps the best (default 2).")] = None,
+        help="LLM candidates asked per free slot; the first valid ones fill the slots (default 2).")] = None,
+    prescreen: Annotated[bool | None, typer.Option(
+        "--prescreen/--no-prescreen", help="Let the offline proxy pick which valid candidates fill the slots "
+        "(default off: over real runs it did not predict the later fitness; its score is logged either way).")] = None,
     numeric_children: Annotated[int | None, typer.Option(
         help="Numeric children of the elites (constants perturbed) per proposal pass (default 2).")] = None,
     analysis: Annotated[str, typer.Option(
@@ -202,6 +216,12 @@ def run_command(
     learners_per_reward: Annotated[int, typer.Option(
         help="Learners (distinct seeds) per reward candidate, all on its buffer column; a candidate's fitness is "
              "their mean (1: LaRes; --learner sac or crossq). Total learners = --population x this.")] = 1,
+    tensorboard: Annotated[bool | None, typer.Option(
+        "--tensorboard/--no-tensorboard", help="Also write TensorBoard scalars into RUN/tensorboard/ (success, "
+        "returns, losses, fitness, LLM tokens): `tensorboard --logdir RUN/tensorboard`.")] = None,
+    device: Annotated[str, typer.Option(
+        help="Where the sac or crossq learners compute: cpu, cuda (refused where torch sees no GPU) or auto (cuda "
+             "where there is one). Checkpoints and policy files load on either.")] = "cpu",
     warmup_steps: Annotated[int | None, typer.Option(
         help="Random-action env steps stored before learning (not counted in --budget).", rich_help_panel=MORE)] = None,
     eval_every: Annotated[int | None, typer.Option(
@@ -232,6 +252,9 @@ def run_command(
         help="Candidates per tournament (--selection tournament).", rich_help_panel=MORE)] = None,
     torch_threads: Annotated[int | None, typer.Option(
         help="Torch threads (0: torch's default).", rich_help_panel=MORE)] = None,
+    cores: Annotated[int | None, typer.Option(
+        help="Cores the run may use (0: every core it may run on): round 0's local model uses all of them, later "
+             "rounds those torch leaves.", rich_help_panel=MORE)] = None,
     temperature: Annotated[float | None, typer.Option(
         help="LLM sampling temperature.", rich_help_panel=MORE)] = None,
     ablations: Annotated[str | None, typer.Option(
@@ -247,14 +270,38 @@ def run_command(
     """
     from lares_agent.search.runner import check_start, start_run
 
-    cfg = preset_config(preset, run_overrides(ctx.params))
+    cfg, params, said = _run_config(ctx, config)
     check_start(cfg)  # one error line before the progress bar appears
+    for line in said:
+        typer.echo(line, err=True)
     from lares_agent.runs import RunLayout
 
+    run_dir = Path(str(params["run_dir"]))
     RunLayout.prepare_base(run_dir)
     with _progress(cfg.budget) as update:
         outcome = start_run(cfg, run_dir, progress=update, notify=_notify)
-    _finish(outcome, report, allow_fallback)
+    _finish(outcome, bool(params["report"]), bool(params["allow_fallback"]))
+
+
+def _run_config(ctx: typer.Context, config: Path | None) -> tuple[SearchConfig, dict[str, object], list[str]]:
+    """The run's config from the command line over `--config FILE` over the preset, its options by name, and
+    what to say before it starts (values dropped, parts of the search skipped); a silent option is refused."""
+    from lares_agent.cli.config_file import from_command_line, merge_config_file, shadowed_preset
+    from lares_agent.search.option_checks import option_warnings, paper_differences, refuse_silent_options
+
+    typed = from_command_line(ctx, OLD_NAMES)
+    params, from_file = merge_config_file(ctx, config, OLD_NAMES) if config else (dict(ctx.params), set())
+    cfg = preset_config(str(params["preset"]), run_overrides(params))
+    cfg, notes = refuse_silent_options(cfg, typed, from_file, f"--config {config}")
+    shadowed = shadowed_preset(cfg.preset, typed, from_file, f"--config {config}")
+    said = [f"note: {line}" for line in [*notes, *([shadowed] if shadowed else [])]]
+    said += [f"warning: {line}" for line in option_warnings(cfg)]
+    differences = paper_differences(cfg)
+    if differences:
+        said.append(f"note: --preset paper differs from the reference in {len(differences)} setting(s); the flags "
+                    "make each the reference's:")
+        said += [f"  {line}" for line in differences]
+    return cfg, params, said
 
 
 def run_overrides(params: Mapping[str, object]) -> dict[str, object]:
@@ -304,7 +351,9 @@ def resume_command(
 
 
 def baseline_command(
-    task: Task = "reach-v3",
+    task: Annotated[str | None, typer.Option("--task", "-t", help=(
+        "Task name (see `lares tasks`) or package.module:function; default: the task of --reward-from's run or "
+        "--reward-file's candidate, else reach-v3."))] = None,
     budget: Annotated[int | None, typer.Option(help="Env steps to train.")] = None,
     learner: Annotated[str | None, typer.Option(
         help="Policy learner: sac, crossq or es (default: the preset's).")] = None,
@@ -314,14 +363,26 @@ def baseline_command(
     report: Annotated[bool, typer.Option(help="Write the HTML report at the end.")] = True,
     reward: Annotated[str, typer.Option(
         help="human (the task's own reward) or success (its success indicator alone: the sparse baseline).")] = "human",
+    reward_from: Annotated[str | None, typer.Option(
+        help="RUN or RUN:REWARD_ID: train on a reward a run found (without an id: the one it handed over, as "
+             "`lares export` picks it), e.g. to retrain it on fresh seeds.")] = None,
+    reward_file: Annotated[Path | None, typer.Option(
+        help='A reward to train on: a JSON candidate {"components": {...}} (`lares export --format json`), a '
+             "--rewards-file list of one, or a text file of one expression.")] = None,
 ) -> None:
     """The learner alone on the task's own (human) reward with the same engine: the comparison for
-    `report --compare`."""
+    `report --compare`; or alone on a found reward (--reward-from, --reward-file)."""
+    from lares_agent.search.found_reward import notes, resolve
     from lares_agent.search.runner import check_start, start_run
 
+    found = resolve(reward_from, reward_file, reward)  # refused in one line before a run folder exists
+    task = task or (found.task if found is not None else None) or "reach-v3"
     cfg = preset_config(preset, {"task": task, "budget": budget, "learner": learner, "seed": seed,
-                                 "setting": "baseline", "population": 1, "elites": 1, "baseline_reward": reward})
+                                 "setting": "baseline", "population": 1, "elites": 1, "baseline_reward": reward,
+                                 **(found.overrides() if found is not None else {})})
     check_start(cfg)
+    for line in notes(found, task) if found is not None else []:
+        _notify(line)
     from lares_agent.runs import RunLayout
 
     RunLayout.prepare_base(run_dir)

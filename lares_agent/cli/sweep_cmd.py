@@ -17,11 +17,12 @@ def sweep_command(
     seeds: Annotated[str, typer.Option(help="Comma-separated seeds.")] = "0",
     methods: Annotated[str, typer.Option(
         help="Comma-separated: lares (reward search), human (the learner on the task's own reward), sparse (the "
-             "learner on the task's success indicator alone), or an ablation of the search (no-relabel, no-thompson, "
-             "no-scaling, no-constraint, no-reflection, no-retrieval).")] = "lares,human",
+             "learner on the task's success indicator alone), retrain (the learner alone on the reward of --set "
+             "reward_from=RUN[:REWARD_ID] or --set reward_file=FILE), or an ablation of the search (no-relabel, "
+             "no-thompson, no-scaling, no-constraint, no-reflection, no-retrieval).")] = "lares,human",
     set_: Annotated[list[str] | None, typer.Option(
         "--set", help="A `lares run` option for every trial, without its dashes: NAME=VALUE (budget=20000, "
-                      "llm-backend=openai, hidden=256x256); repeat it.")] = None,
+                      "llm-backend=openai, hidden=256x256, reward_from=RUN for retrain); repeat it.")] = None,
     preset: Annotated[str, typer.Option(help="demo or paper (as `lares run --preset`).")] = "demo",
     cpus_per_trial: Annotated[float, typer.Option(help="CPUs Ray reserves for each trial.")] = 1.0,
     ray_address: Annotated[str | None, typer.Option(

@@ -4,10 +4,13 @@ to evaluate and export."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 from lares_agent.report.run_reader import HUMAN_REWARD_ID as HUMAN_ID
 from lares_agent.runs import FINAL_POLICY, RunLayout, RunLog
+from lares_agent.search.found_reward import given_components
 
 
 def reward_expression(run: RunLayout, reward_id: str) -> str:
@@ -16,10 +19,20 @@ def reward_expression(run: RunLayout, reward_id: str) -> str:
     if reward_id == HUMAN_ID:
         return "the task's own reward (human-written)"
     rows = [r for r in RunLog(run).candidates.read() if r.id == reward_id and r.components]
-    if not rows:
+    given = given_components(_config(run), reward_id)  # a baseline on a found reward: config.json holds it
+    if not rows and given is None:
         return "(expression not recorded in candidates.jsonl)"
-    components = rows[-1].components or {}
+    components = (rows[-1].components if rows else given) or {}
     return "; ".join(f"{name} = {expr}" for name, expr in components.items())
+
+
+def _config(run: RunLayout) -> dict[str, Any]:
+    """The run's config.json as a dict (empty when it cannot be read: the last screen says less, never fails)."""
+    try:
+        data = json.loads(run.config.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def _kept_human_line(run: RunLayout, selected_is_human: bool) -> list[str]:
@@ -48,9 +61,13 @@ def takeaway_lines(root: Path, ranked_success: float | None, report: Path | None
     except EngineError as exc:
         return [f"policy: {path} cannot be read ({exc})"]
     success = "--" if ranked_success is None else f"{ranked_success:.0%}"
-    origin = "the task's own reward" if policy.trained_on_human_reward else "a searched reward"
+    config = _config(run)
+    given = config.get("reward_source") if config.get("setting") == "baseline" else None  # --reward-from/-file
+    origin = ("the task's own reward" if policy.trained_on_human_reward
+              else "the reward given to it" if given else "a searched reward")
     lines = [
         f"selected reward {policy.reward_id} (slot {policy.data['slot']}): {reward_expression(run, policy.reward_id)}",
+        *([f"reward given: {given}"] if given else []),
         f"selected policy: {policy.learner}, trained on {origin}, success {success} at the last evaluation, {path}",
         *_kept_human_line(run, policy.trained_on_human_reward),
         f"report: {report}" if report is not None else f"report: not written (lares report {root})",

@@ -60,8 +60,9 @@ if TYPE_CHECKING:
     from lares_agent.engine.loop.config import EngineConfig, ESPopulationConfig, ReplayConfig
     from lares_agent.engine.loop.engine import LaResEngine
     from lares_agent.engine.policy_artefact import PolicyArtefact, artefact_from_state, save_artefact, slot_member
-    from lares_agent.engine.policy_eval import VideoError, evaluate_policy, record_video
+    from lares_agent.engine.policy_eval import evaluate_policy
     from lares_agent.engine.populations import make_engine, restore_engine
+    from lares_agent.engine.video import Video, VideoError, record_video
 
 # name -> module, for the names that import torch (see the module docstring); the TYPE_CHECKING block above
 # lists the same names for type checkers.
@@ -86,9 +87,10 @@ _LAZY = {
     "artefact_from_state": "lares_agent.engine.policy_artefact",
     "save_artefact": "lares_agent.engine.policy_artefact",
     "slot_member": "lares_agent.engine.policy_artefact",
-    "VideoError": "lares_agent.engine.policy_eval",
     "evaluate_policy": "lares_agent.engine.policy_eval",
-    "record_video": "lares_agent.engine.policy_eval",
+    "Video": "lares_agent.engine.video",
+    "VideoError": "lares_agent.engine.video",
+    "record_video": "lares_agent.engine.video",
 }
 
 __all__ = [
@@ -135,6 +137,7 @@ __all__ = [
     "StepInfo",
     "TaskSpec",
     "UpdateContext",
+    "Video",
     "VideoError",
     "artefact_from_state",
     "batch_features",

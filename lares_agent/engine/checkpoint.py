@@ -264,13 +264,22 @@ def verify_checkpoint(path: str | Path) -> str | None:
     return None
 
 
-def _progress(path: Path) -> tuple[int, int]:
-    """(env steps, round) a checkpoint reached, read from its small state.json ((-1, -1) when unreadable)."""
+def _progress(path: Path) -> tuple[bool, int, int]:
+    """(unreadable, env steps, round) a checkpoint reached, read from its small state.json.
+
+    An unreadable state.json sorts first, as if newest: its checkpoint may be the newest one, and trying it first
+    is what sets it aside as damaged with a note; sorted last, an older checkpoint was chosen before it was ever
+    tried, and the damaged one was left in place, unreported, for a later prune. Readable but odd counters
+    count as (-1, -1)."""
     try:
-        counters = json.loads((path / "state.json").read_text(encoding="utf-8")).get("counters", {})
-        return int(counters.get("env_steps", -1)), int(counters.get("round", -1))
-    except (OSError, ValueError, TypeError, AttributeError):
-        return -1, -1
+        state = json.loads((path / "state.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return True, -1, -1
+    try:
+        counters = state.get("counters", {})
+        return False, int(counters.get("env_steps", -1)), int(counters.get("round", -1))
+    except (ValueError, TypeError, AttributeError):
+        return False, -1, -1
 
 
 def newest_loadable(root: str | Path) -> tuple[Path | None, list[tuple[Path, str]]]:

@@ -11,19 +11,19 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from lares_agent.graphs.budget import fitted_system, user_body
 from lares_agent.graphs.context import RunContext
-from lares_agent.graphs.prompting import AnswerError, messages, persona_text, system_text
+from lares_agent.graphs.prompting import AnswerError, messages
 from lares_agent.graphs.state import EliteInfo, RoundState
 from lares_agent.prompts.loader import Persona
-from lares_agent.rewards import allowed_features
 
 __all__ = ["ask", "sorted_elites", "system_message"]
 
 
 def system_message(ctx: RunContext) -> str:
-    """The run's fixed system message (no persona in it: see the module docstring)."""
-    return system_text(ctx.task, allowed_features(ctx.task), ctx.limits.checks.limits.max_components,
-                       ctx.limits.task_examples, ctx.human_reward)
+    """The run's fixed system message (no persona in it: see the module docstring), shortened as a whole only
+    where the model's context is small (`budget.fitted_system`)."""
+    return fitted_system(ctx)
 
 
 def ask(
@@ -40,7 +40,7 @@ def ask(
     (empty answer). `annotate` adds the caller's verdict on the answer to the recorded meta."""
     who = persona if persona is not None else ctx.persona
     meta = {"node": node, "round": state.get("round", 0), "attempt": attempt, "persona": who.name}
-    body = f"{user.rstrip()}\n\n{persona_text(who)}"
+    body = user_body(user, who)
     answer = ctx.llm.complete(messages(system_message(ctx), body), tag=node, meta=meta, annotate=annotate, **kw)
     text = answer.text.strip()
     if not text:

@@ -10,6 +10,8 @@ every node step is stored, which is the trace `lares trace` lists and what lets 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,8 +26,9 @@ from lares_agent.graphs.context import RunContext
 from lares_agent.graphs.routing import route_after_validate, route_start
 from lares_agent.graphs.state import RoundInput, RoundState
 from lares_agent.runs.layout import TRACE_NAME
+from lares_agent.runs.oserrors import sqlite_file_error
 
-__all__ = ["TRACE_NAME", "RoundGraph", "build_graph", "open_trace"]
+__all__ = ["TRACE_NAME", "RoundGraph", "TraceSaver", "build_graph", "open_trace"]
 
 RoundGraph = CompiledStateGraph[RoundState, RunContext, RoundInput, RoundState]
 """The compiled round graph: state, context, input and output schemas."""
@@ -54,9 +57,37 @@ def build_graph(checkpointer: BaseCheckpointSaver[Any] | None = None) -> RoundGr
     return graph.compile(checkpointer=checkpointer)
 
 
-def open_trace(run_dir: Path) -> SqliteSaver:
+_THEN = ", then `lares resume` the run"
+
+
+class TraceSaver(SqliteSaver):
+    """LangGraph's SQLite checkpointer whose failures name the trace file and the cause in one line.
+
+    Every read and write of `SqliteSaver` (and its lazy `setup`) goes through `cursor()`, so wrapping it turns
+    sqlite's bare `disk I/O error` into a `RunFileError` saying which file and why (a full disk, a read-only
+    folder), as checkpoint and log writes do (`runs/oserrors.py`).
+    """
+
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        super().__init__(conn)
+        self.path = path
+
+    @contextmanager
+    def cursor(self, transaction: bool = True) -> Iterator[sqlite3.Cursor]:
+        try:
+            with super().cursor(transaction) as cur:
+                yield cur
+        except sqlite3.Error as exc:
+            raise sqlite_file_error("the graph trace", self.path, exc, _THEN) from exc
+
+
+def open_trace(run_dir: Path) -> TraceSaver:
     """A SQLite checkpointer on `run_dir/trace.sqlite` (built from a connection: SqliteSaver 3.x is not a
     context manager, docs/feasibility.md §4.5). Close it with `saver.conn.close()`."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(str(run_dir / TRACE_NAME), check_same_thread=False)
-    return SqliteSaver(conn)
+    path = run_dir / TRACE_NAME
+    try:
+        conn = sqlite3.connect(str(path), check_same_thread=False)
+    except sqlite3.Error as exc:
+        raise sqlite_file_error("the graph trace", path, exc, _THEN) from exc
+    return TraceSaver(conn, path)

@@ -74,11 +74,13 @@ class GraphLimits:
     reflect: bool = True  # analyse + critique before propose; False routes START straight to propose (ablation)
     checks: CheckConfig = field(default_factory=CheckConfig)
     # Many cheap candidates: the LLM is asked for `oversample` candidates per free slot, each elite
-    # gets numeric children, and validate keeps the best valid ones by the offline proxy (rewards/prescreen.py).
+    # gets numeric children, and validate keeps as many valid ones as there are free slots.
     oversample: float = 1.0  # LLM candidates asked per free slot (SearchConfig.candidates_per_slot sets runs')
     numeric_children: int = 0  # numeric children of the elites per propose pass (rewards/mutate.py)
     mutation_sigma: float = 0.5  # children's constants times exp(N(0, sigma))
-    prescreen: bool = True  # rank valid candidates by the proxy; False: keep them in proposal order
+    # rank valid candidates by the proxy; False (default): keep them in proposal order, the proxy only logged, as the
+    # runs show no signal in it (benchmarks/prescreen_signal.py, docs/RESULTS.md)
+    prescreen: bool = False
     seed: int = 0  # the children's randomness (with the round and attempt)
     # "facts": analyse states the computed facts and critique the computed defects, no LLM call; "llm": the model
     # summarises the facts (checked against them) and each critic may add defects

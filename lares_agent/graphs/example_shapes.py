@@ -20,7 +20,7 @@ from lares_agent.graphs.context import GraphTask
 from lares_agent.graphs.prompting import task_examples
 from lares_agent.rewards import allowed_features, parse_candidate
 
-__all__ = ["KINDS", "example_kind", "example_shapes", "shape"]
+__all__ = ["KINDS", "OTHER_TASK_NAMES", "example_kind", "example_shapes", "other_task_shape", "shape"]
 
 KINDS = ("example 1", "example 1 + terms", "example 2", "example 2 + terms", "other, 2+ example terms", "other")
 _NUMBER = re.compile(r"(?<![A-Za-z_\d.])\d+(\.\d*)?([eE][-+]?\d+)?")
@@ -37,6 +37,30 @@ def example_shapes(task: GraphTask) -> list[frozenset[str]]:
     approach = task.approach_feature if task.approach_feature in names else None
     lines = task_examples(task.progress_feature, approach).splitlines()
     return [shape(dict(parse_candidate(json.loads(line), names).canonical)) for line in lines]
+
+
+OTHER_TASK_NAMES = {"hand_to_puck": "approach", "puck_to_goal": "progress", "touching": "grasped"}
+"""The names of the system prompt's example for a different task, and what each is in a MetaWorld task."""
+
+
+def other_task_shape(task: GraphTask, system: str) -> frozenset[str]:
+    """The shape of the example for a different task in the system message `system`, written over `task`'s
+    features (its hand-to-object, object-to-goal and contact names mapped to the task's approach, progress and
+    `grasped`), so that a copy of it is counted; terms naming something the task lacks are left out."""
+    line = next((x for x in system.splitlines() if '"hand_to_puck' in x or "hand_to_puck/" in x), None)
+    if line is None:
+        return frozenset()
+    names = allowed_features(task)
+    rename = {"approach": task.approach_feature, "progress": task.progress_feature, "grasped": "grasped"}
+    out: set[str] = set()
+    for text in json.loads(line)["components"].values():
+        for old, role in OTHER_TASK_NAMES.items():
+            text = re.sub(rf"\b{old}\b", str(rename[role]), text)
+        try:
+            out |= shape(dict(parse_candidate({"components": {"t": text}}, names).canonical))
+        except ValueError:  # a name the task lacks (reach-v3 has no approach feature)
+            continue
+    return frozenset(out)
 
 
 def example_kind(components: Mapping[str, str], examples: Sequence[frozenset[str]]) -> str:

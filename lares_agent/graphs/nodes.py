@@ -17,6 +17,7 @@ import numpy as np
 from langgraph.runtime import Runtime
 
 from lares_agent.graphs.asking import ask, sorted_elites
+from lares_agent.graphs.budget import fit_prompt
 from lares_agent.graphs.context import GraphLimits, RunContext
 from lares_agent.graphs.prompting import (
     AnswerError,
@@ -29,8 +30,7 @@ from lares_agent.graphs.prompting import (
 )
 from lares_agent.graphs.state import HUMAN_ELITE, CandidateRecord, EliteInfo, RoundState, step
 from lares_agent.llm.errors import BudgetExceeded, LLMError
-from lares_agent.prompts.loader import render
-from lares_agent.rewards import allowed_features, answer_grammar, record_key
+from lares_agent.rewards import answer_grammar, prompt_features, record_key
 from lares_agent.rewards import validate as validate_candidate
 from lares_agent.rewards.mutate import numeric_children
 from lares_agent.rewards.prescreen import proxy_score
@@ -38,6 +38,10 @@ from lares_agent.rewards.tuning import tuned_children
 from lares_agent.tools.retrieval import render_cases, retrieve_cases
 
 __all__ = ["propose", "validate"]
+
+# What a small context trims from the propose prompt first (`budget.fit_prompt`): past cases, the history of
+# rejections and proposals, then the critique and, last, the elites; the task, features, rules and step stay.
+PROPOSE_TRIM = ("cases", "rejections", "taken", "critique", "elites")
 
 
 def _sorted_elites(state: RoundState) -> list[EliteInfo]:
@@ -49,7 +53,7 @@ def _grammar(ctx: RunContext, n: int, max_components: int) -> str | None:
     """The answer grammar for one candidate per call (`GraphLimits.grammar`); several per call keep the schema."""
     if not ctx.limits.grammar or n != 1:
         return None
-    return answer_grammar(allowed_features(ctx.task), max_components)
+    return answer_grammar(prompt_features(ctx.task), max_components)
 
 
 def _ask(ctx: RunContext, node: str, state: RoundState, user: str, attempt: int, **kw: Any) -> str:
@@ -158,8 +162,7 @@ def propose(state: RoundState, runtime: Runtime[RunContext]) -> dict[str, Any]:
         scratch = ctx.human_reward is None
         edit = call // 2 if scratch else call  # the edits still rotate over the elites, best first
         parent = elites[(attempt - 1 + edit) % len(elites)] if elites and not (scratch and call % 2) else None
-        user = render(
-            "propose",
+        values = dict(
             round=round_,
             attempt=attempt,
             elites=render_elites(elites, limits.section_chars),
@@ -170,6 +173,7 @@ def propose(state: RoundState, runtime: Runtime[RunContext]) -> dict[str, Any]:
             instruction=_instruction(parent, explore),
             answer_format=answer_format(n),
         )
+        user = fit_prompt(ctx, "propose", values, PROPOSE_TRIM, max_tokens=limits.propose_max_tokens * n)
         base = CandidateRecord(round=round_, attempt=attempt, parent_id=parent.get("id") if parent else None,
                                critique_id=state.get("critique_id"))
         try:
@@ -260,7 +264,7 @@ def validate(state: RoundState, runtime: Runtime[RunContext]) -> dict[str, Any]:
                                    reason=verdict.reason, key=verdict.key))
         if verdict.accepted and verdict.reward is not None:
             taken.add(verdict.key or "")
-            if ctx.limits.prescreen and progress in ctx.sample:
+            if progress in ctx.sample:  # scored even when it does not decide, so its signal stays measurable
                 out["proxy"] = round(proxy_score(verdict.reward, ctx.sample, progress, approach).score, 4)
             valid.append(out)
         else:

@@ -61,13 +61,17 @@ def clip(text: str, max_chars: int) -> str:
     return text if len(text) <= max_chars else text[: max_chars - 3].rstrip() + "..."
 
 
-def feature_table(task: GraphTask, names: Sequence[str]) -> str:
-    """One line per allowed feature: name [unit]: meaning."""
+def feature_table(task: GraphTask, names: Sequence[str], meaning_chars: int | None = None) -> str:
+    """One line per allowed feature: name [unit]: meaning (the meaning cut to `meaning_chars`, left out at 0)."""
     info = {f.name: f for f in task.features}
     lines = []
     for name in names:
         f = info.get(name)
-        lines.append(f"- {name} [{f.unit}]: {f.meaning}" if f is not None else f"- {name}")
+        if f is None:
+            lines.append(f"- {name}")
+            continue
+        meaning = f.meaning if meaning_chars is None else clip(f.meaning, meaning_chars) if meaning_chars > 0 else ""
+        lines.append(f"- {name} [{f.unit}]: {meaning}" if meaning else f"- {name} [{f.unit}]")
     return "\n".join(lines)
 
 
@@ -110,21 +114,32 @@ def approach_rule(progress: str, approach: str | None) -> str:
             f"approach component on {approach} (-w*{approach} or w*exp(-{approach}/s)).\n")
 
 
+OTHER_TASK_EXAMPLE = "\nFor a DIFFERENT task"
+"""Where the system template's example for another task starts (it ends the template); `detail` >= 1 cuts it."""
+MAX_DETAIL = 3
+MEANING_CHARS = 40  # a feature's meaning at detail 2
+
+
 def system_text(task: GraphTask, feature_names: Sequence[str], max_components: int,
-                examples: TaskExampleMode = "other", human: Mapping[str, str] | None = None) -> str:
+                examples: TaskExampleMode = "other", human: Mapping[str, str] | None = None, detail: int = 0) -> str:
     """The fixed system message of a run: identical across nodes, calls and personas, so llama.cpp caches it (the
     persona goes into the user message, `persona_text`). ``examples``: "own" shows `task_examples` before the other
     task's example, "other" that one alone (`GraphLimits.task_examples`). ``human`` (the init setting): the task's
-    own reward is shown instead of any example for this task, as the reward the candidates refine."""
+    own reward is shown instead of any example for this task, as the reward the candidates refine.
+
+    ``detail`` shortens it for a small context (`graphs/budget.py` picks it), keeping the task, the features and
+    the rules: 1 leaves out the building blocks and the other task's example, 2 also cuts each feature's meaning to
+    `MEANING_CHARS`, 3 leaves the meanings and this task's example answers out (the task's own reward stays)."""
     approach = task.approach_feature if task.approach_feature in feature_names else None
     if human is not None:
         shown = ("The task's own reward, written by its designer (the starting point: refine it):\n"
                  + _example(human, "the designer's reward"))
-    elif examples == "own":
+    elif examples == "own" and detail < MAX_DETAIL:
         shown = "For this task:\n" + task_examples(task.progress_feature, approach)
     else:
-        shown = "None for this task: build its reward from its own features.\n" + BUILDING_BLOCKS
-    return render(
+        shown = "None for this task: build its reward from its own features." + ("\n" + BUILDING_BLOCKS) * (detail < 1)
+    meaning_chars = None if detail < 2 else MEANING_CHARS if detail == 2 else 0
+    text = render(
         "system",
         task_name=task.name,
         task_description=" ".join(str(task.description).split()),
@@ -132,10 +147,11 @@ def system_text(task: GraphTask, feature_names: Sequence[str], max_components: i
         progress_feature=task.progress_feature,
         approach_rule=approach_rule(task.progress_feature, approach),
         task_examples=shown,
-        feature_table=feature_table(task, feature_names),
+        feature_table=feature_table(task, feature_names, meaning_chars),
         max_components=max_components,
         function_table=FUNCTION_TABLE,
     )
+    return text if detail < 1 else text.split(OTHER_TASK_EXAMPLE)[0] + "\n"
 
 
 def persona_text(persona: Persona) -> str:

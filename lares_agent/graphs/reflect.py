@@ -16,12 +16,12 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from lares_agent.graphs.asking import ask, sorted_elites
+from lares_agent.graphs.budget import fit_prompt
 from lares_agent.graphs.context import RunContext
 from lares_agent.graphs.prompting import AnswerError, clip, render_elites, render_reasons, render_stats
 from lares_agent.graphs.state import RoundState, step
 from lares_agent.llm.errors import LLMError
-from lares_agent.prompts.loader import render
-from lares_agent.rewards import allowed_features
+from lares_agent.rewards import prompt_features
 from lares_agent.tools.critique_rules import (
     Defect,
     defects_from_facts,
@@ -34,6 +34,10 @@ from lares_agent.tools.fact_check import CheckResult, check_text
 from lares_agent.tools.facts import Fact, facts_from_json, render_facts
 
 __all__ = ["analyse", "critique"]
+
+# What a small context trims from the critique prompt first (`budget.fit_prompt`): the component statistics and the
+# rejection history, then the computed defects, the analysis and, last, the elites.
+CRITIQUE_TRIM = ("component_stats", "rejections", "defects", "analysis", "elites")
 
 
 def _checker(facts: list[Fact], into: list[CheckResult]) -> Any:
@@ -62,7 +66,8 @@ def analyse(state: RoundState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     if limits.analysis == "facts":
         return step("analyse", 0, f"{len(facts)} computed fact(s) from {len(found)} rollout(s), no LLM call",
                     analysis=rendered, **update)
-    user = render("analyse", round=state.get("round", 0), facts=rendered)
+    user = fit_prompt(ctx, "analyse", {"round": state.get("round", 0), "facts": rendered}, ("facts",),
+                      max_tokens=limits.analyse_max_tokens)
     checks: list[CheckResult] = []
     try:
         text = ask(ctx, "analyse", state, user, 0, annotate=_checker(facts, checks),
@@ -89,7 +94,7 @@ def critique(state: RoundState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     facts = (facts_from_json(stored) if stored is not None
              else diagnose([], elites, ctx.sample, ctx.task, limits.checks.limits))
     critics = [p.name for p in ctx.critic_personas]
-    features = list(allowed_features(ctx.task))
+    features = list(prompt_features(ctx.task))
     computed = defects_from_facts(facts, elites, ctx.task.progress_feature, features, critics)
     update: dict[str, Any] = {"critics": critics}
     added: list[Defect] = []
@@ -98,8 +103,7 @@ def critique(state: RoundState, runtime: Runtime[RunContext]) -> dict[str, Any]:
         components = sorted({c for e in elites for c in (e.get("components") or {})})
         dropped = 0
         for persona in ctx.critic_personas:
-            user = render(
-                "critique",
+            values = dict(
                 round=round_,
                 elites=render_elites(elites, limits.section_chars),
                 component_stats=render_stats(elites, limits.section_chars),
@@ -107,6 +111,8 @@ def critique(state: RoundState, runtime: Runtime[RunContext]) -> dict[str, Any]:
                 defects=render_defects(computed, max_chars=limits.section_chars),
                 rejections=render_reasons(state.get("rejections") or [], limits.section_chars),
             )
+            user = fit_prompt(ctx, "critique", values, CRITIQUE_TRIM, persona=persona,
+                              max_tokens=limits.critique_max_tokens)
             checks: list[CheckResult] = []
             try:
                 text = ask(ctx, "critique", state, user, 0, persona=persona, annotate=_checker(facts, checks),

@@ -8,10 +8,11 @@ appends every call to the run's `llm_calls.jsonl`, which is also what a replay a
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,14 +20,17 @@ from typing import Any
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 
+from lares_agent.errors import Cancelled
+from lares_agent.llm import cancel
 from lares_agent.llm.breaker import Breaker, BreakerTrip
 from lares_agent.llm.config import LLMConfig
-from lares_agent.llm.errors import BadAnswer, BudgetExceeded, EndpointDown, LLMError
+from lares_agent.llm.errors import BadAnswer, BudgetExceeded, ContextTooSmall, EndpointDown, LLMError
 from lares_agent.llm.failures import bad_answer, failure_kind, one_line, retryable, status_of
 from lares_agent.llm.formats import FORMAT_LADDER, FORMAT_STEPS, Endpoint, FormatSteps, names_format
 from lares_agent.llm.local import LlamaCppChatModel, to_openai_messages
 from lares_agent.llm.replay import ReplayChatModel, call_key, record_file, record_path
-from lares_agent.llm.usage import UsageLedger
+from lares_agent.llm.usage import UsageLedger, cached_tokens
+from lares_agent.llm.window import client_window, message_text
 from lares_agent.runs import LLM_CALLS_NAME, LLMCallRow, RecordFile
 
 _BACKOFF_BASE_S = 0.5
@@ -60,14 +64,6 @@ def _kind(model: BaseChatModel) -> str:
     if type(model).__module__.startswith("langchain_openai"):
         return "openai"
     return "generic"
-
-
-def _text(message: Any) -> str:
-    content = getattr(message, "content", message)
-    if isinstance(content, str):
-        return content
-    parts = [p.get("text", "") if isinstance(p, Mapping) else str(p) for p in content or []]
-    return "".join(parts)
 
 
 class LLMClient:
@@ -109,6 +105,21 @@ class LLMClient:
         self.breaker = breaker if breaker is not None else Breaker()
         self.on_trip: Callable[[BreakerTrip, str], None] | None = None  # the run logs each trip (with its message)
         self.deadline: float | None = None  # `clock()` value after which no call is made (`--max-minutes`)
+        self.window = client_window(chat_model, config.context, self.kind, self._where())  # what prompts fit in
+        self.cancelled: cancel.CancelFn | None = None  # the run's stop request: calls give up (`cancel.py`)
+        # llama.cpp threads for the local model's calls while set (`threads_while`), e.g. every core while the
+        # learners wait for round 0; None: the model's own setting
+        self.threads: int | None = None
+
+    @contextlib.contextmanager
+    def threads_while(self, threads: int | None) -> Iterator[None]:
+        """Within the block the local model computes with `threads` threads (None: its own setting); the other
+        backends ignore it."""
+        before, self.threads = self.threads, threads
+        try:
+            yield
+        finally:
+            self.threads = before
 
     @property
     def usage(self) -> dict[str, Any]:
@@ -146,18 +157,20 @@ class LLMClient:
 
     def _kwargs(
         self, json_schema: Mapping[str, Any] | None, temperature: float, max_tokens: int, seed: int,
-        level: str | None = None, grammar: str | None = None,
+        level: str | None = None, grammar: str | None = None, meta: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Backend-specific call options: the schema translation lives here and nowhere else. A `grammar` (GBNF
         text) replaces the schema for the local model, which decodes under it; the other backends keep the
         schema."""
-        if self.kind == "replay":
-            return {"json_schema": dict(json_schema) if json_schema is not None else None}
+        if self.kind == "replay":  # the meta picks the round's own answers (llm/replay.py)
+            return {"json_schema": dict(json_schema) if json_schema is not None else None, "meta": dict(meta or {})}
         if self.kind == "generic":
             return {}
         kw: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed}
         kw["timeout"] = self._timeout()
         if self.kind == "local":
+            if self.threads is not None:
+                kw["threads"] = self.threads
             if grammar is not None:
                 kw["grammar"] = grammar
             elif json_schema is not None:
@@ -189,7 +202,8 @@ class LLMClient:
         recorded `meta`, so llm_calls.jsonl holds it on the call's own row.
 
         Raises BudgetExceeded before calling when the run's budget is spent, LLMError when every attempt
-        failed or the failure is not transient (the message says which and why, on one line).
+        failed or the failure is not transient (the message says which and why, on one line); `Cancelled`
+        within a fraction of a second once `cancelled()` holds (the run was asked to stop), whatever the call does.
         """
         cfg = self.config
         with self._lock:
@@ -201,6 +215,7 @@ class LLMClient:
         if cfg.max_total_tokens is not None:  # never ask for more than the budget has left
             limit = max(1, min(limit, cfg.max_total_tokens - self._ledger.tokens))
         seed = cfg.seed + index  # distinct samples for repeated prompts, reproducible per run
+        limit = self.window.answer_room(messages, limit, tag)  # ContextTooSmall: a call that cannot fit is not made
         attempts = cfg.max_retries + 1
         spent = 0.0
         attempt = 0
@@ -215,18 +230,23 @@ class LLMClient:
             if refused is not None:
                 raise EndpointDown(refused.message(self._where()))
             fmt = self._format(json_schema)
-            kwargs = self._kwargs(json_schema, temp, limit, seed, fmt, grammar)
+            kwargs = self._kwargs(json_schema, temp, limit, seed, fmt, grammar, meta)
             start = self._clock()
             try:
-                message = self.chat_model.invoke(list(messages), **kwargs)
+                message = cancel.invoke(self.chat_model, self.kind, messages, kwargs, self.cancelled)
+            except Cancelled:
+                raise  # a stop, not a failure: no retry, no breaker, no record
             except Exception as raw:
-                exc = bad_answer(raw, self.kind)
+                exc = self.window.explain(bad_answer(raw, self.kind), tag, limit)  # a cut answer, a context error
                 took = self._clock() - start
                 spent += took
-                self._ledger.failure(tag, took)
-                step = self._step_down_format(exc, fmt)
-                self._record(index, tag, meta, messages, json_schema, None, 0, 0, took, attempt, exc,
-                             response_format=fmt, format_step=step)
+                used = (int(getattr(exc, "prompt_tokens", 0)), int(getattr(exc, "completion_tokens", 0)))
+                self._ledger.failure(tag, took, *used)
+                step = None if isinstance(exc, ContextTooSmall) else self._step_down_format(exc, fmt)
+                self._record(index, tag, meta, messages, json_schema, getattr(exc, "answer", None), *used, took,
+                             attempt, exc, response_format=fmt, format_step=step)
+                if isinstance(exc, ContextTooSmall):
+                    raise exc from raw  # the same request fails the same way: not retried, not the breaker's
                 if step is not None:
                     attempt -= 1  # a rejected response_format is the server's limit, not a failed attempt
                     continue
@@ -247,24 +267,32 @@ class LLMClient:
                     raise LLMError(f"LLM call {tag!r}{self._where()} failed: {one_line(exc)}") from exc
                 if attempt < attempts:
                     wait = min(_BACKOFF_CAP_S, _BACKOFF_BASE_S * 2 ** (attempt - 1))
-                    self._sleep(wait)
+                    cancel.pause(wait, self.cancelled, self._sleep)
                     self._ledger.wait(tag, wait)
                     spent += wait
                 continue
             took = self._clock() - start
             spent += took
             self.breaker.success()
-            text = _text(message)
+            text = message_text(message)
             usage = getattr(message, "usage_metadata", None) or {}
             estimated = not usage
             prompt_tokens = int(usage.get("input_tokens", 0)) if usage else self._estimate(messages)
             completion_tokens = int(usage.get("output_tokens", 0)) if usage else max(1, len(text) // 4)
+            self.window.observe(messages, 0 if estimated else prompt_tokens)
+            finish = (getattr(message, "response_metadata", None) or {}).get("finish_reason")
+            if finish == "length" and (json_schema is not None or grammar is not None):  # unusable: not retried
+                cut = self.window.cut(tag, prompt_tokens, completion_tokens, limit)
+                self._ledger.failure(tag, took, prompt_tokens, completion_tokens)
+                self._record(index, tag, meta, messages, json_schema, text, prompt_tokens, completion_tokens, took,
+                             attempt, cut, response_format=fmt)
+                raise cut
             self._ledger.success(tag, prompt_tokens, completion_tokens, took, estimated)
             fault = (getattr(message, "response_metadata", None) or {}).get("injected_fault")
             if annotate is not None:
                 meta = {**(meta or {}), **annotate(text)}
             self._record(index, tag, meta, messages, json_schema, text, prompt_tokens, completion_tokens, took, attempt,
-                         fault=fault, cached_tokens=_cached_tokens(message), response_format=fmt)
+                         fault=fault, cached_tokens=cached_tokens(message), response_format=fmt)
             return LLMAnswer(text, prompt_tokens, completion_tokens, spent, attempt)
         assert last is not None
         raise LLMError(f"LLM call {tag!r}{self._where()} failed after {attempts} attempts: {one_line(last)}") from last
@@ -280,7 +308,7 @@ class LLMClient:
     @staticmethod
     def _estimate(messages: Sequence[BaseMessage]) -> int:
         """About 4 characters per token; used only when a server reports no usage (no tokenizer download)."""
-        return max(1, sum(len(_text(m)) for m in messages) // 4)
+        return max(1, sum(len(message_text(m)) for m in messages) // 4)
 
     def _step_down_format(self, exc: BaseException, refused: str | None) -> str | None:
         """The weaker response_format to retry with when an OpenAI-compatible server refused `refused`, else None.
@@ -349,17 +377,6 @@ class LLMClient:
         )
         with self._lock:
             self._record_file.append(row)
-
-
-def _cached_tokens(message: Any) -> int | None:
-    """Prompt tokens the backend served from its prefix cache: the local model's `cached_tokens`, an OpenAI-
-    compatible server's `prompt_tokens_details.cached_tokens` (LangChain's `input_token_details.cache_read`)."""
-    local = (getattr(message, "response_metadata", None) or {}).get("cached_tokens")
-    if isinstance(local, int):
-        return local
-    details = (getattr(message, "usage_metadata", None) or {}).get("input_token_details") or {}
-    cached = details.get("cache_read")
-    return int(cached) if isinstance(cached, int) else None
 
 
 def build_chat_model(config: LLMConfig, replay_from: Path | None = None) -> BaseChatModel:

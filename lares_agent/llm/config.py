@@ -28,7 +28,10 @@ class LLMConfig:
     api_key_env: str = "OPENAI_API_KEY"
     temperature: float = 0.4  # the seed recommends 0.3-0.5 (docs/DESIGN.md §4)
     max_tokens: int = 384
-    n_ctx: int = 4096
+    n_ctx: int = 4096  # the local model loads with this context
+    # tokens a prompt plus its answer must fit in; None: the local model's n_ctx, 2048 for an OpenAI-compatible
+    # server (llama.cpp's server default; `window.py`), unknown for a replay
+    context: int | None = None
     n_threads: int | None = None  # None: every core this process may use
     seed: int = 0
     timeout_s: float | None = None  # one attempt's limit; None: the backend's (DEFAULT_TIMEOUTS)
@@ -43,6 +46,8 @@ class LLMConfig:
             raise ConfigError("LLMConfig needs temperature >= 0, max_tokens >= 1, n_ctx >= 1 and max_retries >= 0")
         if (self.timeout_s is not None and self.timeout_s <= 0) or (self.n_threads is not None and self.n_threads < 1):
             raise ConfigError("LLMConfig needs timeout_s > 0 and n_threads >= 1 (or None)")
+        if self.context is not None and self.context < 256:
+            raise ConfigError(f"the LLM context must be at least 256 tokens (or none), not {self.context}")
         if self.max_total_tokens is not None and self.max_total_tokens < 1:
             raise ConfigError(f"the LLM token budget must be >= 1 (or none), not {self.max_total_tokens}")
         if self.max_wall_s is not None and self.max_wall_s <= 0:

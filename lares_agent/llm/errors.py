@@ -35,3 +35,20 @@ class EndpointDown(LLMError):
 
 class BadAnswer(LLMError):
     """The server answered, but not with a chat completion (a 200 with non-JSON text, JSON without `choices`)."""
+
+
+class ContextTooSmall(LLMError):
+    """A prompt and its answer do not fit the model's context: refused before the call, or the server refused it
+    (an HTTP 400 about the context length). Not retried unchanged: the same request fails the same way. Carries
+    the tokens the server reported, so a failed call still counts what it spent."""
+
+    def __init__(self, message: str, prompt_tokens: int = 0, completion_tokens: int = 0) -> None:
+        super().__init__(message)
+        self.prompt_tokens = prompt_tokens
+        self.completion_tokens = completion_tokens
+
+
+class AnswerCut(ContextTooSmall):
+    """The answer ended at its token limit (`finish_reason=length`): a structured answer cut there is unusable."""
+
+    answer: str | None = None  # what the answer said before the cut (kept in the call's record)

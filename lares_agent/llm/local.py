@@ -13,7 +13,7 @@ import functools
 import os
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
@@ -21,7 +21,10 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 from langchain_core.outputs import ChatResult
 
+from lares_agent.errors import Cancelled
+from lares_agent.llm import abort
 from lares_agent.llm.answers import one_answer
+from lares_agent.llm.cancel import POLL_S, check
 from lares_agent.llm.errors import LLMError, LLMTimeout
 from lares_agent.llm.prefix_cache import PrefixStates, common_prefix
 
@@ -67,10 +70,25 @@ def get_llama(path: str, n_ctx: int, n_threads: int, seed: int = 0) -> tuple[Any
         return entry
 
 
+@contextlib.contextmanager
+def _threads(llama: Any, threads: int | None, own: int) -> Iterator[None]:
+    """Compute with `threads` threads within the block (llama.cpp's `llama_set_n_threads` on the loaded context,
+    so no second copy of the model), then with the model's `own` again; None or `own`: nothing to change."""
+    if threads is None or threads == own:
+        yield
+        return
+    llama._ctx.set_n_threads(threads, threads)
+    try:
+        yield
+    finally:
+        llama._ctx.set_n_threads(own, own)
+
+
 def release_models() -> None:
     """Drop every cached `Llama` (frees memory; tests and long-lived servers switching models use it)."""
     with _CACHE_LOCK:
         for llama, _ in _CACHE.values():
+            abort.forget(llama)
             llama.close()
         _CACHE.clear()
         _PREFIXES.clear()
@@ -146,10 +164,13 @@ class _Hooks:
 
 @contextlib.contextmanager
 def _completion_hooks(
-    llama: Any, deadline: _Deadline | None, prefixes: PrefixStates | None, probe: Sequence[int]
+    llama: Any, deadline: _Deadline | None, prefixes: PrefixStates | None, probe: Sequence[int],
+    cancel: Callable[[], bool] | None = None,
 ) -> Iterator[_Hooks]:
     """Shadow `llama.create_completion` for the calls inside the block: add `deadline` to the stopping criteria,
-    put the shared prefix in the KV cache first (`PrefixStates`), and count the prompt tokens reused.
+    put the shared prefix in the KV cache first (`PrefixStates`), and count the prompt tokens reused. With
+    `cancel`, shadow `llama.eval` too: it raises `Cancelled` before each prompt batch and each generated token
+    once the run is asked to stop (llama.cpp has no cancel call; its own batches, so the numbers do not change).
 
     The chat handlers build their own stopping criteria and call `llama.create_completion`; shadowing that
     method on this one instance (we hold its lock) is the only way to reach every chat format.
@@ -157,6 +178,12 @@ def _completion_hooks(
     from llama_cpp import Llama, StoppingCriteriaList
 
     hooks = _Hooks()
+
+    def eval_batches(tokens: Sequence[int]) -> None:
+        step = max(1, int(llama.n_batch))
+        for i in range(0, max(len(tokens), 1), step):  # an empty call still reaches llama (it trims the cache)
+            check(cancel, "the local model's answer")
+            Llama.eval(llama, tokens[i : i + step])
 
     def create_completion(*args: Any, stopping_criteria: Any = None, **kwargs: Any) -> Any:
         if deadline is not None:
@@ -171,10 +198,14 @@ def _completion_hooks(
         return Llama.create_completion(llama, *args, **kwargs)
 
     llama.create_completion = create_completion
+    if cancel is not None:
+        llama.eval = eval_batches
     try:
         yield hooks
     finally:
         del llama.create_completion
+        if cancel is not None:
+            del llama.eval
 
 
 class LlamaCppChatModel(BaseChatModel):
@@ -182,7 +213,9 @@ class LlamaCppChatModel(BaseChatModel):
 
     Per-call options (LangChain `invoke(..., **kwargs)`): `temperature`, `max_tokens`, `seed`,
     `response_format` (llama's `{"type": "json_object", "schema": {...}}` grammar-constrained JSON) and
-    `timeout` (seconds of generation from the first token, checked per token). `prefix_cache` keeps the KV state
+    `timeout` (seconds of generation from the first token, checked per token) and `cancel` (a callable: once it
+    holds, the call raises `Cancelled` within a graph node of llama.cpp's computation, `abort.py`, or else before
+    the next prompt batch or token). `prefix_cache` keeps the KV state
     of each shared prefix (the system block) and restores it when the previous call did not share it
     (`prefix_cache.py`); off, only llama.cpp's reuse of the previous call's tokens is left. Each answer's response
     metadata holds `cached_tokens`, the prompt tokens not evaluated again.
@@ -218,6 +251,8 @@ class LlamaCppChatModel(BaseChatModel):
                   run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
         llama, lock = get_llama(self.model_path, self.n_ctx, self.threads, self.seed)
         timeout = kwargs.pop("timeout", self.timeout)
+        cancel: Callable[[], bool] | None = kwargs.pop("cancel", None)  # the run's stop request (`cancel.py`)
+        threads: int | None = kwargs.pop("threads", None)  # this call's threads (`LLMClient.threads_while`)
         params: dict[str, Any] = {
             "messages": to_openai_messages(messages),
             "temperature": kwargs.pop("temperature", self.temperature),
@@ -231,12 +266,18 @@ class LlamaCppChatModel(BaseChatModel):
             params["grammar"] = compiled_grammar(grammar)
         elif response_format is not None:
             params["response_format"] = dict(response_format)
-        with lock:  # a Llama context is not thread-safe
+        with lock, _threads(llama, threads, self.threads):  # a Llama context is not thread-safe
             prefixes = prefix_states(llama) if self.prefix_cache else None
             probe = prefixes.probe(llama, params["messages"]) if prefixes is not None else ()
             deadline = _Deadline(timeout) if timeout else None
-            with _completion_hooks(llama, deadline, prefixes, probe) as hooks:
-                result = llama.create_chat_completion(**params)
+            with abort.aborting(llama, cancel, POLL_S) as flag, \
+                    _completion_hooks(llama, deadline, prefixes, probe, cancel) as hooks:
+                try:
+                    result = llama.create_chat_completion(**params)
+                except RuntimeError:  # llama_decode returned 2: aborted mid-batch (abort.py)
+                    if flag is not None and flag.is_set:
+                        raise Cancelled("the local model's answer given up: the run was asked to stop") from None
+                    raise
             if deadline is not None and deadline.fired:
                 raise LLMTimeout(f"local model ran past its {timeout:g} s time limit")
         choice = result["choices"][0]

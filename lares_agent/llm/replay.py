@@ -1,9 +1,12 @@
 """Record every LLM call of a run, and replay a run offline and deterministically from that record.
 
 The record is `llm_calls.jsonl` in the run directory, one JSON object per call (append + flush, so a
-killed run keeps every finished call). The replay model answers from it: a call is matched by a hash of
-its messages and schema (the k-th identical call gets the k-th recorded answer), and when the prompt has
-changed it falls back to the next unused answer in call order, so a replay survives small prompt edits.
+killed run keeps every finished call). The replay model answers from it: a graph call (one whose `meta` names
+its round and node) takes only answers recorded at the same round, node, attempt and persona, so a resumed
+replay, which starts again at a later round, gets that round's answers and equals the uninterrupted replay.
+Among those (or among all answers, for a call without a round), a call is matched by a hash of its messages and
+schema (the k-th identical call gets the k-th recorded answer), and when the prompt has changed it falls back
+to the next unused answer in call order, so a replay survives small prompt edits.
 """
 
 from __future__ import annotations
@@ -42,6 +45,19 @@ def call_key(
     return hashlib.sha256(body.encode("utf-8")).hexdigest()
 
 
+Slot = tuple[int, str, Any, Any]  # (round, node, attempt, persona) of a graph call
+
+
+def call_slot(meta: Mapping[str, Any] | None) -> Slot | None:
+    """Where in the run a call was made: its graph round, node, attempt and persona (`graphs/asking.py`), or
+    None for a call made outside the graph (no round), which is matched against the whole record."""
+    meta = meta or {}
+    round_, node = meta.get("round"), meta.get("node")
+    if not isinstance(round_, int) or isinstance(round_, bool) or not isinstance(node, str):
+        return None
+    return (round_, node, meta.get("attempt"), meta.get("persona"))
+
+
 def record_path(source: Path) -> Path:
     """The record file for `source`: the path itself, or `llm_calls.jsonl` inside a run directory."""
     return source / LLM_CALLS_NAME if source.is_dir() else source
@@ -64,7 +80,8 @@ def load_record(source: Path) -> list[LLMCallRow]:
 class ReplayChatModel(BaseChatModel):
     """A chat model that answers only from a recorded run; never touches a network or a model file.
 
-    Pass the schema of a call as the `json_schema` keyword so the hash matches the one recorded.
+    Pass the schema of a call as the `json_schema` keyword so the hash matches the one recorded, and its `meta`
+    as the `meta` keyword so a graph call is answered from its own round and node (`LLMClient` does both).
     With `strict=True` only exact (messages, schema) matches are accepted.
     """
 
@@ -72,6 +89,7 @@ class ReplayChatModel(BaseChatModel):
     strict: bool = False
     source: str = ""
     _used: list[bool] = PrivateAttr(default_factory=list)
+    _slots: list[Slot | None] = PrivateAttr(default_factory=list)
     _calls: int = PrivateAttr(default=0)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
@@ -92,30 +110,42 @@ class ReplayChatModel(BaseChatModel):
     def _sync(self) -> None:
         if len(self._used) != len(self.rows):
             self._used = [False] * len(self.rows)
+            self._slots = [call_slot(row.meta) for row in self.rows]
 
-    def _pick(self, key: str) -> LLMCallRow:
+    def _pool(self, slot: Slot | None) -> list[int]:
+        """The rows a call may take, in call order: those of its slot when the record has slots (a resumed
+        replay starts at a later round and must not take an earlier round's answers), else every row."""
+        if slot is None or all(s is None for s in self._slots):
+            return list(range(len(self.rows)))
+        return [i for i, s in enumerate(self._slots) if s == slot]
+
+    def _pick(self, key: str, slot: Slot | None) -> LLMCallRow:
         self._sync()
-        for i, row in enumerate(self.rows):
-            if not self._used[i] and row.key == key:
-                self._used[i] = True
-                return row
-        if not self.strict:
-            for i, row in enumerate(self.rows):
-                if not self._used[i]:
-                    self._used[i] = True
-                    return row
-        reason = (
-            "no recorded call has these messages" if self.strict else f"all {len(self.rows)} recorded answers are used"
-        )
+        pool = [i for i in self._pool(slot) if not self._used[i]]
+        chosen = next((i for i in pool if self.rows[i].key == key), None)
+        if chosen is None and not self.strict and pool:
+            chosen = pool[0]
+        if chosen is not None:
+            self._used[chosen] = True
+            return self.rows[chosen]
+        where = "" if slot is None else f" (round {slot[0]}, node {slot[1]}, attempt {slot[2]}, persona {slot[3]})"
+        own = len(self._pool(slot))
+        if self.strict and pool:
+            reason = "no recorded call has these messages"
+        elif own < len(self.rows):
+            reason = f"all {own} recorded answers of this round, node, attempt and persona are used"
+        else:
+            reason = f"all {len(self.rows)} recorded answers are used"
         raise ReplayMissing(
-            f"replay record {self.source or '(in memory)'} has no answer for call #{self._calls}: {reason}"
+            f"replay record {self.source or '(in memory)'} has no answer for call #{self._calls}{where}: {reason}"
         )
 
     def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
                   run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
         key = call_key(messages, kwargs.get("json_schema"))
+        meta = kwargs.get("meta")
         with self._lock:
             self._calls += 1
-            row = self._pick(key)
+            row = self._pick(key, call_slot(meta if isinstance(meta, Mapping) else None))
         tokens = (row.prompt_tokens, row.completion_tokens)
         return one_answer(row.answer or "", {"replayed": True, "matched": row.key == key}, tokens)

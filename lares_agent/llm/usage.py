@@ -16,6 +16,17 @@ from lares_agent.runs import LLMCallRow
 _FIELDS = ("calls", "prompt_tokens", "completion_tokens", "seconds", "failures")
 
 
+def cached_tokens(message: Any) -> int | None:
+    """Prompt tokens the backend served from its prefix cache: the local model's `cached_tokens`, an OpenAI-
+    compatible server's `prompt_tokens_details.cached_tokens` (LangChain's `input_token_details.cache_read`)."""
+    local = (getattr(message, "response_metadata", None) or {}).get("cached_tokens")
+    if isinstance(local, int):
+        return local
+    details = (getattr(message, "usage_metadata", None) or {}).get("input_token_details") or {}
+    cached = details.get("cache_read")
+    return int(cached) if isinstance(cached, int) else None
+
+
 def _zero() -> dict[str, Any]:
     return {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0, "failures": 0}
 
@@ -38,8 +49,9 @@ class UsageLedger:
             if row.ok:
                 ledger._add(row.tag, calls=1, prompt_tokens=row.prompt_tokens,
                             completion_tokens=row.completion_tokens, seconds=row.seconds)
-            else:
-                ledger._add(row.tag, failures=1, seconds=row.seconds)
+            else:  # a failed call's tokens, where the server reported them (a cut answer), were spent too
+                ledger._add(row.tag, failures=1, prompt_tokens=row.prompt_tokens,
+                            completion_tokens=row.completion_tokens, seconds=row.seconds)
         return ledger
 
     def _add(self, tag: str, **delta: float) -> None:
@@ -54,10 +66,12 @@ class UsageLedger:
             self._add(tag, calls=1, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, seconds=seconds)
             self.estimated_calls += int(estimated)
 
-    def failure(self, tag: str, seconds: float) -> None:
-        """Account one failed attempt (its time still counts against the wall budget)."""
+    def failure(self, tag: str, seconds: float, prompt_tokens: int = 0, completion_tokens: int = 0) -> None:
+        """Account one failed attempt: its time counts against the wall budget, and the tokens the server reported
+        for it (a cut answer's) against the token budget."""
         with self.lock:
-            self._add(tag, failures=1, seconds=seconds)
+            self._add(tag, failures=1, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                      seconds=seconds)
 
     def wait(self, tag: str, seconds: float) -> None:
         """Account back-off time between attempts."""

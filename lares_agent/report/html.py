@@ -16,6 +16,7 @@ from lares_agent.report.plots import plot_influence, plot_lineage, plot_llm_cost
 from lares_agent.report.proxy import proxy_rows, spearman
 from lares_agent.report.run_reader import RunData, read_run
 from lares_agent.report.summary import RunSummary, summarize
+from lares_agent.report.video import VIDEO_NAME, ReportVideo, policy_video
 from lares_agent.runs import RunLayout, RunLog, llm_health
 
 __all__ = ["FIGURES", "render_html", "write_report"]
@@ -166,8 +167,29 @@ def _proxy_table(run: RunData) -> str:
     return f'<p id="proxy-spearman">{e(corr)}</p><table id="proxy">' + "".join(body) + "</table>"
 
 
-def render_html(run: RunData, figures: list[str], baseline: RunData | None = None) -> str:
-    """The page for ``run``; ``figures`` are the PNG file names (relative to the page) that were written."""
+def _graph_section() -> str:
+    """The round graph as LangGraph draws it (`lares graph`), as Mermaid text: readable as it is, and drawn by any
+    Mermaid viewer; the page itself loads no script, so it needs no network."""
+    from lares_agent.graphs.drawing import round_graph_mermaid
+
+    return ("<p>Every reward round runs this LangGraph graph (dotted edges are conditional; `lares graph` prints "
+            "it, docs/ARCHITECTURE.md explains the routing). The Mermaid text below is drawn by any Mermaid "
+            'viewer.</p><pre class="mermaid" id="round-graph">' + html.escape(round_graph_mermaid()) + "</pre>")
+
+
+def _video_section(video: ReportVideo) -> str:
+    """The GIF with what it shows, or the one line saying why this machine wrote none (never a broken image)."""
+    e = html.escape
+    if video.file is None:
+        return f'<p class="note" id="policy-video">{e(video.caption)}</p>'
+    return (f'<figure id="policy-video"><img src="{e(video.file)}" alt="an episode of the policy handed over">'
+            f"<figcaption>{e(video.caption)}</figcaption></figure>")
+
+
+def render_html(run: RunData, figures: list[str], baseline: RunData | None = None,
+                video: ReportVideo | None = None) -> str:
+    """The page for ``run``; ``figures`` are the PNG file names (relative to the page) that were written, ``video``
+    the handed-over policy's episode (or why there is none)."""
     e = html.escape
     s = summarize(run)
     b = summarize(baseline) if baseline is not None else None
@@ -184,8 +206,13 @@ def render_html(run: RunData, figures: list[str], baseline: RunData | None = Non
     if not run.evaluations:
         parts.append('<p class="note">No evaluations yet: the run has not reached its first evaluation '
                      "(or was stopped before it), so there are no learning curves.</p>")
-    parts += ["<h2>Summary</h2>", _summary_table(s, b), "<h2>Final reward population</h2>", _population_table(s)]
+    parts += ["<h2>Summary</h2>", _summary_table(s, b)]
+    if video is not None:
+        parts += ["<h2>The policy handed over, in one episode</h2>", _video_section(video)]
+    parts += ["<h2>Final reward population</h2>", _population_table(s)]
     parts += ["<h2>Pre-screen proxy against fitness</h2>", _proxy_table(run)]
+    if s.setting != "baseline":  # a baseline run asks no LLM: it has no round graph
+        parts += ["<h2>Round graph</h2>", _graph_section()]
     captions = dict(FIGURES)
     if figures:
         parts.append("<h2>Figures</h2>")
@@ -198,8 +225,10 @@ def render_html(run: RunData, figures: list[str], baseline: RunData | None = Non
     return "\n".join(parts)
 
 
-def write_report(run: str | Path, compare: str | Path | None = None, out_dir: str | Path | None = None) -> Path:
-    """Write ``<run>/report/index.html`` and its PNGs; returns the page's path.
+def write_report(run: str | Path, compare: str | Path | None = None, out_dir: str | Path | None = None,
+                 video: bool = True) -> Path:
+    """Write ``<run>/report/index.html``, its PNGs and (``video``) the GIF of the handed-over policy; returns the
+    page's path.
 
     Raises ``NotARunError`` (one line) if ``run`` or ``compare`` is not a run directory. Figures without data
     are left out (and an old PNG of that name is removed, so the folder never shows a stale figure).
@@ -224,6 +253,9 @@ def write_report(run: str | Path, compare: str | Path | None = None, out_dir: st
             (out / name).unlink()
     page = out / "index.html"
     tmp = out / ".index.html.tmp"
-    tmp.write_text(render_html(data, written, baseline), encoding="utf-8")
+    clip = policy_video(data, out) if video else None
+    if not video:
+        (out / VIDEO_NAME).unlink(missing_ok=True)  # the page will not show it: no stale video beside it
+    tmp.write_text(render_html(data, written, baseline, clip), encoding="utf-8")
     os.replace(tmp, page)
     return page

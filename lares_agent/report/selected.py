@@ -2,7 +2,8 @@
 
 The run's selected reward is the reward of the learner it ranks first at the end: the final metrics line's
 `best_slot` (docs/lares-reference.md §12 item 16: the selected policy, not the optimistic max), else the last
-reward update's best slot, else the candidate of highest fitness, else the newest accepted candidate.
+reward update's best slot (a baseline's one reward), else the candidate of highest fitness, else the newest
+accepted candidate.
 """
 
 from __future__ import annotations
@@ -38,6 +39,11 @@ def selected_reward(path: Path, data: RunData | None = None) -> SelectedReward |
             if slot.slot == row.best_slot and slot.reward_id:
                 return SelectedReward(slot.reward_id, f"slot {slot.slot}'s reward, ranked first at the last "
                                                       f"evaluation ({row.env_steps:,} env steps)")
+    config = data.config
+    if config.get("setting") == "baseline":  # one learner on one reward, before its first evaluation
+        given = config.get("reward_id") if config.get("reward_components") else None
+        own = "success" if config.get("baseline_reward") == "success" else HUMAN_REWARD_ID
+        return SelectedReward(str(given or own), "the baseline's one reward (no evaluation yet)")
     for update in reversed(data.updates):
         if update.best_slot is not None and update.best_slot in update.judged:
             return SelectedReward(update.judged[update.best_slot],

@@ -300,11 +300,15 @@ def _last_finite(values: np.ndarray) -> float:
 
 def handed_over(run: RunData) -> str:
     """What the policy the run hands over trained on: the task's own reward (the baseline, or the init setting's
-    kept learner ranked first) or a searched reward, by id; empty before the run selected anything."""
+    kept learner ranked first), a searched reward by id, or a baseline's success indicator or given reward (with
+    where it came from); empty before the run selected anything."""
     from lares_agent.report.selected import HUMAN_REWARD_ID, selected_reward
+    from lares_agent.search.found_reward import trained_on
 
     if run.setting == "baseline":
-        return "the task's own reward (baseline)"
+        if run.config.get("baseline_reward") == "success":
+            return "the task's success indicator alone (sparse baseline)"
+        return trained_on(run.config) or "the task's own reward (baseline)"  # or the reward given to it alone
     chosen = selected_reward(run.path, run)
     if chosen is None:
         return ""

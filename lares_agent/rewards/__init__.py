@@ -29,6 +29,7 @@ from lares_agent.rewards.task import (
     allowed_features,
     human_components,
     human_record,
+    prompt_features,
 )
 from lares_agent.rewards.validate import CheckConfig, human_reference, progress_monotonicity, record_key, validate
 from lares_agent.rewards.verdict import ComponentStats, Verdict
@@ -67,6 +68,7 @@ __all__ = [
     "parse_candidate",
     "parse_expression",
     "progress_monotonicity",
+    "prompt_features",
     "record_key",
     "reward_key",
     "synthetic_sample",

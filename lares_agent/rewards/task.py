@@ -17,6 +17,8 @@ __all__ = [
     "allowed_features",
     "human_components",
     "human_record",
+    "offstage_features",
+    "prompt_features",
 ]
 
 # The feature under which a task exposes its own reward (engine/contracts.py names it the same): a candidate
@@ -63,6 +65,19 @@ def allowed_features(task: RewardTask) -> tuple[str, ...]:
     if not names:
         raise ValueError(f"task {task.name} declares no reward features")
     return names
+
+
+def offstage_features(task: object) -> frozenset[str]:
+    """Features of the scene that are not part of the task (`TaskSpec.offstage_features`; none for a task without
+    the field): a reward may name them, the prompt does not list them, and a term reading only them pays for
+    nothing the task asks."""
+    return frozenset(str(n) for n in getattr(task, "offstage_features", ()) or ())
+
+
+def prompt_features(task: RewardTask) -> tuple[str, ...]:
+    """The features the LLM is shown and its answers may name: the allowed ones less the offstage ones."""
+    hidden = offstage_features(task)
+    return tuple(n for n in allowed_features(task) if n not in hidden)
 
 
 def human_components(task: object) -> tuple[tuple[str, str], ...] | None:

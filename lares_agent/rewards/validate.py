@@ -15,6 +15,11 @@ unbounded regeneration loop, docs/lares-reference.md §12 item 28):
 8. progress sign on the sample: a wrong-signed distance term is the small model's most common mistake
    (docs/feasibility.md §4.2), and terms that cancel leave the reward blind to progress.
 
+Between 5 and 6, a term that reads only features the task declares offstage (reach-v3's puck) is rejected: the
+object is in the scene but not in the task, so such a term is constant on the robot's runs and pays nothing (a
+reach-v3 run once handed over `bonus = grasped*(...)` with `grasped` 0 on every step). Other constant terms are
+warnings (`check_numeric`): a success or grasp bonus is constant on early states and still right.
+
 Checks 1-5 do not depend on the sample; 6-8 do, and 3 depends on what the population already holds.
 
 A task may carry its own (human-designed) reward as an expression (`TaskSpec.human_components`), which the "with
@@ -43,7 +48,7 @@ from lares_agent.rewards.complexity import ComplexityWeights
 from lares_agent.rewards.domains import domain_reason
 from lares_agent.rewards.limits import Limits, RewardRejected
 from lares_agent.rewards.numeric import NumericThresholds, check_numeric
-from lares_agent.rewards.task import RewardTask, allowed_features, human_components
+from lares_agent.rewards.task import RewardTask, allowed_features, human_components, offstage_features
 from lares_agent.rewards.verdict import Verdict
 
 __all__ = ["CheckConfig", "human_reference", "progress_monotonicity", "record_key", "structure_key", "structure_key_of",
@@ -142,6 +147,17 @@ def _use_reasons(used: Collection[str], task: RewardTask, config: CheckConfig) -
     return reasons
 
 
+def _offstage_reason(parsed: ParsedReward, task: RewardTask) -> str | None:
+    """The first term that reads only offstage features (`rewards.task.offstage_features`), as a reason."""
+    hidden = offstage_features(task)
+    for name, expr in parsed.components.items():
+        used = {str(s) for s in expr.free_symbols}
+        if used and used <= hidden:
+            return (f"component '{name}' reads only {', '.join(sorted(used))}, which belong(s) to an object that is "
+                    f"not part of this task: it pays nothing for {task.progress_feature}; drop it")
+    return None
+
+
 def _sign_reason(reward: CompiledReward, sample: Mapping[str, np.ndarray], progress: str) -> str | None:
     """Check 7: the reward must rise as the progress distance shrinks."""
     rises, falls = progress_monotonicity(reward, sample, progress)
@@ -220,6 +236,9 @@ def validate(
     if binding:
         return reject(binding[0])
     advice.extend(uses)
+    reason = _offstage_reason(parsed, task)
+    if reason is not None:
+        return reject(reason)
     try:
         reward = compile_reward(parsed, id)
         numeric = check_numeric(reward, sample, config.thresholds)

@@ -31,7 +31,7 @@ from lares_agent.runs.layout import (
 from lares_agent.runs.llm_calls import LLMCallRow
 from lares_agent.runs.marker import RUN_FORMAT, RUN_FORMAT_VERSION, check_marker, marked, read_marked_config
 from lares_agent.runs.metrics import METRIC_KINDS, MetricKind, MetricRow, SlotMetric
-from lares_agent.runs.repair import SESSION_EVENTS, log_sizes, truncate_logs
+from lares_agent.runs.repair import SESSION_EVENTS, log_sizes, short_logs, truncate_logs
 
 __all__ = [
     "CANDIDATES_NAME",
@@ -80,6 +80,7 @@ __all__ = [
     "read_jsonl",
     "read_marked_config",
     "recorded_outcome",
+    "short_logs",
     "spent_wall_s",
     "to_jsonable",
     "truncate_logs",

@@ -37,6 +37,7 @@ EventKind = Literal[
     "quarantine",  # engine: a learner stops training/acting until the next update
     "reward_update",  # engine: fitness, ranking, elites and replacements of one round
     "reward_update_started",  # engine: a round was evaluated and ranked; its proposal runs (maybe in the background)
+    "reward_update_abandoned",  # engine: a stop cancelled the round's proposal; nothing installed, a resume redoes it
     "checkpoint",  # engine: a checkpoint was written
     "resumed",  # engine: restored from a checkpoint
     "run_start",  # search: the run (or its resumption) started
@@ -45,6 +46,7 @@ EventKind = Literal[
     "llm_breaker",  # search: the LLM endpoint failed the same way repeatedly; not called for a round or the run
     "llm_fault",  # llm/faults.py: an injected fault (tests and benchmarks write these to their own file)
     "llm_format_step",  # search: the endpoint refused a response_format; the client steps down (llm/formats.py)
+    "llm_context",  # search: a prompt and its answer did not fit the model's context; the cause and fix (llm/window.py)
 ]
 EVENT_KINDS: tuple[EventKind, ...] = get_args(EventKind)
 _COMMON = ("event", "round", "env_steps", "time")

@@ -105,7 +105,7 @@ def spent_wall_s(log: RunLog) -> float:
     A session that ended has a `run_end` whose `wall_s` is the run's total so far; one that was killed counts
     from its `run_start` to its last stamped event or LLM call before the next session's line, whichever is later
     (never to the `resumed` line a later resume wrote: the time between is dead time; the engine's own events
-    carry no time; the time before its first `run_start`, spent on the initial proposals, is lost with it).
+    carry no time; `run_start` is logged before the initial proposals, so their time counts too).
     """
     calls = sorted(t for t in (_epoch(row.time) for row in log.llm_calls.read()) if t is not None)
     total, start, last = 0.0, None, None

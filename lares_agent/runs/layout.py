@@ -4,7 +4,8 @@
 A run folder holds ``config.json`` (the search config, written first), ``metrics.jsonl`` (evaluations),
 ``events.jsonl`` (reward updates, quarantines, checkpoints, ...), ``candidates.jsonl`` (every proposal and its
 verdict), ``llm_calls.jsonl`` (every LLM call, what a replay answers from), ``trace.sqlite`` (the graph's
-checkpoints), ``checkpoints/`` (engine state) and ``report/`` (the HTML report).
+checkpoints), ``checkpoints/`` (engine state), ``report/`` (the HTML report) and, with ``--tensorboard``,
+``tensorboard/`` (TensorBoard scalars mirrored from the records).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ __all__ = [
     "REPORT_NAME",
     "RUN_FILE_NAMES",
     "RUN_MARKERS",
+    "TENSORBOARD_NAME",
     "TRACE_NAME",
     "NotARunError",
     "RunLayout",
@@ -46,6 +48,7 @@ POLICIES_NAME = "policies"  # the selected policy at each reward update and at t
 POLICY_SUFFIX = ".pt"
 FINAL_POLICY = "final"
 SLOT_POLICY_PREFIX = "slot-"  # every slot's policy at the end: policies/slot-2.pt
+TENSORBOARD_NAME = "tensorboard"  # `lares run --tensorboard`: the scalars of the records (runs/tensorboard.py)
 FEATURE_SAMPLE_NAME = "feature_sample.npz"  # inside checkpoints/: buffer features for the report's influence
 
 RUN_FILE_NAMES: tuple[str, ...] = (
@@ -118,6 +121,10 @@ class RunLayout:
     @property
     def report(self) -> Path:
         return self.root / REPORT_NAME
+
+    @property
+    def tensorboard(self) -> Path:
+        return self.root / TENSORBOARD_NAME
 
     def is_run(self) -> bool:
         """True when the folder holds at least one run marker (config, metrics or events)."""

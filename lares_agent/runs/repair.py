@@ -4,7 +4,8 @@ A resumed engine replays every step after its checkpoint, and used to write thos
 a second time. Each checkpoint records the byte sizes of `metrics.jsonl` and `events.jsonl`
 when it was taken (`log_sizes`); a resume truncates both files back to them (to nothing when no checkpoint was
 taken yet) before anything is written. Lines of the sessions themselves (`run_start`, `run_end`, `resumed`,
-`llm_breaker`, `llm_format_step`), which the replay does not write again, are kept in order after the cut.
+`llm_breaker`, `llm_format_step`, `llm_context`, and `reward_update_abandoned`: a stop gave a round up, which the
+resume then redoes), which the replay does not write again, are kept in order after the cut.
 """
 
 from __future__ import annotations
@@ -16,14 +17,30 @@ from pathlib import Path
 
 from lares_agent.runs.layout import EVENTS_NAME, METRICS_NAME, RunLayout
 
-__all__ = ["SESSION_EVENTS", "log_sizes", "truncate_logs"]
+__all__ = ["SESSION_EVENTS", "log_sizes", "short_logs", "truncate_logs"]
 
-SESSION_EVENTS = ("run_start", "run_end", "resumed", "llm_breaker", "llm_format_step")
+SESSION_EVENTS = ("run_start", "run_end", "resumed", "llm_breaker", "llm_format_step", "llm_context",
+                  "reward_update_abandoned")
 
 
 def log_sizes(layout: RunLayout) -> dict[str, int]:
     """Byte sizes of the logs a resume may cut back (a missing file is 0)."""
     return {p.name: p.stat().st_size if p.is_file() else 0 for p in (layout.metrics, layout.events)}
+
+
+def short_logs(layout: RunLayout, sizes: Mapping[str, int] | None) -> list[str]:
+    """One line per log that is shorter than the checkpoint recorded (emptied or cut outside lares): the cut
+    below leaves such a file as it is, and the resumed run appends to it, so without this line the lost rows
+    would go unnoticed until a report shows a curve with a hole."""
+    lines = []
+    for path in (layout.metrics, layout.events):
+        want = int((sizes or {}).get(path.name, 0))
+        have = path.stat().st_size if path.is_file() else 0
+        if have < want:
+            what = "is missing" if not path.is_file() else "is empty" if have == 0 else f"holds {have} bytes"
+            lines.append(f"{path} {what}, but the checkpoint was taken when it held {want} bytes: the rows before "
+                         "it are lost (emptied or cut outside lares); the run goes on and appends after what is left")
+    return lines
 
 
 def _cut(path: Path, size: int) -> list[str]:

@@ -37,6 +37,9 @@ REWARD_NORMALISATIONS: tuple[RewardNormalisation, ...] = get_args(RewardNormalis
 # success-then-progress; `runner.start_run` writes the resolved rule into config.json.
 Fitness = Literal["auto", "success-then-return", "success-then-progress"]
 FITNESS_RULES: tuple[Fitness, ...] = get_args(Fitness)
+# --device: where SAC/CrossQ learners compute (engine/devices.py's names, repeated as above; "auto" kept as such)
+Device = Literal["auto", "cpu", "cuda"]
+DEVICES: tuple[Device, ...] = get_args(Device)
 # Ablations of LaRes' parts; each switches one part off, default none (full LaRes).
 Ablation = Literal["no-relabel", "no-thompson", "no-scaling", "no-constraint", "no-reflection", "no-retrieval"]
 SETTINGS: tuple[Setting, ...] = get_args(Setting)
@@ -66,6 +69,7 @@ __all__ = [
     "BACKENDS",
     "BASELINE_REWARDS",
     "COMPLEXITY_LAMBDA",
+    "DEVICES",
     "ENGINE_ABLATIONS",
     "FITNESS_RULES",
     "LEARNERS",
@@ -78,6 +82,7 @@ __all__ = [
     "Analysis",
     "Backend",
     "BaselineReward",
+    "Device",
     "Fitness",
     "LLMBackend",
     "Learner",
@@ -121,10 +126,10 @@ class SearchConfig:
     Valid exactly when the engine and LLM configs it maps onto are (`__post_init__` builds both): what
     `config.json` says is what runs. A field's `lares run` option is its name with dashes (`--reward-period`,
     `--retrieval/--no-retrieval`; tests/test_cli_options.py), but for `baseline_reward` (`lares baseline
-    --reward`); the engine's names are in `engine_config`. `hidden`, `batch_size`, `utd` and
-    `init_alpha` apply to whichever gradient learner runs (`hidden`: SAC's actor and critics, CrossQ's actor);
-    `critic_hidden` sets CrossQ's critics (None: CrossQ's default, 2x256) and `critic_layer_norm` SAC's; `lr` the
-    learner's Adam rate (None: the learner's default).
+    --reward`) and the `reward_*` fields (`lares baseline --reward-from`); the engine's names are in
+    `engine_config`. `hidden`, `batch_size`, `utd` and `init_alpha` apply to whichever gradient learner runs
+    (`hidden`: SAC's actor and critics, CrossQ's actor); `critic_hidden` sets CrossQ's critics (None: CrossQ's
+    default, 2x256) and `critic_layer_norm` SAC's; `lr` the learner's Adam rate (None: the learner's default).
     """
 
     task: str = "reach-v3"
@@ -157,6 +162,7 @@ class SearchConfig:
     selection: Selection = "truncation"  # "tournament": ES only; "pareto": any learner
     tournament_size: int = 2
     torch_threads: int = 1  # 0: torch's default; 1 is as fast for these small networks and never oversubscribes
+    cores: int = 0  # cores the run may use (0: every core this process may run on); a sweep gives its trials' share
     seed: int = 0
     persona: str = "neutral"
     llm_backend: LLMBackend = "local"
@@ -165,6 +171,9 @@ class SearchConfig:
     temperature: float = 0.4
     max_llm_tokens: int | None = None
     llm_timeout: float | None = None  # seconds one LLM attempt may take (local: of generation); None: the backend's
+    # tokens a prompt plus its answer may take (LLMConfig.context; the local model loads with it); None: the local
+    # model's own (4096), 2048 for a server (the default of llama.cpp's)
+    llm_context: int | None = None
     retrieval: bool = True
     max_minutes: float | None = None
     rewards_file: str | None = None
@@ -174,14 +183,22 @@ class SearchConfig:
     # What the baseline learner trains on: the task's own reward, or its success indicator alone (the sparse
     # baseline of `lares sweep --methods sparse`).
     baseline_reward: BaselineReward = "human"
+    # Or a found reward the baseline trains on alone (`lares baseline --reward-from/--reward-file`, `lares sweep
+    # --methods retrain`; search/found_reward.py): (name, expression) pairs, its id in the records, its origin.
+    reward_components: tuple[tuple[str, str], ...] = ()
+    reward_id: str | None = None
+    reward_source: str | None = None
     sync_llm: bool = False  # True: the learners wait for each reward round's LLM calls, as the reference (ES always)
-    candidates_per_slot: float = 2.0  # LLM candidates asked per free slot; the pre-screen keeps the best
+    candidates_per_slot: float = 2.0  # LLM candidates asked per free slot; the first valid ones fill the slots
+    prescreen: bool = False  # GraphLimits.prescreen: the offline proxy picks which valid candidates fill the slots
     numeric_children: int = 2  # numeric children of the elites per propose pass (constants perturbed)
     analysis: Analysis = "facts"  # GraphLimits.analysis: "facts" calls no LLM in analyse/critique
     task_examples: TaskExamples = "other"  # GraphLimits.task_examples: "own" shows two answers for the run's task
     personas: tuple[str, ...] = ()  # the critic ensemble (--personas a,b); () : `persona` critiques alone
     reward_normalisation: RewardNormalisation = "affine"  # ReplayConfig.reward_normalisation (SAC/CrossQ only)
     learners_per_reward: int = 1  # ReplayConfig.learners_per_reward (SAC/CrossQ only)
+    tensorboard: bool = False  # scalars in <run>/tensorboard/, mirrored from the records (runs/tensorboard.py)
+    device: Device = "cpu"  # ReplayConfig.device (SAC/CrossQ only; option_checks refuses it for ES)
 
     def __post_init__(self) -> None:
         problems = [
@@ -196,9 +213,15 @@ class SearchConfig:
             *_choice("--task-examples", self.task_examples, TASK_EXAMPLES),
             *_choice("--reward-normalisation", self.reward_normalisation, REWARD_NORMALISATIONS),
             *_choice("--fitness", self.fitness, FITNESS_RULES),
+            *_choice("--device", self.device, DEVICES),
         ]
         if self.baseline_reward != "human" and self.setting != "baseline":
             problems.append(f"--reward {self.baseline_reward} is the baseline's reward (`lares baseline`)")
+        if (self.reward_components or self.reward_source) and self.setting != "baseline":
+            problems.append("a found reward (--reward-from, --reward-file) is trained alone by `lares baseline`")
+        if self.reward_components and self.baseline_reward != "human":
+            problems.append(f"--reward {self.baseline_reward} and --reward-from/--reward-file each choose the "
+                            "baseline's reward: give one")
         # The flags a user types, checked here to name them as typed; the engine config checks the same ranges.
         if any(not str(p).strip() for p in self.personas) or len(set(self.personas)) != len(self.personas):
             problems.append("--personas must be distinct, non-empty names or files separated by commas")
@@ -211,10 +234,13 @@ class SearchConfig:
             problems.append(f"--seed must be between 0 and {2**32 - 1}, not {self.seed}")
         if self.budget <= 0 or self.reward_period <= 0:
             problems.append("--budget and --reward-period must be positive")
-        if self.max_minutes is not None and self.max_minutes <= 0:
-            problems.append("--max-minutes must be positive")
+        if self.max_minutes is not None and not (math.isfinite(self.max_minutes) and self.max_minutes > 0):
+            problems.append(f"--max-minutes must be positive and finite, not {self.max_minutes} "
+                            "(leave it out for no limit)")
         if self.llm_timeout is not None and not (math.isfinite(self.llm_timeout) and self.llm_timeout > 0):
             problems.append(f"--llm-timeout must be a positive number of seconds, not {self.llm_timeout}")
+        if self.llm_context is not None and not 1024 <= self.llm_context <= 1 << 20:
+            problems.append(f"--llm-context must be between 1024 and {1 << 20} tokens, not {self.llm_context}")
         if self.init_alpha <= 0:
             problems.append("init_alpha must be positive")
         if self.lr is not None and not (math.isfinite(self.lr) and self.lr > 0):
@@ -225,6 +251,8 @@ class SearchConfig:
             problems.append("--lr sets the Adam rate of --learner sac or crossq (ES follows its own schedule)")
         if not (math.isfinite(self.candidates_per_slot) and 1.0 <= self.candidates_per_slot <= 10.0):
             problems.append(f"--candidates-per-slot must be between 1 and 10, not {self.candidates_per_slot}")
+        if self.cores < 0:
+            problems.append(f"--cores must be 0 (every core) or more, not {self.cores}")
         if not 0 <= self.numeric_children <= 16:
             problems.append(f"--numeric-children must be between 0 and 16, not {self.numeric_children}")
         unknown = [a for a in self.ablations if a not in ABLATIONS]
@@ -269,6 +297,7 @@ class SearchConfig:
         data["critic_hidden"] = None if self.critic_hidden is None else list(self.critic_hidden)
         data["ablations"] = list(self.ablations)
         data["personas"] = list(self.personas)
+        data["reward_components"] = [list(p) for p in self.reward_components]
         return data
 
     @classmethod
@@ -287,6 +316,8 @@ class SearchConfig:
         for key in ("hidden", "critic_hidden", "ablations", "personas"):
             if kwargs.get(key) is not None:
                 kwargs[key] = tuple(kwargs[key])
+        if kwargs.get("reward_components") is not None:
+            kwargs["reward_components"] = tuple(tuple(p) for p in kwargs["reward_components"])
         return cls(**kwargs)
 
     def save(self, path: Path) -> None:
@@ -307,7 +338,8 @@ def engine_config(cfg: SearchConfig) -> EngineConfig:
     -> `sac.hidden`, `sac.batch_size`, `sac.utd_ratio`, `sac.init_log_alpha` (its log), `sac.obs_norm`,
     `sac.critic_layer_norm`; CrossQ: `hidden` -> `crossq.actor_hidden`, `critic_hidden` -> `crossq.critic_hidden`
     (None: CrossQ's default), and the same for the others; `lr` -> `sac.lr` or `crossq.lr`; the ablations ->
-    `relabel`, `thompson`, `scale_to_best`, `anchor_weight` 0; ES: `es_population` -> `es.population_size`.
+    `relabel`, `thompson`, `scale_to_best`, `anchor_weight` 0; `device` -> `device` (SAC/CrossQ; ES computes in
+    numpy); ES: `es_population` -> `es.population_size`.
     """
     from lares_agent.engine import (
         CrossQConfig,
@@ -344,6 +376,7 @@ def engine_config(cfg: SearchConfig) -> EngineConfig:
             anchor_weight=0.0 if "no-constraint" in cfg.ablations else cfg.anchor_weight,
             scale_to_best="no-scaling" not in cfg.ablations, relabel="no-relabel" not in cfg.ablations,
             thompson="no-thompson" not in cfg.ablations, reward_normalisation=cfg.reward_normalisation,
+            device=cfg.device,
         )
     return EngineConfig(
         setting=cfg.setting, population=cfg.population, elites=cfg.elites, total_steps=cfg.budget,
@@ -381,10 +414,22 @@ def resolved_for_task(cfg: SearchConfig, has_human_reward: bool) -> SearchConfig
 
 def llm_config(cfg: SearchConfig) -> LLMConfig:
     """The LLM client's view: `llm_backend` -> `backend`, `llm_model` -> `model`, `max_llm_tokens` ->
-    `max_total_tokens`, `llm_timeout` -> `timeout_s`."""
+    `max_total_tokens`, `llm_timeout` -> `timeout_s`, `llm_context` -> `context` (and the local model's `n_ctx`)."""
+    local = cfg.llm_context is not None and cfg.llm_backend == "local"
     return LLMConfig(backend=cfg.llm_backend, model=cfg.llm_model, base_url=cfg.base_url,
                      temperature=cfg.temperature, max_total_tokens=cfg.max_llm_tokens, seed=cfg.seed,
-                     n_threads=background_llm_threads(cfg), timeout_s=cfg.llm_timeout)
+                     n_threads=background_llm_threads(cfg), timeout_s=cfg.llm_timeout, context=cfg.llm_context,
+                     n_ctx=cfg.llm_context if local and cfg.llm_context else LLMConfig.n_ctx)
+
+
+def run_cores(cfg: SearchConfig) -> int:
+    """The cores the run may use: `cores`, else every core this process may run on (affinity-aware)."""
+    if cfg.cores > 0:
+        return cfg.cores
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
 
 
 def background_llm_threads(cfg: SearchConfig) -> int | None:
@@ -393,8 +438,10 @@ def background_llm_threads(cfg: SearchConfig) -> int | None:
     them all (the same effect as `torch_threads`' note in search/runner.py). None: every core (blocking rounds)."""
     if cfg.sync_llm or cfg.learner == "es" or cfg.llm_backend != "local" or cfg.torch_threads <= 0:
         return None
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
-    return max(1, cores - cfg.torch_threads)
+    return max(1, run_cores(cfg) - cfg.torch_threads)
+
+
+def initial_llm_threads(cfg: SearchConfig) -> int | None:
+    """llama.cpp's threads for round 0, while the learners wait for its rewards: every core of the run, where
+    later rounds leave the learners theirs (`background_llm_threads`). None: the model's own setting."""
+    return run_cores(cfg) if background_llm_threads(cfg) is not None else None

@@ -47,6 +47,9 @@ class RunOutcome:
     """Wall seconds of the initial population's proposals (round 0, before any learner exists)."""
     session_wall_s: float = 0.0
     """Wall seconds of this session (``wall_s`` adds a resumed run's earlier sessions)."""
+    abandoned_round: int | None = None
+    """The reward round a stop gave up (search/stopping.py): not installed, no checkpoint after it, and
+    `lares resume` redoes it (None: none)."""
 
     @property
     def llm_wait_share(self) -> float:

@@ -4,7 +4,8 @@ In order: the leftovers of a killed checkpoint write are removed; `trace.sqlite`
 checked, a damaged one is set aside (the graph history of finished rounds is lost; an interrupted round re-runs
 from the engine checkpoint) instead of failing at the next reward update; the newest checkpoint that verifies
 is chosen, newer damaged ones are set aside with the reason; the metric and event logs are cut back to what
-that checkpoint covers, so the replayed steps write their rows once. A run whose round 0 fell back to the
+that checkpoint covers, so the replayed steps write their rows once (a log already shorter than that, emptied
+outside lares, is named). A run whose round 0 fell back to the
 built-in reward starts again instead, so that a resume asks the (repaired) LLM for round 0 once more.
 """
 
@@ -19,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lares_agent.engine import checkpoint_meta, newest_loadable, remove_stale
-from lares_agent.runs import RunLayout, truncate_logs
+from lares_agent.runs import RunLayout, short_logs, truncate_logs
+from lares_agent.runs.oserrors import RunFileError, run_file_error
 
 __all__ = ["ResumePlan", "check_trace", "prepare_resume"]
 
@@ -100,7 +102,21 @@ def _forget_round_0(run: RunLayout, checkpoint: Path) -> None:
 
 
 def prepare_resume(run: RunLayout, notify: Notify) -> ResumePlan:
-    """Mend what can be mended, say what was done through `notify`, and pick the checkpoint to restore."""
+    """Mend what can be mended, say what was done through `notify`, and pick the checkpoint to restore.
+
+    Mending writes into the run folder (removes, renames, truncates); where it cannot (a read-only copy of a
+    run) the error is one line naming the file and the cause, not Python's `[Errno 30]`."""
+    try:
+        return _prepare(run, notify)
+    except RunFileError:
+        raise
+    except OSError as exc:
+        raise run_file_error("prepare the resume in", exc.filename or run.root, exc,
+                             "; a resume writes into the run folder: copy it to a writable place and resume the copy"
+                             ) from None
+
+
+def _prepare(run: RunLayout, notify: Notify) -> ResumePlan:
     for stale in remove_stale(run.checkpoints):
         notify(f"removed {stale}, left by a checkpoint write that was killed")
     aside: str | None = None
@@ -124,6 +140,9 @@ def prepare_resume(run: RunLayout, notify: Notify) -> ResumePlan:
         notify("round 0 fell back to the built-in reward, so its checkpoints were removed and the run starts again: "
                "the LLM is asked for round 0's candidates once more")
     sizes = checkpoint_meta(checkpoint).get("log_bytes") if checkpoint is not None else None
+    if isinstance(sizes, dict):
+        for line in short_logs(run, sizes):
+            notify(line)
     if checkpoint is None or isinstance(sizes, dict):  # a checkpoint of an older lares records no sizes: keep all
         dropped = truncate_logs(run, sizes if isinstance(sizes, dict) else None)
     else:

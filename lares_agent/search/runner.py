@@ -8,6 +8,7 @@ newest atomic checkpoint.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable, Mapping
@@ -26,7 +27,7 @@ from lares_agent.engine import (
     random_feature_sample,
     restore_engine,
 )
-from lares_agent.errors import ConfigError, LaresError
+from lares_agent.errors import Cancelled, ConfigError, LaresError
 from lares_agent.runs import (
     FINAL_POLICY,
     RunLayout,
@@ -39,11 +40,21 @@ from lares_agent.runs import (
 from lares_agent.runs.lock import hold_run
 from lares_agent.runs.oserrors import run_file_error
 from lares_agent.runs.provenance import source_revision
-from lares_agent.search.config import SearchConfig, engine_config, llm_config, missing_keys, resolved_for_task
+from lares_agent.runs.tensorboard import TensorBoardMirror
+from lares_agent.search.config import (
+    SearchConfig,
+    engine_config,
+    initial_llm_threads,
+    llm_config,
+    missing_keys,
+    resolved_for_task,
+)
+from lares_agent.search.found_reward import found_rewards
 from lares_agent.search.outcome import NotifyFn, ProgressFn, RunOutcome, RunStatus
 from lares_agent.search.resume_checks import ResumePlan, prepare_resume
 from lares_agent.search.signals import StopRequest, graceful_signals
-from lares_agent.search.start_checks import check_case_store, check_llm
+from lares_agent.search.start_checks import check_case_store, check_device, check_llm, device_for_resume
+from lares_agent.search.stopping import ROUND_ABANDONED, end_in_round_0
 
 if TYPE_CHECKING:  # imported at run time only where used, so that `lares baseline` never loads the LLM stack
     from langgraph.checkpoint.sqlite import SqliteSaver
@@ -76,6 +87,7 @@ class Search:
         self.resume: ResumePlan | None = None
         self.notify: NotifyFn | None = None
         self.initial_llm_s = 0.0
+        self._earlier_wall_s: float | None = None  # set when this session's run_start is logged
         self.task = get_task(cfg.task)
         if cfg.torch_threads > 0:
             # OpenMP threads wait on each other once another process holds a core (docs/RESULTS.md, "Two process
@@ -114,7 +126,13 @@ class Search:
         def on_format_step(endpoint: object, refused: str, step: str, error: str) -> None:
             log.event("llm_format_step", endpoint=str(endpoint), refused=refused, next=step, error=error)
 
-        llm.on_trip, llm.on_format_step = on_trip, on_format_step
+        def on_context(line: str) -> None:  # once per cause: a context too small is said on the screen
+            log.event("llm_context", message=line)
+            if self.notify is not None:
+                self.notify(line)
+
+        llm.on_trip, llm.on_format_step, llm.window.on_note = on_trip, on_format_step, on_context
+        llm.cancelled = self.stop  # a stop gives up the LLM's calls, and their round, at once (stopping.py)
         self._cases = CaseStore() if uses_retrieval(cfg) else None
         context = RunContext(
             llm=self.llm,
@@ -124,7 +142,8 @@ class Search:
             run_id=self.run.root.name,
             id_prefix=f"{self.run.root.name[-6:]}-",
             limits=GraphLimits(reflect=reflects(cfg), analysis=cfg.analysis, oversample=cfg.candidates_per_slot,
-                               numeric_children=cfg.numeric_children, seed=cfg.seed, task_examples=cfg.task_examples),
+                               numeric_children=cfg.numeric_children, seed=cfg.seed, task_examples=cfg.task_examples,
+                               prescreen=cfg.prescreen),
             critics=tuple(resolve_persona(p) for p in cfg.personas),
             # the init setting refines the task's own reward; from scratch the LLM never sees it
             human_reward=dict(self.task.human_components)
@@ -132,6 +151,16 @@ class Search:
         )
         self._trace = open_trace(self.run.root)
         self.proposer = GraphProposer(build_graph(self._trace), context, self.log, self.task.name)
+
+    def begin(self, env_steps: int, round_: int) -> float:
+        """Log this session's `run_start` once, before anything the session does can log an event (the initial
+        proposals' `fallback` and `llm_breaker` lines belong after it), and return the wall seconds of the
+        earlier sessions, read before this session's line would count in them (`spent_wall_s`)."""
+        if self._earlier_wall_s is None:
+            self._earlier_wall_s = spent_wall_s(self.log)
+            resumed = self.resume.summary() if self.resume is not None else {}
+            self.log.event("run_start", env_steps=env_steps, round=round_, source=source_revision(), **resumed)
+        return self._earlier_wall_s
 
     # ------------------------------------------------------------------ engine
     def new_engine(self) -> LaResEngine:
@@ -141,11 +170,17 @@ class Search:
             n = ecfg.num_slots
             given = load_rewards_file(Path(self.cfg.rewards_file), self.task) if self.cfg.rewards_file else []
             sample = random_feature_sample(self.task, max(self.cfg.warmup_steps, 500), self.cfg.seed, self.cfg.horizon)
+            self.begin(0, 0)  # a new engine starts at step 0, round 0
             began = time.monotonic()
             if self.proposer is None:
                 raise LaresError("a reward search needs its proposer (the graph was not built)")
-            initial = self.proposer.initial(n, sample, given)
+            burst = (self.llm.threads_while(initial_llm_threads(self.cfg)) if self.llm is not None
+                     else contextlib.nullcontext())
+            with burst:  # the learners wait for round 0: the local model gets every core
+                initial = self.proposer.initial(n, sample, given)
             self.initial_llm_s = time.monotonic() - began
+        elif self.cfg.reward_components:  # a found reward trained alone (search/found_reward.py)
+            initial = found_rewards(self.cfg, self.task)
         elif self.cfg.baseline_reward == "success":
             initial = [success_reward(self.task)]
         return make_engine(self.task, ecfg, initial, self.proposer, self.run.root)
@@ -159,16 +194,20 @@ class Search:
             return load_reward(data, names)
 
         # config.json names the learner; a checkpoint of another kind is refused in one line
-        return restore_engine(checkpoint, self.task, load, self.proposer, self.run.root, learner=self.cfg.learner)
+        return restore_engine(checkpoint, self.task, load, self.proposer, self.run.root, learner=self.cfg.learner,
+                              device=self.cfg.device)
 
     def drive(self, engine: LaResEngine, progress: ProgressFn | None = None) -> RunOutcome:
         """Run the engine to its budget (or `--max-minutes`), checkpoint, and say how it ended."""
         start = self.started
         deadline = start + 60 * self.cfg.max_minutes if self.cfg.max_minutes else None
         best = [recorded_outcome(self.log).best_success]  # a resumed run's earlier evaluations count too
+        mirror = TensorBoardMirror(self.run) if self.cfg.tensorboard else None  # catches up with earlier sessions
 
         def on_iteration(info: StepInfo) -> None:
             best[0] = max(best[0], _best_success(engine))
+            if mirror is not None:
+                mirror.poll()
             if progress is not None:
                 progress(
                     RunStatus(info.env_steps, self.cfg.budget, info.round, best[0],
@@ -180,25 +219,27 @@ class Search:
 
         def stop() -> bool:
             stopping = self.stop() or (deadline is not None and time.monotonic() > deadline)
-            if stopping and not said[0] and engine.update_in_flight and self.notify is not None:
-                said[0] = True
+            if stopping and not self.stop() and not said[0] and engine.update_in_flight and self.notify is not None:
+                said[0] = True  # the time limit waits for the round; a signal gives it up (stopping.py)
                 self.notify("waiting for the reward round in flight to finish and install its candidates; "
-                            "send the signal again to stop at once (a resume reruns that round from the trace)")
+                            "a stop signal gives it up instead (a resume reruns that round from the trace)")
             return stopping
 
-        earlier = spent_wall_s(self.log)  # a resumed run reports its whole wall time
-        resumed = self.resume.summary() if self.resume is not None else {}
-        self.log.event("run_start", env_steps=engine.env_steps, round=engine.round, source=source_revision(), **resumed)
+        earlier = self.begin(engine.env_steps, engine.round)  # a resumed run reports its whole wall time
         steps = engine.run(progress=on_iteration, should_stop=stop)
-        engine.save_checkpoint()
+        if engine.abandoned is not None and self.notify is not None:
+            self.notify(ROUND_ABANDONED)
+        engine.save_checkpoint()  # none after an abandoned round: the resume redoes it from the one before
         engine.save_policy(FINAL_POLICY, every_slot=True)
-        finished = engine.done
+        finished = engine.done and engine.abandoned is None  # an abandoned last round is still to do
         session = time.monotonic() - start
         wall = earlier + session
         best[0] = max(best[0], _best_success(engine))
         usage = self.llm.usage if self.llm is not None else {}
         health = llm_health(self.log) if self.cfg.setting != "baseline" else None
-        extra = {"stopped_by": self.stop.name} if self.stop() else {}
+        extra: dict[str, object] = {"stopped_by": self.stop.name} if self.stop() else {}
+        if engine.abandoned is not None:
+            extra["abandoned_round"] = engine.abandoned
         if health is not None and health.only_fallbacks:
             extra["only_fallbacks"] = health.sentence()
         waited, llm_s = engine.llm_wait["waited_s"], engine.llm_wait["llm_s"]
@@ -207,9 +248,16 @@ class Search:
                        best_success=best[0], llm=usage, llm_wait_s=waited, llm_s=llm_s, **timing,
                        initial_llm_s=self.initial_llm_s, llm_wait_share=waited / session if session > 0 else 0.0,
                        **extra)
+        if mirror is not None:
+            mirror.close()
         return RunOutcome(self.run, steps, finished, best[0], wall, _ranked_success(engine), self.stop.name or None,
                           self.stop.exit_code if self.stop() else 0, health, llm_wait_s=waited, llm_s=llm_s,
-                          initial_llm_s=self.initial_llm_s, session_wall_s=session)
+                          initial_llm_s=self.initial_llm_s, session_wall_s=session, abandoned_round=engine.abandoned)
+
+    def abandoned_round_0(self) -> RunOutcome:
+        """A stop gave round 0 up (`stopping.py`): the run ends before any engine exists."""
+        return end_in_round_0(self.log, self.run, self.stop, self.begin(0, 0), time.monotonic() - self.started,
+                              self.notify)
 
     def close(self) -> None:
         if self._trace is not None:
@@ -291,10 +339,12 @@ def read_config(run: RunLayout) -> SearchConfig:
 
 def check_start(cfg: SearchConfig) -> None:
     """Everything about a new run's input that can be wrong, checked before a folder or a progress bar exists:
-    task, fitness rule, persona, `--rewards` file and the LLM."""
+    task, fitness rule, device, persona, `--rewards` file and the LLM."""
     task = get_task(cfg.task)  # the option ranges were checked when `cfg` was made (SearchConfig.__post_init__)
+    check_device(cfg)
     cfg = resolved_for_task(cfg, task.has_human_reward)  # init and success-then-return need the task's own reward
     if cfg.setting == "baseline":
+        found_rewards(cfg, task)  # a found reward passes the one validator
         return
     from lares_agent.search.personas import resolve_persona
 
@@ -337,7 +387,10 @@ def _start_in(cfg: SearchConfig, run: RunLayout, progress: ProgressFn | None, no
         search = Search(cfg, run, stop)
         search.notify = notify
         try:
-            engine = search.new_engine()
+            try:
+                engine = search.new_engine()
+            except Cancelled:  # a stop during round 0
+                return search.abandoned_round_0()
             try:
                 return search.drive(engine, progress)
             finally:
@@ -377,6 +430,7 @@ def _resume_in(run: RunLayout, cfg: SearchConfig, progress: ProgressFn | None, e
         cfg = SearchConfig.from_json({**cfg.to_json(), "max_minutes": extra_minutes})
     if cfg.setting != "baseline":
         check_llm(cfg)
+    cfg = device_for_resume(cfg, notify or (lambda line: None))
     plan = prepare_resume(run, notify or (lambda line: None))
     with graceful_signals(_stopping(notify)) as stop:
         search = Search(cfg, run, stop)
@@ -385,9 +439,12 @@ def _resume_in(run: RunLayout, cfg: SearchConfig, progress: ProgressFn | None, e
         try:
             if plan.checkpoint is not None:
                 engine = search.restored_engine(plan.checkpoint)
-            else:
-                engine = search.new_engine()
+            else:  # `resumed` first: it ends the killed session's time before this one's initial proposals
                 search.log.event("resumed", env_steps=0, round=0, **plan.summary())
+                try:
+                    engine = search.new_engine()
+                except Cancelled:  # a stop during round 0, again
+                    return search.abandoned_round_0()
             try:
                 return search.drive(engine, progress)
             finally:

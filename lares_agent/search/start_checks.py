@@ -1,18 +1,20 @@
-"""The checks of a run's outside world made before a run folder exists: the case store opens, and the model,
-replay record or endpoint the LLM backend needs is there (`runner.check_start` calls them; `lares resume` calls
-`check_llm`)."""
+"""The checks of a run's outside world made before a run folder exists: the case store opens, the model, replay
+record or endpoint the LLM backend needs is there, and so is the GPU `--device cuda` asks for (`runner.check_start`
+calls them; `lares resume` calls `check_llm` and `device_for_resume`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import urllib.parse
+from collections.abc import Callable
 from pathlib import Path
 
-from lares_agent.errors import LaresError
+from lares_agent.errors import ConfigError, LaresError
 from lares_agent.runs.oserrors import cause_of
 from lares_agent.search.config import SearchConfig, llm_config
 
-__all__ = ["check_case_store", "check_llm", "probe_endpoint"]
+__all__ = ["check_case_store", "check_device", "check_llm", "device_for_resume", "probe_endpoint"]
 
 
 def check_case_store() -> None:
@@ -30,6 +32,32 @@ def check_case_store() -> None:
         cause = cause_of(exc)[0] if isinstance(exc, OSError) else str(exc)
         raise LaresError(f"cannot open the case store {path}: {cause}; fix: set LARES_HOME to a writable folder, "
                          "or pass --no-retrieval") from None
+
+
+def check_device(cfg: SearchConfig) -> None:
+    """`--device cuda` where torch sees no GPU: refused in one line (`ConfigError`, exit 2), as an unknown option
+    value is, rather than a run folder whose first step fails. "auto" never fails; ES has no device."""
+    if cfg.learner == "es":
+        return
+    from lares_agent.engine.devices import device_problem
+
+    problem = device_problem(cfg.device)
+    if problem is not None:
+        raise ConfigError(problem)
+
+
+def device_for_resume(cfg: SearchConfig, notify: Callable[[str], None]) -> SearchConfig:
+    """The config a resume runs with: a run started with `--device cuda` continues on the CPU of a machine without
+    a GPU (checkpoints keep every tensor in host memory), said through `notify`; config.json keeps what was asked."""
+    if cfg.learner == "es" or cfg.device == "cpu":
+        return cfg
+    from lares_agent.engine.devices import device_problem
+
+    problem = device_problem(cfg.device)
+    if problem is None:
+        return cfg
+    notify(f"this run trained with --device {cfg.device}, and torch sees no CUDA GPU here: it continues on the CPU")
+    return dataclasses.replace(cfg, device="cpu")
 
 
 def check_llm(cfg: SearchConfig) -> None:

@@ -65,6 +65,7 @@ def _metric_payload(row: Mapping[str, Any]) -> dict[str, Any]:
     ranked = next((s for s in slots if s.get("slot") == best), slots[0] if slots else {})
     return {
         "env_steps": int(row.get("env_steps", 0)),
+        "timesteps_total": int(row.get("env_steps", 0)),  # Tune's TensorBoard logger plots at this step
         "round": int(row.get("round", 0)),
         "kind": str(row.get("kind", "eval")),
         "success": row.get("success_best_slot", ranked.get("success")),
@@ -172,6 +173,7 @@ def _init_ray(ray_address: str | None) -> None:
 
 def _tuner(spec: SweepSpec, layout: SweepLayout) -> Any:
     from ray import tune
+    from ray.tune.logger import TBXLoggerCallback
 
     grid = {
         "task": tune.grid_search(list(spec.tasks)),
@@ -185,7 +187,10 @@ def _tuner(spec: SweepSpec, layout: SweepLayout) -> Any:
         tune_config=tune.TuneConfig(trial_name_creator=_trial_name, trial_dirname_creator=_trial_name,
                                     reuse_actors=False),  # a fresh process per trial frees the model and MuJoCo
         run_config=tune.RunConfig(storage_path=str(layout.root), name=layout.tune_name,
-                                  failure_config=tune.FailureConfig(max_failures=0), verbose=0),
+                                  failure_config=tune.FailureConfig(max_failures=0), verbose=0,
+                                  # each trial's reports as TensorBoard scalars in tune/<trial>/ (named, so that
+                                  # TUNE_DISABLE_AUTO_CALLBACK_LOGGERS cannot switch it off)
+                                  callbacks=[TBXLoggerCallback()]),  # type: ignore[no-untyped-call]  # Ray's
     )
 
 

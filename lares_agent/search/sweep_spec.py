@@ -4,7 +4,10 @@ before a sweep folder or a Ray cluster exists (options are checked before a run 
 
 Methods: ``lares`` is the reward search with the options given; ``human`` is the learner alone on the
 task's own reward (`setting="baseline"`, engine/loop/slots.py); ``sparse`` is the same learner on the task's
-success indicator alone (`baseline_reward="success"`). Each ablation name (``no-relabel``, ``no-thompson``,
+success indicator alone (`baseline_reward="success"`); ``retrain`` is the same learner alone on a found reward,
+given to the sweep as ``--set reward_from=RUN[:REWARD_ID]`` or ``--set reward_file=FILE`` and resolved into the
+options once, when the sweep is made (search/found_reward.py), so every trial trains on the same reward however
+the source run changes later. Each ablation name (``no-relabel``, ``no-thompson``,
 ``no-scaling``, ``no-constraint``, ``no-reflection``, ``no-retrieval``: search/config.py ABLATIONS) is the reward
 search without that part, so one sweep compares LaRes with its ablations. All share every engine setting the
 options give.
@@ -24,11 +27,12 @@ from lares_agent.errors import ConfigError
 from lares_agent.runs import atomic_write_text
 from lares_agent.runs.sweep_layout import trial_id
 from lares_agent.search.config import ABLATIONS, SearchConfig
+from lares_agent.search.found_reward import REWARD_KEYS, from_file, from_run
 from lares_agent.search.presets import FIELDS, is_tuple_field, parse_field, preset_config
 
 __all__ = ["METHODS", "Method", "SweepSpec", "Trial", "parse_sets"]
 
-Method = Literal["lares", "human", "sparse", "no-relabel", "no-thompson", "no-scaling", "no-constraint",
+Method = Literal["lares", "human", "sparse", "retrain", "no-relabel", "no-thompson", "no-scaling", "no-constraint",
                  "no-reflection", "no-retrieval"]
 METHODS: tuple[Method, ...] = get_args(Method)
 _BASELINE = {"setting": "baseline", "population": 1, "elites": 1}
@@ -36,10 +40,12 @@ _METHOD_VALUES: dict[str, dict[str, Any]] = {
     "lares": {},
     "human": {**_BASELINE, "baseline_reward": "human"},
     "sparse": {**_BASELINE, "baseline_reward": "success"},
+    "retrain": {**_BASELINE, "baseline_reward": "human"},  # the found reward is in the options (REWARD_KEYS)
     **{name: {"ablations": (name,)} for name in ABLATIONS},
 }
 _GRID_KEYS = {"task": "--tasks", "seed": "--seeds", "preset": "--preset"}
 _PATH_KEYS = ("rewards_file", "replay_from")  # trials run in other processes and folders: made absolute
+_FOUND_KEYS = ("reward_from", "reward_file")  # not fields: read into REWARD_KEYS by `parse_sets`
 
 
 @dataclass(frozen=True)
@@ -77,6 +83,11 @@ class SweepSpec:
         for label, values in (("--tasks", self.tasks), ("--seeds", self.seeds), ("--methods", self.methods)):
             if len(set(values)) != len(values):
                 problems.append(f"{label} lists a value twice")
+        if "retrain" in self.methods and not self.options.get("reward_source"):
+            problems.append("method retrain trains a found reward alone: give --set reward_from=RUN[:REWARD_ID] or "
+                            "--set reward_file=FILE")
+        if self.options.get("reward_source") and "retrain" not in self.methods:
+            problems.append("--set reward_from/reward_file is the reward of method retrain: add it to --methods")
         if not self.cpus_per_trial > 0:
             problems.append(f"--cpus-per-trial must be positive, not {self.cpus_per_trial}")
         if problems:
@@ -88,8 +99,9 @@ class SweepSpec:
 
     def config(self, trial: Trial) -> SearchConfig:
         """The trial's run config: the preset, the shared options, then what the method fixes."""
-        return preset_config(self.preset, {**self.options, **_METHOD_VALUES[trial.method],
-                                           "task": trial.task, "seed": trial.seed})
+        options = {k: v for k, v in self.options.items() if trial.method == "retrain" or k not in REWARD_KEYS}
+        return preset_config(self.preset, {"cores": max(1, int(self.cpus_per_trial)), **options,
+                                           **_METHOD_VALUES[trial.method], "task": trial.task, "seed": trial.seed})
 
     def check(self) -> dict[str, SearchConfig]:
         """Every trial's config, each checked as `lares run` checks its own (task, persona, rewards file, LLM);
@@ -116,6 +128,8 @@ class SweepSpec:
     def from_json(cls, data: Mapping[str, Any]) -> SweepSpec:
         options = {k: tuple(v) if isinstance(v, list) and is_tuple_field(k) else v
                    for k, v in dict(data.get("options") or {}).items()}
+        if options.get("reward_components"):  # JSON's lists of pairs
+            options["reward_components"] = tuple(tuple(p) for p in options["reward_components"])
         return cls(tasks=tuple(data["tasks"]), seeds=tuple(int(s) for s in data["seeds"]),
                    methods=tuple(data["methods"]), options=options, preset=str(data.get("preset", "demo")),
                    cpus_per_trial=float(data.get("cpus_per_trial", 1.0)),
@@ -135,7 +149,8 @@ class SweepSpec:
 def parse_sets(pairs: Sequence[str], base: Path | None = None) -> dict[str, Any]:
     """`--set key=value` pairs as SearchConfig values: the key is a field name (dashes allowed), the value is
     read by the field's type (`hidden=256x256`, `ablations=no-relabel,no-thompson`, `lr=none`). Paths are made
-    absolute against `base` (the folder `lares sweep` runs in): trials run in other processes."""
+    absolute against `base` (the folder `lares sweep` runs in): trials run in other processes. `reward_from` and
+    `reward_file` (method retrain) are read here into the found reward's fields."""
     out: dict[str, Any] = {}
     for pair in pairs:
         key, sep, text = pair.partition("=")
@@ -144,6 +159,16 @@ def parse_sets(pairs: Sequence[str], base: Path | None = None) -> dict[str, Any]
             raise ConfigError(f"--set {pair!r}: write KEY=VALUE, e.g. --set budget=20000")
         if key in _GRID_KEYS:
             raise ConfigError(f"--set {key}: give it with {_GRID_KEYS[key]}")
+        if key in REWARD_KEYS:
+            raise ConfigError(f"--set {key}: give the reward with --set reward_from=RUN[:REWARD_ID] or "
+                              "--set reward_file=FILE")
+        if key in _FOUND_KEYS:
+            if out.get("reward_source"):
+                raise ConfigError("--set reward_from and reward_file each name the reward of method retrain: give one")
+            found = (from_run(text.strip(), base) if key == "reward_from"
+                     else from_file((base or Path.cwd()).joinpath(text.strip()).resolve()))
+            out.update({k: v for k, v in found.overrides().items() if k in REWARD_KEYS})
+            continue
         if key not in FIELDS:
             close = difflib.get_close_matches(key, sorted(FIELDS), n=3)
             hint = f"; did you mean {', '.join(close)}?" if close else ""

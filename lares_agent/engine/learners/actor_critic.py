@@ -39,6 +39,7 @@ from lares_agent.engine.learners.nets import (
     reuse_freed_memory,
     scatter_rows,
     squashed_gaussian,
+    to_host,
 )
 from lares_agent.engine.learners.obs_norm import ObsNormalizer
 from lares_agent.engine.learners.sac import SACConfig, SACLearner, normalized, observe_into
@@ -61,6 +62,10 @@ class ActorCriticPopulation:
     Members are independent: member k is seeded with `member_seeds(seed, K)[k]` like its single learner
     (weights and action noise), and has its own optimiser states, temperature, statistics and update count.
     One `ObsNormalizer` serves all members when `config.obs_norm` (they share the buffer; see obs_norm.py).
+
+    On `device`: parameters, optimiser states, statistics, anchors; minibatches and observations are copied there.
+    Random draws stay on the members' CPU generators (the same stream on every device); actions, metrics and
+    checkpoints come back to the host; update counts and who is anchored stay there (branching never waits).
     """
 
     def __init__(self, k: int, obs_dim: int, act_dim: int, config: SACConfig | CrossQConfig, seed: int,
@@ -99,6 +104,7 @@ class ActorCriticPopulation:
         # Rows: the actor's last actor loss, alpha loss and L2 pull, reported between its steps.
         self.last = torch.zeros(3, k, device=self.device)
         self.anchor_weight = torch.zeros(k, device=self.device)  # LaRes parameter constraint (§7); 0 = free
+        self._anchored = np.zeros(k, bool)  # anchor_weight > 0, in host memory
         self.anchor_actor = [p.detach().clone() for p in self.actor]
         self.anchor_critic = [p.detach().clone() for p in self.critic]
         self.obs_norm = ObsNormalizer(obs_dim) if config.obs_norm else None
@@ -126,7 +132,7 @@ class ActorCriticPopulation:
             generator: torch.Generator) -> np.ndarray:
         """Actions in [-1, 1] for observations [M, obs_dim], row i acted by member `members[i]`, with the
         running statistics (eval mode: acting changes nothing). Noise [M, act_dim] comes from `generator`
-        in row order (on this population's device)."""
+        in row order (drawn on the CPU, then copied to this population's device)."""
         obs_t = torch.as_tensor(obs, dtype=torch.float32, device=self.device).reshape(-1, self.obs_dim)
         obs_t = normalized(self.obs_norm, obs_t)
         members = np.asarray(members, np.int64).reshape(-1)
@@ -134,7 +140,7 @@ class ActorCriticPopulation:
             raise ValueError(f"{obs_t.shape[0]} observations but {members.shape[0]} member ids")
         check_members(sorted(set(members.tolist())), self.k)
         noise = None if deterministic else torch.randn(
-            obs_t.shape[0], self.act_dim, generator=generator, device=self.device)
+            obs_t.shape[0], self.act_dim, generator=generator).to(self.device)
         out = torch.empty(obs_t.shape[0], self.act_dim, device=self.device)
         for m in np.unique(members):
             rows = torch.as_tensor(np.flatnonzero(members == m), device=self.device)
@@ -147,7 +153,7 @@ class ActorCriticPopulation:
                 mean, log_std = torch.split(head, self.act_dim, dim=-1)
                 assert noise is not None
                 out[rows] = squashed_gaussian(mean, log_std, noise[rows], self.config.log_std_bounds)[0]
-        return out.cpu().numpy()
+        return to_host(out)
 
     # ------------------------------------------------------------------ learning
     def update(self, batch: Batch, members: Sequence[int] | None = None) -> dict[str, np.ndarray]:
@@ -181,8 +187,8 @@ class ActorCriticPopulation:
             self._actor_step([members[i] for i in due], obs[index], noise[index, 1])
         rows = torch.as_tensor(members, device=dev)
         anchor_loss = self.last[2, rows] + (q_pull.view(2, -1).sum(0) if q_pull is not None else 0.0)
-        values = torch.stack([q_loss, self.last[0, rows], self.last[1, rows], self.log_alpha.detach()[rows].exp(),
-                              anchor_loss]).cpu().numpy()
+        values = to_host(torch.stack([q_loss, self.last[0, rows], self.last[1, rows],
+                                      self.log_alpha.detach()[rows].exp(), anchor_loss]))
         out = np.full((len(METRICS), self.k), np.nan, np.float32)
         out[:, members] = values
         return dict(zip(METRICS, out, strict=True))
@@ -215,9 +221,10 @@ class ActorCriticPopulation:
         grads = torch.autograd.grad(qf_loss.sum(), critic)
         weight = self.anchor_weight if rows is None else self.anchor_weight[rows]
         pull = None
-        if bool((weight > 0).any()):
+        if self._anchored[members].any():
             pull = (gather_rows(self.anchor_critic, critic_rows), torch.cat([weight, weight]))
-        q_pull = self.q_optimizer.update_(critic, grads, critic_rows, pull)
+        host_rows = None if critic_rows is None else [*members, *(m + self.k for m in members)]
+        q_pull = self.q_optimizer.update_(critic, grads, host_rows, pull)
         if self.critic_target is not None:
             with torch.no_grad():
                 torch._foreach_lerp_(target, critic, self.tau)  # Polyak averaging every update
@@ -242,12 +249,13 @@ class ActorCriticPopulation:
         actor_loss = (alpha * log_pi - min_qf_pi).mean(-1)  # [D]
         grads = torch.autograd.grad(actor_loss.sum(), actor)
         weight = self.anchor_weight if rows is None else self.anchor_weight[rows]
-        pull = (gather_rows(self.anchor_actor, rows), weight) if bool((weight > 0).any()) else None
-        actor_pull = self.actor_optimizer.update_(actor, grads, rows, pull)
+        pull = (gather_rows(self.anchor_actor, rows), weight) if self._anchored[members].any() else None
+        host_rows = None if rows is None else members
+        actor_pull = self.actor_optimizer.update_(actor, grads, host_rows, pull)
         # Temperature: d/d log_alpha of -mean(log_alpha * (log_pi + target_entropy)).
         entropy_gap = log_pi.detach().mean(-1) + self.target_entropy
         alpha_loss = -(log_alpha.detach() * entropy_gap)  # before the step, as the reference reports it
-        self.a_optimizer.update_([log_alpha], [-entropy_gap], rows)
+        self.a_optimizer.update_([log_alpha], [-entropy_gap], host_rows)
         with torch.no_grad():
             scatter_rows(self.actor, actor, rows)
             scatter_rows(self._actor.running, running, rows)
@@ -284,13 +292,15 @@ class ActorCriticPopulation:
         self._actor.copy_rows_(d, s)
         self._critic.copy_rows_(d2, s2)
         self.log_alpha[d] = self.log_alpha[s]
-        self.actor_optimizer.copy_rows_(d, s)
-        self.q_optimizer.copy_rows_(d2, s2)
-        self.a_optimizer.copy_rows_(d, s)
-        self.updates[d.cpu()] = self.updates[s.cpu()]
+        sources = [src] * len(dst)  # host indices: the optimisers' and update counts' host copies
+        self.actor_optimizer.copy_rows_(dst, sources)
+        self.q_optimizer.copy_rows_([*dst, *(m + self.k for m in dst)], [*sources, *[src + self.k] * len(dst)])
+        self.a_optimizer.copy_rows_(dst, sources)
+        self.updates[dst] = self.updates[sources]
         self.last[:2, d] = self.last[:2, s]
         self.last[2, d] = 0.0  # at the anchor
         self.anchor_weight[d] = anchor_weight
+        self._anchored[dst] = anchor_weight > 0
 
     def release_anchor(self, members: Sequence[int]) -> None:
         """Free the listed members of the L2 pull (elites train unconstrained)."""
@@ -298,6 +308,7 @@ class ActorCriticPopulation:
         rows = torch.as_tensor(list(members), dtype=torch.long, device=self.device)
         self.anchor_weight[rows] = 0.0
         self.last[2, rows] = 0.0
+        self._anchored[list(members)] = False
 
     # ------------------------------------------------------------------ export and checkpoints
     @torch.no_grad()
@@ -378,6 +389,7 @@ class ActorCriticPopulation:
             self.last.copy_(d["last"])
         self.log_alpha.copy_(d["log_alpha"])
         self.anchor_weight.copy_(d["anchor_weight"])
+        self._anchored[:] = torch.as_tensor(d["anchor_weight"]).cpu().numpy() > 0
         self.actor_optimizer.load_state_dict(d["actor_optimizer"])
         self.q_optimizer.load_state_dict(d["q_optimizer"])
         self.a_optimizer.load_state_dict(d["a_optimizer"])

@@ -115,6 +115,10 @@ class StackedAdam:
     optional per-row pull toward anchor tensors adds the gradient of w_e * ||theta_e - anchor_e||^2
     (LaRes' parameter constraint) without temporaries: grad -= 2 w anchor, then weight decay 2 w.
     Uses torch's fused Adam kernel where available (one pass over memory instead of about eight).
+
+    The state lives on the parameters' device; a copy of the step counts in host memory decides between the two
+    kernel paths without reading the device (a read waits for the GPU, and `meta` tensors have no values).
+    Rows are given as a tensor or as a list of indices; a list is what keeps the host copy free to index.
     """
 
     def __init__(self, params: Sequence[Tensor], lr: float, betas: tuple[float, float] = (0.9, 0.999),
@@ -124,9 +128,19 @@ class StackedAdam:
         self.exp_avg = [torch.zeros_like(p) for p in params]
         self.exp_avg_sq = [torch.zeros_like(p) for p in params]
         self.step = torch.zeros(params[0].shape[0], device=params[0].device)  # float32, as torch's Adam
+        self._host_step = np.zeros(params[0].shape[0], np.int64)  # = self.step, in host memory
+
+    def _rows(self, rows: Tensor | Sequence[int] | None) -> tuple[Tensor | None, list[int] | None]:
+        """Rows as an index tensor on the state's device and as host indices (None, None: every row)."""
+        if rows is None:
+            return None, None
+        host = rows.tolist() if isinstance(rows, Tensor) else [int(r) for r in rows]
+        index = rows.to(self.step.device) if isinstance(rows, Tensor) else torch.as_tensor(
+            host, dtype=torch.long, device=self.step.device)
+        return index, host
 
     @torch.no_grad()
-    def update_(self, params: Sequence[Tensor], grads: Sequence[Tensor], rows: Tensor | None = None,
+    def update_(self, params: Sequence[Tensor], grads: Sequence[Tensor], rows: Tensor | Sequence[int] | None = None,
                 pull: tuple[Sequence[Tensor], Tensor] | None = None) -> Tensor | None:
         """One Adam step, in place, of `params` (all rows of the stacks, or the given `rows`).
 
@@ -135,13 +149,16 @@ class StackedAdam:
         (anchors, weight [rows]); `grads` are modified in place. Returns the pull's loss per row
         (w * ||theta - anchor||^2 before the step), or None without a pull.
         """
-        if rows is None:
+        index, host = self._rows(rows)
+        if index is None:
             exp_avg, exp_avg_sq, step = self.exp_avg, self.exp_avg_sq, self.step
         else:
-            exp_avg = [m[rows] for m in self.exp_avg]
-            exp_avg_sq = [v[rows] for v in self.exp_avg_sq]
-            step = self.step[rows]
+            exp_avg = [m[index] for m in self.exp_avg]
+            exp_avg_sq = [v[index] for v in self.exp_avg_sq]
+            step = self.step[index]
         step += 1
+        host_step = self._host_step if host is None else self._host_step[host]
+        self._host_step[slice(None) if host is None else host] += 1
         loss = None
         if pull is not None:  # grad += d/dtheta of w ||theta - anchor||^2 = 2 w (theta - anchor)
             anchors, weight = pull
@@ -153,16 +170,16 @@ class StackedAdam:
             loss = weight * squared
         if not self.fused:
             self._plain_step(params, grads, exp_avg, exp_avg_sq, step)
-        elif bool((step == step[0]).all()):  # the usual case: one fused call over whole stacks
+        elif bool((host_step == host_step[0]).all()):  # the usual case: one fused call over whole stacks
             self._fused_step(params, grads, exp_avg, exp_avg_sq, [step[0]] * len(params))
         else:  # rows at different step counts: one fused call over row views
             p, g, m, v = ([t[r] for t in ts for r in range(step.shape[0])]
                           for ts in (params, grads, exp_avg, exp_avg_sq))
             self._fused_step(p, g, m, v, [step[r] for _ in params for r in range(step.shape[0])])
-        if rows is not None:
+        if index is not None:
             for full, part in zip(self.exp_avg + self.exp_avg_sq, exp_avg + exp_avg_sq, strict=True):
-                full[rows] = part
-            self.step[rows] = step
+                full[index] = part
+            self.step[index] = step
         return loss
 
     def _fused_step(self, params: Sequence[Tensor], grads: Sequence[Tensor], exp_avg: Sequence[Tensor],
@@ -192,11 +209,13 @@ class StackedAdam:
             param.addcdiv_(m * step_size.view(shape), denom, value=-1.0)
 
     @torch.no_grad()
-    def copy_rows_(self, dst: Tensor, src: Tensor) -> None:
+    def copy_rows_(self, dst: Tensor | Sequence[int], src: Tensor | Sequence[int]) -> None:
         """Copy the state of rows `src` into rows `dst` (same length)."""
+        (d, dst_host), (s, src_host) = self._rows(dst), self._rows(src)
         for state in self.exp_avg + self.exp_avg_sq:
-            state[dst] = state[src]
-        self.step[dst] = self.step[src]
+            state[d] = state[s]
+        self.step[d] = self.step[s]
+        self._host_step[dst_host] = self._host_step[src_host]
 
     def state_dict(self) -> dict[str, Any]:
         """Clones of the moments and step counts."""
@@ -213,6 +232,7 @@ class StackedAdam:
                                 strict=True):
             mine.copy_(theirs)
         self.step.copy_(d["step"])
+        self._host_step[:] = torch.as_tensor(d["step"]).cpu().round().long().numpy()
 
 
 def reuse_freed_memory() -> bool:
@@ -231,6 +251,14 @@ def reuse_freed_memory() -> bool:
         return bool(mmap_ok and trim_ok)
     except (OSError, AttributeError):
         return False
+
+
+def to_host(t: Tensor) -> np.ndarray:
+    """``t`` as a numpy array in host memory. A ``meta`` tensor (shapes without values: a population built on the
+    meta device shows where its tensors go without computing) gives NaNs of its shape."""
+    if t.device.type == "meta":
+        return np.full(tuple(t.shape), np.nan, np.float32)
+    return np.asarray(t.detach().cpu().numpy())
 
 
 def check_members(members: Sequence[int], k: int) -> None:

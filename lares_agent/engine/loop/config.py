@@ -15,6 +15,7 @@ from typing import Any
 
 from lares_agent.engine.column_map import REWARD_NORMALISATIONS, RewardNormalisation
 from lares_agent.engine.contracts import FITNESS_RULES, GRADIENT_LEARNERS, SETTINGS, FitnessRule, GradientLearner
+from lares_agent.engine.devices import DEVICES, is_device_name
 from lares_agent.engine.errors import EngineError
 from lares_agent.engine.es.strategy import ESConfig
 from lares_agent.engine.learners.crossq import CrossQConfig
@@ -68,6 +69,10 @@ class ReplayConfig:
     """How a reward column's raw values become stored rewards (``engine/column_map.py``): 'affine' is LaRes' map
     alone; 'sigmoid' / 'tanh' first squash the reward standardised by its buffer mean/std (fixed when the column
     is set), then match the reference as usual (the seed text's section 3.2: for wildly fluctuating rewards)."""
+    device: str = "cpu"
+    """Where the learners compute (``engine/devices.py``): 'cpu', 'cuda' (or 'cuda:N'), or 'auto' (cuda where torch
+    sees a GPU). Kept as named, so a checkpoint of an 'auto' run resumes on a machine without a GPU; whether this
+    machine has the device is checked when the population is built, not here."""
 
     def __post_init__(self) -> None:
         if self.learner not in GRADIENT_LEARNERS:
@@ -82,6 +87,8 @@ class ReplayConfig:
         _check_ranges(self, 1, ("ts_window", "buffer_capacity"))
         if self.anchor_weight < 0:
             raise ConfigError("anchor_weight must be >= 0")
+        if not is_device_name(self.device):
+            raise ConfigError(f"unknown device {self.device!r}; choose one of {', '.join(DEVICES)}")
 
     @property
     def kind(self) -> str:

@@ -8,8 +8,10 @@ elites (``loop/selection.py``), asks the ``propose`` hook for the other slots (t
 search layer), installs each accepted candidate (the replay population relabels its buffer column and scales it
 to the best elite; ES swaps the policy's reward), shares the best slot's reward with a slot whose reward went
 NaN/inf and got no candidate, lets every new or broken slot's learners inherit the best learner, logs the update
-and checkpoints. The hook runs blocking or on a worker thread (``loop/proposals.py``). The engine never imports
-LLM or graph code, and sees the learners only through ``protocols.Population``.
+and checkpoints. The hook runs blocking or on a worker thread (``loop/proposals.py``). A hook that raises
+``Cancelled`` (the run was asked to stop while it ran) abandons its round: nothing is installed and no checkpoint
+is written after it, so the newest checkpoint is from before the round and a resume redoes it. The engine never
+imports LLM or graph code, and sees the learners only through ``protocols.Population``.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from lares_agent.engine.policy_artefact import write_policies
 from lares_agent.engine.protocols import Population, StepInfo
 from lares_agent.engine.rollouts.episodes import EVAL_STREAM, episode_seed
 from lares_agent.engine.tasks import TaskSpec
+from lares_agent.errors import Cancelled
 from lares_agent.runs import RunLayout
 
 __all__ = ["LaResEngine"]
@@ -75,6 +78,8 @@ class LaResEngine:
         self.use_task_return, self.fitness_rule = grading(config.setting, config.fitness, task.has_human_reward)
         self.proposals = ProposalRunner()
         self.last_metrics: dict[str, Any] | None = None
+        self.abandoned: int | None = None
+        """The round given up because the run was asked to stop (None: none); no checkpoint is written after it."""
         self._start = time.monotonic()
 
     # ------------------------------------------------------------------ views
@@ -126,18 +131,23 @@ class LaResEngine:
         progress: Callable[[StepInfo], None] | None = None,
         should_stop: Callable[[], bool] | None = None,
     ) -> int:
-        """Step until ``until_steps`` (default: the budget) or ``should_stop()``; returns env steps."""
+        """Step until ``until_steps`` (default: the budget) or ``should_stop()``; returns env steps. A round whose
+        hook raised ``Cancelled`` ends the run here, abandoned (:attr:`abandoned`)."""
         limit = self.config.total_steps if until_steps is None else min(until_steps, self.config.total_steps)
-        while self.counters.env_steps < limit:
-            if should_stop is not None and should_stop():
-                break
-            info = self.step()
-            if progress is not None:
-                progress(info)
-        # A proposal still running is waited for and installed: its candidates are already logged as accepted,
-        # and the checkpoints the caller writes next must hold them (a second signal still stops at once; the
-        # resume then reruns the round from the trace, from the checkpoint before it started).
-        self.finish_update()
+        try:
+            while self.counters.env_steps < limit:
+                if should_stop is not None and should_stop():
+                    break
+                info = self.step()
+                if progress is not None:
+                    progress(info)
+            # A proposal still running is waited for and installed: its candidates are already logged as accepted,
+            # and the checkpoints the caller writes next must hold them. A stop cancels the LLM's calls, so the
+            # hook soon returns or raises ``Cancelled``; the round is then abandoned (the resume reruns it from
+            # the trace, from the checkpoint before it started, as after a kill).
+            self.finish_update()
+        except Cancelled:
+            pass  # logged by ``_abandon``
         return self.counters.env_steps
 
     def step(self) -> StepInfo:
@@ -189,15 +199,34 @@ class LaResEngine:
         first)."""
         self.finish_update()
         pending = self._start_update()
-        proposals, llm_s = self.proposals.blocking(self.propose, pending.ctx)
+        try:
+            proposals, llm_s = self.proposals.blocking(self.propose, pending.ctx)
+        except Cancelled:
+            self._abandon(pending)
+            raise
         return self._finish_update(pending, proposals, {"llm_s": llm_s, "waited_s": llm_s})
 
     def finish_update(self) -> UpdateContext | None:
-        """Install the proposal in flight (waiting for it if needed); None when there is none."""
-        if self.proposals.pending is None:
+        """Install the proposal in flight (waiting for it if needed); None when there is none. Raises
+        ``Cancelled`` after abandoning its round when the hook did."""
+        pending = self.proposals.pending
+        if pending is None:
             return None
-        pending, proposals, timing = self.proposals.collect()
+        try:
+            pending, proposals, timing = self.proposals.collect()
+        except Cancelled:
+            self._abandon(pending)
+            raise
         return self._finish_update(pending, proposals, timing)
+
+    def _abandon(self, pending: PendingUpdate) -> None:
+        """Give up a round whose hook was cancelled: nothing installed, and from now on no checkpoint, because
+        every later state holds the round's evaluation but not its result, a state the resume could not redo the
+        round from as it started; the newest checkpoint stays the one before the round."""
+        self.abandoned = pending.ctx.round
+        self.log.event({"event": "reward_update_abandoned", "round": pending.ctx.round,
+                        "env_steps": self.counters.env_steps, "proposed_at": pending.ctx.env_steps,
+                        "reason": "the run was asked to stop while the round's proposal ran"})
 
     # ------------------------------------------------------------------ the reward update's two halves
     def _start_update(self, background: bool = False) -> PendingUpdate:
@@ -344,7 +373,10 @@ class LaResEngine:
 
     def save_checkpoint(self, name: str | None = None) -> Path | None:
         """Atomically checkpoint under ``run_dir/checkpoints`` (no-op without a run directory). Default name
-        ``step-<env_steps>`` (only the newest periodic one is kept); reward updates use ``round-<n>``, kept."""
+        ``step-<env_steps>`` (only the newest periodic one is kept); reward updates use ``round-<n>``, kept.
+        None, writing nothing, once a round was abandoned (:meth:`_abandon`)."""
+        if self.abandoned is not None:
+            return None
         return self.log.checkpoint(self.state_dict, name, self.counters)
 
     def save_policy(self, name: str, every_slot: bool = False) -> Path | None:

@@ -68,13 +68,16 @@ def restore_engine(
     *,
     learner: str | None = None,
     backend: str | None = None,
+    device: str | None = None,
 ) -> LaResEngine:
     """Rebuild an engine from a checkpoint directory (or a ``checkpoints/`` root: its latest).
 
     ``load_reward(dict)`` rebuilds each saved candidate from its ``to_json()``; the human reward is rebuilt here.
     ``learner``: the kind the caller expects (a state of another kind is refused in one line; None takes the
-    saved one). ``backend`` may switch an ES run between 'local' and 'ray' (the state is the same). Logging
-    continues in ``run_dir`` (metrics lines after the checkpoint may repeat; a ``resumed`` event marks where).
+    saved one). ``backend`` may switch an ES run between 'local' and 'ray' (the state is the same). ``device`` moves
+    SAC/CrossQ learners to another device (the state is kept in host memory, so it loads on any; None keeps the
+    saved one; ignored by ES, which has none). Logging continues in ``run_dir`` (metrics lines after the checkpoint
+    may repeat; a ``resumed`` event marks where).
     """
     state = load_checkpoint(checkpoint)
     check_state(state, learner or str(state.get("learner")), task.name)
@@ -83,6 +86,8 @@ def restore_engine(
         if data.get("learners", {}).get("kind") != "es":
             raise EngineError("only an ES run has a backend to switch")
         data["learners"] = {**data["learners"], "backend": backend}
+    if device is not None and data.get("learners", {}).get("kind", "sac") != "es":
+        data["learners"] = {**data.get("learners", {}), "device": device}
     config = EngineConfig.from_json(data)
     engine = _build(task, config, rewards_from_state(state, load_reward), propose, run_dir)
     engine.load_state_dict(state)

@@ -25,6 +25,7 @@ import torch
 
 from lares_agent.engine.buffer import ReplayBuffer
 from lares_agent.engine.contracts import HUMAN_REWARD_FEATURE, NEXT_PREFIX, Diversity, MemberEvaluation, RewardFunction
+from lares_agent.engine.devices import resolve_device
 from lares_agent.engine.errors import EngineError, RewardColumnError
 from lares_agent.engine.learners.factory import LEARNER_NAMES, make_population
 from lares_agent.engine.loop.config import EngineConfig, ReplayConfig
@@ -81,6 +82,7 @@ class ReplayPopulation:
         if not isinstance(config.learners, ReplayConfig):
             raise EngineError(f"a replay population needs a ReplayConfig, got {type(config.learners).__name__}")
         self.task, self.config, self.replay, self.rng, self.event = task, config, config.learners, rng, event
+        self.device = resolve_device(self.replay.device)  # "auto" resolved on the machine that runs, before any env
         self.kind: str = self.replay.learner
         self.num_slots = config.num_slots
         self.groups = LearnerGroups(self.num_slots, self.replay.learners_per_reward, config.setting == "init")
@@ -108,7 +110,7 @@ class ReplayPopulation:
         )
         self.learners: PopulationLearner = make_population(
             self.replay.learner_config, self.num_learners, self.obs_dim, self.act_dim,
-            int(seeds[2].generate_state(1)[0] >> 1))
+            int(seeds[2].generate_state(1)[0] >> 1), device=self.device)
         # The arms are the slots' learners: with one learner per reward, LaRes' one arm per slot; with several, each
         # learner keeps its own record (they differ by seed), and K*N draws keep the env steps per step of K*N
         # learners with one reward each.
@@ -185,7 +187,8 @@ class ReplayPopulation:
                 self._quarantine(learner, f"initial reward rejected; sharing slot {donors[0]}'s reward until the "
                                           "next update", 0)
         self.counters.warmed_up = True
-        self.event({"event": "warmup", "steps": stored, "rewards": [fn.id for fn in rewards]})
+        self.event({"event": "warmup", "steps": stored, "rewards": [fn.id for fn in rewards],
+                    "device": str(self.device)})
 
     # ------------------------------------------------------------------ acting and learning
     def step(self, env_steps: int) -> StepInfo:

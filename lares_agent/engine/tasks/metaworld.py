@@ -234,20 +234,34 @@ RECIPE_HELPERS = (_start_point, extra_names, extra_features, caging_features, ca
 """The functions of the raw-state and feature code above that an exported reward's recipe also prints."""
 
 
+_OBJECT_FEATURES = ("tcp_to_obj", "grasped", "near_object")
+
+
+def _object_features(features: tuple[Feature, ...]) -> tuple[str, ...]:
+    """The features about the object, for a task whose goal the hand reaches alone: the scene still holds the
+    object (reach-v3's puck), but a reward term about it pays for nothing the task asks."""
+    return tuple(f.name for f in features if f.name.startswith("obj_") or f.name in _OBJECT_FEATURES)
+
+
 def metaworld_spec(task: MetaWorldTask) -> TaskSpec:
     """The TaskSpec of one MetaWorld task."""
+    hand_only = task.progress.startswith("tcp_")  # reach-v3: the scene's object is not part of the task
+    names = (f"'target' is the {task.target}" if hand_only
+             else f"'obj' is the {task.obj} and 'target' is the {task.target}")
+    starts = "goal positions" if hand_only else "object and goal positions"
     description = (
         f"MetaWorld {task.env_name}: a Sawyer arm above a table; the action moves the hand in x, y, z and "
-        f"opens/closes the gripper (all in [-1, 1]). {task.goal} In the features, 'obj' is the {task.obj} and "
-        f"'target' is the {task.target}. Success: {task.success_text}. Each episode starts from new object and "
-        f"goal positions and lasts {HORIZON} steps of {MW_DT} s; it does not end on success."
+        f"opens/closes the gripper (all in [-1, 1]). {task.goal} In the features, {names}. Success: "
+        f"{task.success_text}. Each episode starts from new {starts} and lasts {HORIZON} steps of {MW_DT} s; it "
+        "does not end on success."
     )
+    features = metaworld_feature_defs(task)
     return TaskSpec(
         name=task.env_name,
         family="metaworld",
         description=description,
         horizon=HORIZON,
-        feature_defs=metaworld_feature_defs(task),
+        feature_defs=features,
         progress_feature=task.progress,
         has_human_reward=True,
         success_test=task.success_text,
@@ -258,6 +272,7 @@ def metaworld_spec(task: MetaWorldTask) -> TaskSpec:
         env_fn=partial(make_metaworld_env, task.env_name, HORIZON),
         raw_state_fn=partial(metaworld_raw_state, task),
         feature_fn=partial(metaworld_features, task),
-        approach_feature=None if task.progress.startswith("tcp_") else "tcp_to_obj",  # reach-v3 has no object
+        approach_feature=None if hand_only else "tcp_to_obj",
         human_components=human_components(task),
+        offstage_features=_object_features(features) if hand_only else (),
     )

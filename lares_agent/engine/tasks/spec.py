@@ -125,6 +125,9 @@ class TaskSpec:
     # `human_reward` feature, so the "with init" setting can show the LLM the designer's reward to refine. None
     # where it is not written (the expression is text here: the engine never parses rewards).
     human_components: tuple[tuple[str, str], ...] | None = None
+    # Features of the scene that are not part of the task (reach-v3's puck): declared, so rewards that name them
+    # still compile, but not listed in the LLM's prompt, and a term that reads nothing else is rejected.
+    offstage_features: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.name or any(c.isspace() for c in self.name):
@@ -145,6 +148,10 @@ class TaskSpec:
             raise TaskSpecError(f"task {self.name}: progress feature {self.progress_feature!r} is not declared")
         if self.approach_feature is not None and self.approach_feature not in names:
             raise TaskSpecError(f"task {self.name}: approach feature {self.approach_feature!r} is not declared")
+        offstage = set(self.offstage_features)
+        if not offstage <= set(names) or offstage & {self.progress_feature, self.approach_feature}:
+            raise TaskSpecError(f"task {self.name}: offstage features must be declared and neither the progress "
+                                "nor the approach feature")
         for label in ("env_fn", "raw_state_fn", "feature_fn"):
             if not callable(getattr(self, label)):
                 raise TaskSpecError(f"task {self.name}: {label} is not callable")

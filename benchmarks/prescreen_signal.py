@@ -1,0 +1,90 @@
+"""Does the offline pre-screen's proxy predict the fitness a candidate later earns? Measured on real runs.
+
+The pre-screen (`rewards/prescreen.py`) decides which valid candidates of a round get the free slots. It earns that
+role only if, among the candidates of one round, a higher proxy goes with a higher fitness once trained. Only
+installed candidates are ever trained, so the test is over them: every pair of candidates installed in the same
+round of the same run is concordant (proxy and fitness agree on the order), discordant, or tied in fitness (the
+grade could not tell them apart). The statistic is Kendall's tau over the untied pairs, with a 95% bootstrap
+interval that resamples whole rounds; the pooled Spearman over all candidates (rounds, tasks and grades mixed) is
+printed beside it, and each run's own.
+
+Run: `python benchmarks/prescreen_signal.py [RUN_DIR ...]` (default: every LaRes run whose records the
+experiments folder keeps, `experiments/*/runs/*-lares-*`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import itertools
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from lares_agent.report.proxy import ProxyRow, proxy_rows, spearman
+from lares_agent.report.run_reader import read_run
+
+DEFAULT_RUNS = "experiments/*/runs/*-lares-*"
+BOOTSTRAP = 10_000
+
+
+def _pairs(group: list[ProxyRow]) -> tuple[int, int, int]:
+    """(concordant, discordant, tied) pairs of one round's trained candidates."""
+    agree = disagree = tied = 0
+    for a, b in itertools.combinations(group, 2):
+        assert a.fitness is not None and b.fitness is not None
+        sign = (a.proxy - b.proxy) * (a.fitness - b.fitness)
+        if a.fitness == b.fitness or a.proxy == b.proxy:
+            tied += 1
+        elif sign > 0:
+            agree += 1
+        else:
+            disagree += 1
+    return agree, disagree, tied
+
+
+def _tau(counts: np.ndarray) -> float:
+    agree, disagree = counts[..., 0], counts[..., 1]
+    total = agree + disagree
+    return np.where(total > 0, (agree - disagree) / np.maximum(total, 1), np.nan)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="*", type=Path)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    runs = args.runs or [Path(p) for p in sorted(glob.glob(DEFAULT_RUNS))]
+    if not runs:
+        raise SystemExit(f"no run folders (looked for {DEFAULT_RUNS})")
+
+    pooled: list[ProxyRow] = []
+    rounds: dict[tuple[str, int | None], list[ProxyRow]] = defaultdict(list)
+    print(f"{'run':<34} {'scored':>6} {'trained':>7} {'spearman':>8}")
+    for run in runs:
+        rows = [r for r in proxy_rows(read_run(run)) if r.fitness is not None]
+        rho, n = spearman(rows)
+        print(f"{run.name:<34} {len(proxy_rows(read_run(run))):>6} {n:>7} "
+              f"{'-' if rho is None else f'{rho:+.2f}':>8}")
+        pooled += rows
+        for r in rows:
+            rounds[(str(run), r.round)].append(r)
+
+    counts = np.array([_pairs(g) for g in rounds.values() if len(g) >= 2], dtype=np.int64).reshape(-1, 3)
+    agree, disagree, tied = (int(v) for v in counts.sum(axis=0))
+    tau = float(_tau(counts.sum(axis=0)))
+    rng = np.random.default_rng(args.seed)
+    draws = counts[rng.integers(0, len(counts), size=(BOOTSTRAP, len(counts)))].sum(axis=1)
+    low, high = np.nanpercentile(_tau(draws), [2.5, 97.5])
+    rho, n = spearman(pooled)
+    print(f"\npooled Spearman(proxy, later fitness): {rho if rho is None else f'{rho:+.3f}'} over {n} candidates "
+          f"of {len(runs)} runs (rounds, tasks and grades mixed)")
+    print(f"within a round: {len(counts)} rounds with 2+ trained candidates, {agree} concordant, {disagree} "
+          f"discordant, {tied} tied pairs; Kendall tau {tau:+.3f}, 95% interval [{low:+.3f}, {high:+.3f}]")
+    verdict = "carries signal" if low > 0 else "carries no signal the runs can show"
+    print(f"the proxy {verdict} about the order of a round's candidates")
+
+
+if __name__ == "__main__":
+    main()

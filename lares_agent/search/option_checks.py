@@ -1,0 +1,162 @@
+"""No silent options: the `lares run` settings that would do nothing, or less than their name says, checked before
+a run folder exists.
+
+`SearchConfig` refuses what cannot run; this module is about what runs but ignores an option. Where an option
+would be ignored outright (`--base-url` with `--llm-backend replay`) or would quietly become another option
+(`--selection pareto` with `--elites 1` is truncation), the run is refused in one line naming the options
+(`ConfigError`, exit 2): the user asked for something the run would not do. Where the combination is a legitimate
+experiment that merely skips part of the search (`--elites` equal to `--population`, a `--reward-period` past the
+budget, more `--rewards-file` candidates than slots), it runs with a one-line warning that says what it skips.
+`--preset paper` gets the list of what it still does differently from the reference, each with its flag.
+
+A run's own `config.json` given to `--config` is a record of a run that was valid: a value it holds that a flag
+typed on the command line makes useless (its `base_url` under `--llm-backend replay`) is dropped with a note,
+not refused, so that any run can be replayed or moved with a flag or two.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lares_agent.errors import ConfigError
+from lares_agent.search.config import SearchConfig
+
+__all__ = ["option_warnings", "paper_differences", "refuse_silent_options"]
+
+
+@dataclass(frozen=True)
+class _Ignored:
+    """An option that the run would ignore: `field` is set but `ignored(cfg)` says nothing reads it."""
+
+    field: str
+    deciders: tuple[str, ...]  # the options that make it useless
+    ignored: Callable[[SearchConfig], bool]
+    why: Callable[[SearchConfig], str]
+
+
+_IGNORED = (
+    _Ignored("base_url", ("llm_backend",), lambda c: c.base_url is not None and c.llm_backend != "openai",
+             lambda c: f"--base-url applies to --llm-backend openai; --llm-backend {c.llm_backend} never calls it"),
+    _Ignored("replay_from", ("llm_backend",), lambda c: c.replay_from is not None and c.llm_backend != "replay",
+             lambda c: f"--replay-from applies to --llm-backend replay; --llm-backend {c.llm_backend} does not read "
+                       "it"),
+    _Ignored("ray_address", ("backend",), lambda c: c.ray_address is not None and c.backend != "ray",
+             lambda c: f"--ray-address applies to --backend ray; --backend {c.backend} runs in this process"),
+    _Ignored("personas", ("analysis",), lambda c: bool(c.personas) and c.analysis == "facts",
+             lambda c: "--personas votes on the defects the critics' LLM calls add, and --analysis facts makes no "
+                       "such call: add --analysis llm, or leave --personas out"),
+    _Ignored("personas", ("ablations",), lambda c: bool(c.personas) and "no-reflection" in c.ablations,
+             lambda c: "--personas critique in the critique step, which --ablations no-reflection removes"),
+    _Ignored("device", ("learner",), lambda c: c.device != "cpu" and c.learner == "es",
+             lambda c: f"--device {c.device} places --learner sac or crossq; ES policies compute in numpy on the "
+                       "CPU: leave --device out"),
+)
+
+
+def refuse_silent_options(cfg: SearchConfig, typed: Collection[str] = (), from_file: Collection[str] = (),
+                          source: str = "--config") -> tuple[SearchConfig, list[str]]:
+    """`cfg` unchanged, or with the `from_file` values that an option in `typed` (given on the command line)
+    makes useless reset to their defaults, and a note for each; a `ConfigError` naming the options for every
+    other option the run would ignore or turn into another. `typed` and `from_file` hold field names."""
+    problems: list[str] = []
+    notes: list[str] = []
+    for rule in _IGNORED:
+        if not rule.ignored(cfg):
+            continue
+        if rule.field in from_file and rule.field not in typed and any(d in typed for d in rule.deciders):
+            notes.append(f"{source} sets {rule.field}, left out: {rule.why(cfg)}")
+            reset: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(SearchConfig)
+                                     if f.name == rule.field}
+            cfg = dataclasses.replace(cfg, **reset)
+        else:
+            problems.append(rule.why(cfg))
+    if cfg.selection == "pareto" and cfg.elites == 1 and cfg.setting != "baseline":
+        problems.append("--selection pareto with --elites 1 keeps the candidate of best fitness, which is "
+                        "--selection truncation: give --elites 2 or more, or leave --selection out")
+    if problems:
+        raise ConfigError("; ".join(dict.fromkeys(problems)))
+    return cfg, notes
+
+
+def option_warnings(cfg: SearchConfig) -> list[str]:
+    """One line for each legitimate setting that skips part of the search: no reward update in the budget,
+    every candidate surviving each update, starting candidates beyond the slots."""
+    if cfg.setting == "baseline":
+        return []
+    out: list[str] = []
+    k, e = cfg.population, cfg.elites
+    if cfg.reward_period >= cfg.budget:
+        out.append(f"--reward-period {cfg.reward_period:,} is not below --budget {cfg.budget:,}: no reward update "
+                   "happens before the run ends, so the initial rewards train to the end")
+    elif e == k and _setting(cfg) == "init":
+        what = "one LLM candidate beside the task's own reward" if k == 1 else f"--elites {e} equals --population {k}"
+        out.append(f"{what}: an LLM candidate is rewritten only when the task's own reward's learner ranks above it")
+    elif k == 1:
+        out.append("--population 1: one reward candidate, nothing to select or replace; the LLM writes it once and "
+                   "it trains to the end")
+    elif e == k:
+        out.append(f"--elites {e} equals --population {k}: every candidate survives each reward update, so the LLM "
+                   f"writes no reward after the initial {k}")
+    given = _count_candidates(cfg.rewards_file)
+    if given is not None and given > k:
+        out.append(f"--rewards-file {cfg.rewards_file} holds {given:,} candidates for {k} slot(s) (--population): "
+                   f"the first {k} start the run, {given - k:,} are dropped")
+    return out
+
+
+def paper_differences(cfg: SearchConfig) -> list[str]:
+    """What a `--preset paper` run still does that the reference does not (docs/lares-reference.md), one line
+    each: what it does, what the reference does, and the flags that make it the reference's. Empty for another
+    preset, or once every difference is turned off."""
+    if cfg.preset != "paper" or cfg.setting == "baseline":
+        return []
+    out: list[str] = []
+    if cfg.task_examples == "own" and _setting(cfg) == "scratch":
+        out.append("two example answers for this task in the system prompt (reference: none): --task-examples other")
+    if cfg.candidates_per_slot > 1 or cfg.numeric_children > 0:
+        out.append(f"{cfg.candidates_per_slot:g} LLM candidate(s) per free slot and {cfg.numeric_children} numeric "
+                   "children of the elites (reference: one LLM candidate per slot): --candidates-per-slot 1 "
+                   "--numeric-children 0")
+    if cfg.prescreen:
+        out.append("the offline pre-screen picks which valid candidates fill the slots (reference: no screen): "
+                   "--no-prescreen")
+    if cfg.complexity_lambda > 0:
+        out.append(f"fitness minus {cfg.complexity_lambda:g} x reward complexity (reference: no penalty): "
+                   "--complexity-lambda 0")
+    if cfg.learner != "es" and not cfg.sync_llm:
+        out.append("reward rounds run in the background while the learners train (reference: they wait): "
+                   "--sync-llm")
+    if cfg.retrieval and "no-retrieval" not in cfg.ablations:
+        out.append("accepted rewards of earlier runs retrieved into the prompt (reference: no memory): "
+                   "--no-retrieval")
+    if cfg.llm_backend == "local":
+        out.append("the local model (reference: gpt-4o-mini): --llm-backend openai --llm-model gpt-4o-mini")
+    return out
+
+
+def _setting(cfg: SearchConfig) -> str:
+    """init or scratch: "auto" resolved against the task (only loaded when the setting is "auto")."""
+    if cfg.setting != "auto":
+        return cfg.setting
+    from lares_agent.engine.tasks import get_task
+
+    return "init" if get_task(cfg.task).has_human_reward else "scratch"
+
+
+def _count_candidates(path: str | None) -> int | None:
+    """How many candidates a `--rewards-file` holds, read as `runner.load_rewards_file` reads it; None where it
+    cannot be read (that function says why, before the run starts)."""
+    if not path:
+        return None
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    if isinstance(data, dict):
+        data = data.get("candidates", [data])
+    return len(data) if isinstance(data, list) else None
