@@ -15,7 +15,7 @@ from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, TypeVar
 
-__all__ = ["FakeOpenAI", "RefusesFormat", "chat_completion", "format_refusal", "serving"]
+__all__ = ["FakeOpenAI", "ReacherServer", "RefusesFormat", "chat_completion", "format_refusal", "serving"]
 
 
 class FakeOpenAI(ThreadingHTTPServer):
@@ -126,3 +126,17 @@ def serving(server: Server, join_timeout: float = 5.0) -> Iterator[Server]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=join_timeout)
+
+
+class ReacherServer(FakeOpenAI):
+    """Distinct valid Reacher candidates for propose calls, a sentence for the others; 60 tokens a call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.requests = 0
+
+    def answer(self, path: str, headers: Message, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        with self.lock:
+            self.requests += 1
+            n = self.requests
+        return 200, reacher_answer(body, n)

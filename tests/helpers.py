@@ -236,3 +236,12 @@ def assert_real_gif(path: Path, max_bytes: int = 2_000_000) -> list[np.ndarray]:
     assert all(int(f.min()) != int(f.max()) for f in frames), "a frame of one colour"
     assert len({f.tobytes() for f in frames}) > 1, "every frame is the same: nothing moved"
     return frames
+
+
+def lares_cli(*args: str, home: Path) -> Any:
+    """`lares ARGS` in this process with its own case store (`LARES_HOME`), a wide screen and no API key."""
+    from typer.testing import CliRunner
+
+    from lares_agent.cli.app import app
+
+    return CliRunner().invoke(app, list(args), env={"LARES_HOME": str(home), "COLUMNS": "240", "OPENAI_API_KEY": ""})

@@ -21,9 +21,8 @@ from typing import Any
 
 import pytest
 from fake_openai import FakeOpenAI, reacher_answer, serving
-from typer.testing import CliRunner
+from helpers import lares_cli
 
-from lares_agent.cli.app import app
 from lares_agent.engine.checkpoint import latest_checkpoint
 from lares_agent.runs import read_jsonl
 
@@ -53,8 +52,7 @@ def server() -> Iterator[Server]:
         yield srv
 
 
-def lares(*args: str, home: Path) -> Any:
-    return CliRunner().invoke(app, list(args), env={"LARES_HOME": str(home), "COLUMNS": "240", "OPENAI_API_KEY": ""})
+lares = lares_cli
 
 
 def only_run(base: Path) -> Path:

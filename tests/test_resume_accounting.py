@@ -7,15 +7,12 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Iterator
-from email.message import Message
 from pathlib import Path
-from typing import Any
 
 import pytest
-from fake_openai import FakeOpenAI, reacher_answer, serving
-from typer.testing import CliRunner
+from fake_openai import ReacherServer, serving
+from helpers import lares_cli
 
-from lares_agent.cli.app import app
 from lares_agent.engine import PolicyArtefact
 from lares_agent.llm.usage import UsageLedger
 from lares_agent.runs import FINAL_POLICY, LLMCallRow, RunLayout, RunLog, read_jsonl, spent_wall_s
@@ -24,18 +21,7 @@ TINY = ["--task", "Reacher-v5", "--budget", "450", "--reward-period", "150", "--
         "--no-report", "--no-retrieval", "--seed", "4"]
 
 
-class Server(FakeOpenAI):
-    """Distinct valid Reacher candidates for propose calls, a sentence for the others; 60 tokens a call."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.requests = 0
-
-    def answer(self, path: str, headers: Message, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        with self.lock:
-            self.requests += 1
-            n = self.requests
-        return 200, reacher_answer(body, n)
+Server = ReacherServer
 
 
 @pytest.fixture(scope="module")
@@ -44,8 +30,7 @@ def server() -> Iterator[Server]:
         yield srv
 
 
-def lares(*args: str, home: Path) -> Any:
-    return CliRunner().invoke(app, list(args), env={"LARES_HOME": str(home), "COLUMNS": "240", "OPENAI_API_KEY": ""})
+lares = lares_cli
 
 
 @pytest.fixture(scope="module")

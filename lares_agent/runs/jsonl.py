@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
@@ -19,7 +19,8 @@ import numpy as np
 
 from lares_agent.runs.oserrors import run_file_error
 
-__all__ = ["JsonlWriter", "append_jsonl", "append_lines", "dumps_line", "open_append", "read_jsonl", "to_jsonable"]
+__all__ = ["JsonlTail", "JsonlWriter", "append_jsonl", "append_lines", "dumps_line", "open_append", "read_jsonl",
+           "to_jsonable"]
 
 
 def to_jsonable(value: Any) -> Any:
@@ -146,3 +147,31 @@ class JsonlWriter:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+class JsonlTail:
+    """The complete new lines of a growing JSONL file, read from a byte offset (one stat per call when nothing is
+    new); a line still being written waits for the next call, a torn one (a killed writer's) is skipped."""
+
+    def __init__(self, path: Path, skip_existing: bool = False) -> None:
+        self.path = path
+        self.offset = path.stat().st_size if skip_existing and path.is_file() else 0
+
+    def rows(self) -> Iterator[dict[str, Any]]:
+        try:
+            if self.path.stat().st_size <= self.offset:
+                return
+            with self.path.open("rb") as fh:
+                fh.seek(self.offset)
+                data = fh.read()
+        except FileNotFoundError:
+            return
+        end = data.rfind(b"\n") + 1
+        self.offset += end
+        for line in data[:end].splitlines():
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(row, dict):
+                yield row

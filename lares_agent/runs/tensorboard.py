@@ -33,10 +33,11 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Protocol
 
 from lares_agent.runs.atomic import atomic_write_text
 from lares_agent.runs.events import RewardUpdateRecord
+from lares_agent.runs.jsonl import JsonlTail
 from lares_agent.runs.layout import RunLayout
 from lares_agent.runs.llm_calls import LLMCallRow
 from lares_agent.runs.metrics import MetricRow
@@ -105,34 +106,6 @@ def llm_scalars(row: LLMCallRow, number: int, total_before: int) -> list[Scalar]
             ("llm/total_tokens", number, float(total))]
 
 
-class _Tail:
-    """The complete new lines of a growing JSONL file, from a byte offset (a line still being written, by the
-    LLM's worker thread say, waits for the next call)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.offset = 0
-
-    def rows(self) -> Iterator[dict[str, Any]]:
-        try:
-            if self.path.stat().st_size <= self.offset:
-                return
-            with self.path.open("rb") as fh:
-                fh.seek(self.offset)
-                data = fh.read()
-        except FileNotFoundError:
-            return
-        end = data.rfind(b"\n") + 1
-        self.offset += end
-        for line in data[:end].splitlines():
-            try:
-                row = json.loads(line)
-            except ValueError:
-                continue  # a torn line of a killed writer (runs/jsonl.py)
-            if isinstance(row, dict):
-                yield row
-
-
 def _tensorboardx_writer(logdir: Path) -> _Writer:
     try:
         from tensorboardX import SummaryWriter
@@ -159,8 +132,8 @@ class TensorBoardMirror:
         self._state_path = self.folder / MIRROR_STATE_NAME
         self._last = self._read_state()  # tag -> newest step written, over every session
         self._writer = writer(self.folder)
-        self._metrics, self._events, self._llm = (_Tail(layout.metrics), _Tail(layout.events),
-                                                  _Tail(layout.llm_calls))
+        self._metrics, self._events, self._llm = (JsonlTail(layout.metrics), JsonlTail(layout.events),
+                                                  JsonlTail(layout.llm_calls))
         self._llm_rows = 0
         self._llm_total = 0
         self.written = 0  # points written by this mirror

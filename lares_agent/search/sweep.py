@@ -13,7 +13,6 @@ Ray is an optional extra (`pip install 'lares-agent[ray]'`); nothing here import
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 from collections.abc import Iterator, Mapping
@@ -23,6 +22,7 @@ from typing import Any
 
 from lares_agent.errors import ConfigError, LaresError
 from lares_agent.runs import RunLayout
+from lares_agent.runs.jsonl import JsonlTail
 from lares_agent.runs.sweep_layout import SweepLayout
 from lares_agent.search.sweep_spec import SweepSpec, Trial
 
@@ -75,31 +75,9 @@ def _metric_payload(row: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-class _RowTail:
-    """New complete lines of a growing metrics.jsonl, read from a byte offset (a stat per call otherwise)."""
-
-    def __init__(self, path: Path, skip_existing: bool) -> None:
-        self.path = path
-        self.offset = path.stat().st_size if skip_existing and path.is_file() else 0
-
-    def rows(self) -> Iterator[dict[str, Any]]:
-        try:
-            if self.path.stat().st_size <= self.offset:
-                return
-            with self.path.open("rb") as fh:
-                fh.seek(self.offset)
-                data = fh.read()
-        except FileNotFoundError:
-            return
-        end = data.rfind(b"\n") + 1  # a line still being written waits for the next call
-        self.offset += end
-        for line in data[:end].splitlines():
-            try:
-                row = json.loads(line)
-            except ValueError:
-                continue  # a torn line (runs/jsonl.py mends it on resume)
-            if isinstance(row, dict) and "env_steps" in row:
-                yield row
+def _metric_rows(tail: JsonlTail) -> Iterator[dict[str, Any]]:
+    """The evaluation and update rows among a metrics tail's new lines."""
+    return (row for row in tail.rows() if "env_steps" in row)
 
 
 def run_trial(config: Mapping[str, Any]) -> None:
@@ -119,16 +97,16 @@ def run_trial(config: Mapping[str, Any]) -> None:
     os.environ["LARES_HOME"] = str(layout.case_home(trial.id, spec.shared_cases))
     run = RunLayout(layout.run(trial.id))
     existing = run.config.is_file()
-    tail = _RowTail(run.metrics, skip_existing=existing)  # rows of an earlier sitting reached Tune then
+    tail = JsonlTail(run.metrics, skip_existing=existing)  # rows of an earlier sitting reached Tune then
 
     def report(_status: object = None) -> None:
-        for row in tail.rows():
+        for row in _metric_rows(tail):
             tune.report(_metric_payload(row))
 
     if existing:
         done = finished_outcome(run)
         if done is not None:  # finished before Tune recorded it: hand Tune the last row, run nothing
-            rows = [r for r in _RowTail(run.metrics, skip_existing=False).rows()]
+            rows = list(_metric_rows(JsonlTail(run.metrics)))
             if rows:
                 tune.report({**_metric_payload(rows[-1]), "finished": True})
             return
