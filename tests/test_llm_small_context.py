@@ -9,6 +9,7 @@ the fix.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections.abc import Mapping
@@ -245,7 +246,7 @@ def test_each_detail_level_of_the_system_message_is_shorter_and_keeps_task_featu
     names = prompt_features(task)
     for human in (dict(task.human_components), None):
         texts = [system_text(task, names, 4, "own", human, detail) for detail in range(MAX_DETAIL + 1)]
-        assert all(len(a) > len(b) for a, b in zip(texts, texts[1:], strict=False))
+        assert all(len(a) > len(b) for a, b in itertools.pairwise(texts))
         for text in texts:
             assert "# Task: pick-place-v3" in text and "# Sign conventions" in text and "# Reward language" in text
             assert all(f"- {name} [" in text for name in names)

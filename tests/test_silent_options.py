@@ -37,6 +37,8 @@ def invoke(*args: str) -> Any:
          ("--base-url applies to --llm-backend openai", "--llm-backend replay")),
         (["--base-url", "http://127.0.0.1:8080/v1"], ("--base-url", "--llm-backend local")),
         (["--replay-from", "."], ("--replay-from applies to --llm-backend replay", "--llm-backend local")),
+        (["--llm-backend", "replay", "--replay-from", ".", "--llm-context", "2048"],
+         ("--llm-context sizes prompts", "--llm-backend replay calls no model")),
         (["--ray-address", "auto"], ("--ray-address applies to --backend ray", "--backend local")),
         (["--learner", "es", "--ray-address", "auto"], ("--ray-address applies to --backend ray",)),
         (["--max-minutes", "nan"], ("--max-minutes must be positive and finite, not nan", "no limit")),

@@ -45,6 +45,8 @@ _IGNORED = (
     _Ignored("replay_from", ("llm_backend",), lambda c: c.replay_from is not None and c.llm_backend != "replay",
              lambda c: f"--replay-from applies to --llm-backend replay; --llm-backend {c.llm_backend} does not read "
                        "it"),
+    _Ignored("llm_context", ("llm_backend",), lambda c: c.llm_context is not None and c.llm_backend == "replay",
+             lambda c: "--llm-context sizes prompts for a model's context; --llm-backend replay calls no model"),
     _Ignored("ray_address", ("backend",), lambda c: c.ray_address is not None and c.backend != "ray",
              lambda c: f"--ray-address applies to --backend ray; --backend {c.backend} runs in this process"),
     _Ignored("personas", ("analysis",), lambda c: bool(c.personas) and c.analysis == "facts",
@@ -149,7 +151,7 @@ def _setting(cfg: SearchConfig) -> str:
 
 
 def _count_candidates(path: str | None) -> int | None:
-    """How many candidates a `--rewards-file` holds, read as `runner.load_rewards_file` reads it; None where it
+    """How many candidates a `--rewards-file` holds, read as `given_rewards.load_rewards_file` reads it; None where it
     cannot be read (that function says why, before the run starts)."""
     if not path:
         return None

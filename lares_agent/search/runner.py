@@ -9,19 +9,15 @@ newest atomic checkpoint.
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from lares_agent.engine import (
     LaResEngine,
     RewardFunction,
     StepInfo,
-    TaskSpec,
     get_task,
     make_engine,
     random_feature_sample,
@@ -50,6 +46,7 @@ from lares_agent.search.config import (
     resolved_for_task,
 )
 from lares_agent.search.found_reward import found_rewards
+from lares_agent.search.given_rewards import load_rewards_file, success_reward
 from lares_agent.search.outcome import NotifyFn, ProgressFn, RunOutcome, RunStatus
 from lares_agent.search.resume_checks import ResumePlan, prepare_resume
 from lares_agent.search.signals import StopRequest, graceful_signals
@@ -278,47 +275,6 @@ def _ranked_success(engine: LaResEngine) -> float | None:
     last = engine.last_metrics or {}
     value = last.get("success_best_slot")
     return float(value) if value is not None else None
-
-
-def success_reward(task: TaskSpec) -> RewardFunction:
-    """The task's success indicator as the one reward of the sparse baseline. Compiled without the validator on
-    purpose: the validator refuses a reward that ignores the progress feature, which is what sparse means."""
-    from lares_agent.rewards import compile_record
-
-    return compile_record({"id": "success", "components": {"success": "success"},
-                           "rationale": "the task's success indicator alone (sparse baseline)"}, task)
-
-
-def load_rewards_file(path: Path, task: TaskSpec) -> list[RewardFunction]:
-    """Candidates given by the user (`--rewards-file FILE`): a JSON list of `{"components": ..., "rationale": ...}`
-    (or of bare expression strings); each goes through the one validator, on the sample `lares reward check`
-    uses by default (synthetic states, seed 0), so that command says why one is refused; a bad one stops the run."""
-    from lares_agent.rewards import synthetic_sample, validate
-
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise LaresError(f"--rewards-file {path} does not exist") from None
-    except json.JSONDecodeError as exc:
-        raise LaresError(f"--rewards-file {path} is not valid JSON: {exc}") from None
-    except RecursionError:
-        raise LaresError(f"--rewards-file {path} is nested too deeply to be a list of candidates") from None
-    except UnicodeDecodeError as exc:
-        raise LaresError(f"--rewards-file {path} is not UTF-8 text (byte {exc.start}: {exc.reason})") from None
-    except OSError as exc:
-        raise run_file_error("read the --rewards-file", path, exc) from None
-    if isinstance(data, dict):
-        data = data.get("candidates", [data])
-    if not isinstance(data, list) or not data:
-        raise LaresError(f"--rewards-file {path} must hold a JSON list of candidates")
-    sample = synthetic_sample(task.features, 4096, np.random.default_rng(0))
-    out: list[RewardFunction] = []
-    for i, item in enumerate(data):
-        verdict = validate(item, task, sample, id=f"given-{i}")
-        if verdict.reward is None:
-            raise LaresError(f"--rewards-file candidate {i} rejected: {verdict.reason}")
-        out.append(verdict.reward)
-    return out
 
 
 def read_config(run: RunLayout) -> SearchConfig:
