@@ -160,6 +160,8 @@ def test_a_missing_folder(tmp_path: Path, command: str) -> None:
 def test_report_sweep_options(tmp_path: Path) -> None:
     assert_one_line_error(invoke("report", "--with-sweep", str(tmp_path)), "--with-sweep", "pass --sweep DIR too",
                           exit_code=2)
+    assert_one_line_error(invoke("report", "--replay", str(tmp_path / "f.csv")), "--replay", "pass --sweep DIR too",
+                          exit_code=2)
     assert_one_line_error(invoke("report", "--sweep", str(tmp_path), "--with-sweep", str(tmp_path / "other")),
                           "is not a lares sweep folder")
     assert list(tmp_path.iterdir()) == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,7 @@ import pytest
 from lares_agent.errors import LaresError
 from lares_agent.report.sweep_compare import Target, load_targets
 from lares_agent.report.sweep_stats import bootstrap_interval, mean_std, steps_to_threshold, success_auc
+from lares_agent.report.sweep_table import TrialCurve
 
 # The sample-efficiency study's targets, as its folder states them: at least human's final success and area,
 # above sparse's final success.
@@ -244,3 +246,98 @@ def test_seeds_evaluated_at_other_steps_are_plotted_to_the_end() -> None:
     assert values.tolist() == [[0.0, 0.2, 0.2, 0.6, 0.6, 1.0], [0.0, 0.0, 0.0, 0.0, 1.0, 1.0]]
     line = success_figure([a, b]).axes[0].get_lines()[0]
     assert line.get_xdata()[-1] == 550 and line.get_ydata()[-1] == 1.0
+
+
+def _protocol_curve(method: str, seed: int, success: tuple[float, ...], best: tuple[float, ...],
+                    replay: float | None) -> TrialCurve:
+    from lares_agent.report.sweep_table import TrialCurve
+
+    return TrialCurve("t", method, seed, True, (0, 1000, 2000), success, 0.0, 1.0, {}, 0, Path(f"t-{method}-s{seed}"),
+                      best=best, replay=replay)
+
+
+def test_both_protocols_differ_where_the_best_learner_is_not_handed_over() -> None:
+    """A LaRes population whose best learner succeeds while the policy it hands over does not: behind the human
+    reward by our protocol, ahead by the paper's, each with its own interval of the difference."""
+    from lares_agent.report.sweep_protocols import OURS, PAPER, protocol_comparisons, protocol_means, protocols_markdown
+    from lares_agent.report.sweep_stats import bootstrap_difference
+
+    curves = [
+        *(_protocol_curve("lares", s, (0.0, 0.0, 0.0), (0.0, 1.0, 1.0), 0.1 * s) for s in range(3)),
+        *(_protocol_curve("human", s, (0.0, 0.5, 0.5), (0.0, 0.5, 0.5), 0.5) for s in range(2)),
+        _protocol_curve("human", 2, (0.0, 0.5, 0.5), (0.0, 0.5, 0.5), None),  # not replayed: left out of ours
+    ]
+    means = {r["method"]: r for r in protocol_means(curves)}
+    assert means["lares"]["replay_mean"] == pytest.approx(0.1) and means["lares"]["auc_mean"] == 0.0
+    assert means["lares"]["best_final_mean"] == 1.0 and means["lares"]["best_auc_mean"] == pytest.approx(0.75)
+    assert (means["human"]["runs"], means["human"]["replayed"]) == (3, 2)
+
+    rows = {r["protocol"]: r for r in protocol_comparisons(curves, np.random.default_rng(7))}
+    ours, paper = rows[OURS], rows[PAPER]
+    assert ours["seeds"] == "3 vs 2" and paper["seeds"] == "3 vs 3"
+    assert ours["final_diff"] == pytest.approx(0.1 - 0.5) and paper["final_diff"] == pytest.approx(0.5)
+    assert ours["auc_diff"] == pytest.approx(-0.375) and paper["auc_diff"] == pytest.approx(0.375)
+    assert (ours["auc_word"], paper["final_word"], paper["auc_word"]) == ("behind", "ahead", "ahead")
+    # the same draws as bootstrap_difference in the same order: ours (final, area), then the paper's
+    rng = np.random.default_rng(7)
+    expected = [bootstrap_difference(a, b, rng) for a, b in (([0.0, 0.1, 0.2], [0.5, 0.5]), ([0.0] * 3, [0.375] * 3),
+                                                            ([1.0] * 3, [0.5] * 3), ([0.75] * 3, [0.375] * 3))]
+    assert [(r[f"{k}_low"], r[f"{k}_high"]) for r in (ours, paper) for k in ("final", "auc")] == expected
+    assert -0.5 <= ours["final_low"] < ours["final_high"] <= -0.3 + 1e-9  # 0, 10 and 20% against 50% every time
+
+    text = protocols_markdown(curves, np.random.default_rng(7), episodes=[30])
+    assert "| t | lares | 3 | 10% | 0.000 | 100% | 0.750 |" in text
+    assert "| t | human | 3 | 50% (2 seeds) | 0.375 | 50% | 0.375 |" in text
+    assert f"{OURS}: success on 30 fresh episodes" in text
+    assert f"| t | human | {PAPER} | 3 vs 3 | +50 pts | [+50 pts, +50 pts] | ahead | +0.375 |" in text
+    assert protocols_markdown([], np.random.default_rng(0)) == ""
+    unreplayed = protocols_markdown([replace(c, replay=None) for c in curves], np.random.default_rng(0))
+    assert "none given: `--replay FILE`" in unreplayed and f"| t | human | {OURS} | 0 vs 0 | n/a | [n/a, n/a] | n/a |" \
+        in unreplayed
+
+
+def test_the_sweep_report_reads_the_best_learner_and_the_replays(tmp_path: Path) -> None:
+    """The best learner comes from every slot's success, each learner of a slot and the with-init human-reward
+    learner; the replays from final_policies.py's file (its line with the most episodes)."""
+    from lares_agent.report.sweep_protocols import read_replay
+    from lares_agent.report.sweep_table import read_trial, write_sweep_report
+    from lares_agent.runs import RunLog
+    from lares_agent.runs.sweep_layout import SweepLayout
+    from lares_agent.search.sweep_spec import SweepSpec
+
+    sweep = SweepLayout(tmp_path / "sweep")
+    SweepSpec(tasks=("reach-v3",), seeds=(0,), methods=("lares", "human")).save(sweep.spec)
+    slot = {"reward_id": "r", "task_return": 1.0}
+    lares_rows = [  # the ranked slot 0 never succeeds; slot 1, one of its learners, or the human learner does
+        {"env_steps": 150, "round": 0, "best_slot": 0, "success_best_slot": 0.0, "success_max": 0.4,
+         "slots": [{**slot, "slot": 0, "success": 0.0}, {**slot, "slot": 1, "success": 0.4}]},
+        {"env_steps": 300, "round": 1, "best_slot": 0, "success_best_slot": 0.0, "success_max": 0.2,
+         "slots": [{**slot, "slot": 0, "success": 0.0}, {**slot, "slot": 1, "success": 0.2,
+                                                           "learner_success": [0.0, 0.6]}],
+         "extra": {"success": 0.8}},
+    ]
+    human_rows = [{"env_steps": s, "round": 0, "best_slot": 0, "success_best_slot": 0.5, "success_max": 0.5,
+                   "slots": [{**slot, "slot": 0, "success": 0.5}]} for s in (150, 300)]
+    for method, rows in (("lares", lares_rows), ("human", human_rows)):
+        run = sweep.run(f"reach-v3-{method}-s0")
+        run.mkdir(parents=True)
+        (run / "config.json").write_text(json.dumps({"task": "reach-v3", "budget": 300}), encoding="utf-8")
+        (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+        RunLog(run).event("run_end", finished=True, env_steps=300, wall_s=1.0)
+    lares = read_trial(sweep.run("reach-v3-lares-s0"), "reach-v3", "lares", 0)
+    assert lares is not None and lares.success == (0.0, 0.0) and lares.best == (0.4, 0.8)
+
+    replay = tmp_path / "final_policies.csv"
+    replay.write_text("trial,episodes,seed,success\nreach-v3-lares-s0,30,2000,0.1\nreach-v3-lares-s0,5,1,0.9\n"
+                      "reach-v3-human-s0,30,2000,0.5\n", encoding="utf-8")
+    assert read_replay(replay) == {"reach-v3-lares-s0": (30, 0.1), "reach-v3-human-s0": (30, 0.5)}
+    write_sweep_report(sweep.root, replay=replay)
+    table = (sweep.report / "table.md").read_text(encoding="utf-8")
+    assert "| reach-v3 | lares | 1 | 10% | 0.000 | 80% | 0.600 |" in table
+    assert "| reach-v3 | human | best learner (paper) | 1 vs 1 | +30 pts | [+30 pts, +30 pts] | ahead |" in table
+    csv_head = (sweep.report / "table.csv").read_text(encoding="utf-8").splitlines()[0]
+    assert "replay_success_mean" in csv_head and "best_final_success_mean" in csv_head
+
+    replay.write_text("trial,success\nreach-v3-lares-s0,0.1\n", encoding="utf-8")
+    with pytest.raises(LaresError, match="is not a replay file"):
+        read_replay(replay)

@@ -26,6 +26,13 @@ def report_command(
                      help="with --sweep: another sweep whose trials on DIR's tasks join the table (e.g. the main "
                           "grid's lares runs beside an ablation sweep); repeatable"),
     ] = None,
+    replay: Annotated[
+        Path | None,
+        typer.Option("--replay", metavar="FILE",
+                     help="with --sweep: each trial's handed-over policy replayed on fresh episodes (the --csv "
+                          "FILE of experiments/sample_efficiency/final_policies.py), shown beside the population's "
+                          "best learner"),
+    ] = None,
     video: Annotated[
         bool,
         typer.Option("--video/--no-video", help="render one episode of the policy the run hands over into "
@@ -40,6 +47,8 @@ def report_command(
 
     if with_sweep and sweep is None:
         raise ConfigError("--with-sweep adds trials to a --sweep DIR table; pass --sweep DIR too")
+    if replay is not None and sweep is None:
+        raise ConfigError("--replay adds replayed success to a --sweep DIR table; pass --sweep DIR too")
     if (run is None) == (sweep is None):
         raise ConfigError("pass a run directory, or --sweep DIR (not both)")
     if sweep is not None and not video:
@@ -47,7 +56,7 @@ def report_command(
     if sweep is not None:
         from lares_agent.report.sweep_table import TABLE_MD, write_sweep_report
 
-        paths = write_sweep_report(sweep, also=with_sweep or ())
+        paths = write_sweep_report(sweep, also=with_sweep or (), replay=replay)
         table = next(p for p in paths if p.name == TABLE_MD)
         typer.echo(table.read_text(encoding="utf-8"), nl=False)
         for path in paths:

@@ -26,7 +26,7 @@ import numpy as np
 from lares_agent.errors import LaresError
 from lares_agent.report.sweep_stats import bootstrap_difference, success_auc
 
-__all__ = ["LABELS", "Curve", "Target", "comparison_markdown", "comparisons", "load_targets"]
+__all__ = ["LABELS", "Curve", "Target", "comparison_markdown", "comparisons", "load_targets", "verdict"]
 
 METRICS = (("final_success", "final success"), ("auc", "area under the success curve"))
 LABELS = dict(METRICS)
@@ -95,7 +95,8 @@ def _per_seed(curves: Sequence[Curve]) -> dict[tuple[str, str], dict[str, list[f
     return out
 
 
-def _word(low: float, high: float) -> str:
+def verdict(low: float, high: float) -> str:
+    """The word for a difference's interval: "ahead"/"behind" when it excludes 0, "level" at the point 0."""
     if not (math.isfinite(low) and math.isfinite(high)):
         return "n/a"
     if low == high == 0:
@@ -116,7 +117,7 @@ def comparisons(curves: Sequence[Curve], rng: np.random.Generator, method: str =
             low, high = bootstrap_difference(mine[key], theirs[key], rng)
             row[f"{key}_mean"], row[f"{key}_other_mean"] = float(np.mean(mine[key])), float(np.mean(theirs[key]))
             row[f"{key}_diff"] = row[f"{key}_mean"] - row[f"{key}_other_mean"]
-            row[f"{key}_low"], row[f"{key}_high"], row[f"{key}_word"] = low, high, _word(low, high)
+            row[f"{key}_low"], row[f"{key}_high"], row[f"{key}_word"] = low, high, verdict(low, high)
         rows.append(row)
     return rows
 

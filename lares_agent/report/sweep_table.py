@@ -6,8 +6,10 @@ the success curve per env step, the task's own return, wall time split into lear
 for the LLM where the run's `run_end` event has the split (`learn_s`, `sim_s`, `llm_wait_s`; "n/a" otherwise),
 and LLM tokens. "Success" is that of the policy the run ranks first at each evaluation (what it hands over;
 docs/lares-reference.md §12 item 16), the human and sparse baselines' only learner. Below the table: LaRes
-against each other method with the seeds' noise (`report/sweep_compare.py`), how far a partial sweep is, which
-commit each trial ran in each session (its `run_start` events), and, where the sweep folder holds an experiment's
+against each other method with the seeds' noise (`report/sweep_compare.py`), the handed-over policy beside the
+population's best learner, the paper's number (`report/sweep_protocols.py`, with the replays of ``--replay``),
+how far a partial sweep is, which commit each trial ran in each session (its `run_start` events), and, where the
+sweep folder holds an experiment's
 ``targets.json``, those targets counted and where the search fell short of them (`report/sweep_why.py`). Another
 sweep's trials on the same tasks may join (`--with-sweep`).
 """
@@ -19,7 +21,7 @@ import io
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,7 @@ import numpy as np
 
 from lares_agent.errors import LaresError
 from lares_agent.report.sweep_compare import Target, comparison_markdown, comparisons, load_targets
+from lares_agent.report.sweep_protocols import protocols_markdown, read_replay
 from lares_agent.report.sweep_stats import bootstrap_interval, mean_std, steps_to_threshold, success_auc
 from lares_agent.report.sweep_why import why_markdown
 from lares_agent.runs import (
@@ -66,6 +69,8 @@ class TrialCurve:
     run: Path  # the trial's run folder
     code: tuple[str, ...] = ()  # each session's commit (its run_start's source), in order, repeats dropped
     budget: int | None = None  # the run's env-step budget (config.json)
+    best: tuple[float, ...] = ()  # each evaluation's best learner's success (the paper's number), as ``success``
+    replay: float | None = None  # the handed-over policy's success on fresh episodes (``--replay``), if given
 
 
 def _ranked(row: MetricRow) -> tuple[float, float]:
@@ -73,6 +78,17 @@ def _ranked(row: MetricRow) -> tuple[float, float]:
     slot = next((s for s in row.slots if s.slot == row.best_slot), row.slots[0] if row.slots else None)
     success = row.success_best_slot if row.success_best_slot is not None else (slot.success if slot else math.nan)
     return float(success), float(slot.task_return) if slot else math.nan
+
+
+def _population_best(row: MetricRow) -> float:
+    """The best success of any learner the row evaluated: every slot and each learner of a slot that has more
+    than one, the with-init human-reward learner (``extra``, which ``success_max`` leaves out) and the ranked one
+    (NaN: none). The paper reports this max."""
+    extra = row.extra.get("success") if row.extra is not None else None
+    values = [row.success_max, row.success_best_slot, extra, *(s.success for s in row.slots),
+              *(v for s in row.slots for v in s.learner_success or ())]
+    finite = [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+    return max(finite) if finite else math.nan
 
 
 def _budget(run: RunLayout) -> int | None:
@@ -114,7 +130,7 @@ def read_trial(path: Path, task: str, method: str, seed: int) -> TrialCurve | No
     return TrialCurve(task, method, seed, done.finished, tuple(r.env_steps for r in rows),
                       tuple(s for s, _ in ranked), ranked[-1][1] if ranked else math.nan,
                       done.wall_s if done.finished else spent_wall_s(log), split, tokens, path, code,
-                      _budget(run))
+                      _budget(run), tuple(_population_best(r) for r in rows))
 
 
 def read_sweep(root: Path, also: Sequence[Path] = ()) -> tuple[SweepLayout, list[TrialCurve], list[str]]:
@@ -182,6 +198,9 @@ def summarise(curves: Sequence[TrialCurve], rng: np.random.Generator) -> list[di
             row[f"{name}_mean"] = float(np.mean(reached)) if reached else None
             row[f"{name}_reached"] = f"{len(reached)}/{len(done)}"
         row["auc_mean"], row["auc_std"] = mean_std([success_auc(c.steps, c.success) for c in done])
+        row["replay_success_mean"] = mean_std([c.replay for c in done if c.replay is not None])[0]
+        row["best_final_success_mean"] = mean_std([(c.best or c.success)[-1] for c in done])[0]
+        row["best_auc_mean"] = mean_std([success_auc(c.steps, c.best or c.success) for c in done])[0]
         row["task_return_mean"] = mean_std([c.task_return for c in done])[0]
         row["wall_s_mean"] = mean_std([c.wall_s for c in done])[0]
         for key in SPLIT_KEYS:
@@ -294,10 +313,14 @@ def plot_sweep(curves: Sequence[TrialCurve], path: Path) -> Path | None:
 
 
 def write_sweep_report(root: Path, seed: int = 0, also: Sequence[Path] = (),
-                       targets: Sequence[Target] | None = None) -> list[Path]:
+                       targets: Sequence[Target] | None = None, replay: Path | None = None) -> list[Path]:
     """DIR/report/table.md (the table and its sections), table.csv and success.png, with the trials of the
-    ``also`` sweeps on DIR's tasks; returns the paths written. ``targets`` None: DIR/targets.json's, if any."""
+    ``also`` sweeps on DIR's tasks; returns the paths written. ``targets`` None: DIR/targets.json's, if any.
+    ``replay``: a final_policies.py file of the handed-over policies' success on fresh episodes, by trial id."""
     layout, curves, not_started = read_sweep(root, also)
+    replays = read_replay(replay) if replay is not None else {}
+    curves = [replace(c, replay=replays[c.run.name][1]) if c.run.name in replays else c for c in curves]
+    episodes = sorted({replays[c.run.name][0] for c in curves if c.run.name in replays})
     if targets is None:
         targets = load_targets(layout.targets)
     rows = summarise(curves, np.random.default_rng(seed))
@@ -308,7 +331,8 @@ def write_sweep_report(root: Path, seed: int = 0, also: Sequence[Path] = (),
             lares.setdefault(c.task, []).append(c.run)
     written = []
     versus = comparison_markdown(comparisons(curves, np.random.default_rng([seed, 1])), targets=targets)
-    sections = (versus, progress_markdown(curves, not_started), code_markdown(curves),
+    both = protocols_markdown(curves, np.random.default_rng([seed, 2]), episodes=episodes)
+    sections = (versus, both, progress_markdown(curves, not_started), code_markdown(curves),
                 why_markdown(rows, lares, targets))
     table = to_markdown(rows) + "".join(sections)
     for name, text in ((TABLE_MD, table), (TABLE_CSV, to_csv(rows))):
