@@ -77,3 +77,17 @@ def test_a_term_about_an_object_that_is_not_part_of_the_task_is_rejected_and_lef
     table = text.split("Features", 1)[1].split("# Reward language", 1)[0]
     assert "grasped" not in text and "puck" not in table and "puck" not in task.description
     assert "grasped" not in answer_grammar(shown, 4) and "tcp_to_target" in answer_grammar(shown, 4)
+
+
+def test_a_component_that_pays_for_moving_away_is_negated_where_the_intent_is_clear() -> None:
+    task = get_task("reach-v3")
+    reach_sample = random_feature_sample(task, steps=150, seed=0)
+    slip = {"reach": "exp(-tcp_to_target/0.05)", "done": "tcp_to_target/0.05"}  # the 1.5B model's answer
+    fixed = _check("reach-v3", slip, reach_sample)
+    assert fixed.accepted and fixed.canonical == {"reach": "exp(-20.0*tcp_to_target)", "done": "-20.0*tcp_to_target"}
+    assert fixed.warnings[0] == "repaired: negated 'done', which grew with tcp_to_target (lower is better)"
+    assert fixed.reward is not None and fixed.reward.id == "c"
+    off = replace(CheckConfig(), repair_sign=False)
+    refused = _check("reach-v3", slip, reach_sample, off)
+    assert not refused.accepted and "increases as tcp_to_target grows" in refused.reason
+    # terms that cancel are not a sign slip: test_progress_terms_that_cancel_or_never_switch_are_rejected

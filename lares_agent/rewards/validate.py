@@ -13,7 +13,9 @@ unbounded regeneration loop, docs/lares-reference.md §12 item 28):
 7. poles and domains over the features' declared ranges (`domains.py`): `1/tcp_to_target` has its pole at the
    goal, which no sample of early states shows;
 8. progress sign on the sample: a wrong-signed distance term is the small model's most common mistake
-   (docs/feasibility.md §4.2), and terms that cancel leave the reward blind to progress.
+   (docs/feasibility.md §4.2), and terms that cancel leave the reward blind to progress. Where the intent is
+   clear (a component grows with the distance on every sample while another pays for closing it) the component
+   is negated and the repaired reward checked again from the start; its verdict's first warning says so.
 
 Between 5 and 6, a term that reads only features the task declares offstage (reach-v3's puck) is rejected: the
 object is in the scene but not in the task, so such a term is constant on the robot's runs and pays nothing (a
@@ -35,6 +37,7 @@ says more about the sample than about a new reward's terms.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
@@ -64,6 +67,7 @@ class CheckConfig:
     require_progress_sign: bool = True
     require_approach_use: bool = True  # progress cannot move before the hand reaches the object
     human_headroom: float = 1.5  # the cap is at least this times the task's own reward's complexity
+    repair_sign: bool = True  # negate a component that only grows with the progress distance (module docstring)
     limits: Limits = field(default_factory=Limits)
     weights: ComplexityWeights = field(default_factory=ComplexityWeights)
     thresholds: NumericThresholds = field(default_factory=NumericThresholds)
@@ -170,6 +174,43 @@ def _sign_reason(reward: CompiledReward, sample: Mapping[str, np.ndarray], progr
     return None
 
 
+def _wrong_signed(parsed: ParsedReward, sample: Mapping[str, np.ndarray], progress: str) -> list[str]:
+    """The components that grow with the progress distance on (nearly) every sample and never fall with it, where
+    another component already pays for closing it: each pays for moving away from the goal, the small model's
+    commonest slip (`0.5*d` beside `exp(-d/0.05)`)."""
+    wrong, right = [], []
+    for name, expr in parsed.components.items():
+        if progress not in {str(s) for s in expr.free_symbols}:
+            continue
+        alone = compile_reward(ParsedReward({name: expr}, {name: parsed.canonical[name]}, 0.0, frozenset({progress})))
+        rises, falls = progress_monotonicity(alone, sample, progress)
+        if rises >= 0.9 and falls == 0.0:
+            wrong.append(name)
+        elif falls > rises:
+            right.append(name)
+    return wrong if right else []  # a reward that is all wrong-signed distance shows no intent to restore
+
+
+def _repaired(parsed: ParsedReward, task: RewardTask, sample: Mapping[str, np.ndarray], id: str | None,
+              taken: Collection[str], config: CheckConfig) -> Verdict | None:
+    """The candidate with its wrong-signed components negated, if that version passes every check (its verdict
+    says what was changed); None where no component is clearly wrong-signed or the repair still fails. A repair,
+    not a rejection, where the intent is clear: the term names the distance the reward must close."""
+    progress = task.progress_feature
+    rises, falls = progress_monotonicity(compile_reward(parsed), sample, progress)
+    flipped = _wrong_signed(parsed, sample, progress) if rises > 0.5 and rises > falls else []
+    if not flipped:  # terms that cancel, or a threshold alone: the fix is a new term, not a sign
+        return None
+    components = {n: f"-({t})" if n in flipped else t for n, t in parsed.canonical.items()}
+    fixed = validate({"components": components, "rationale": parsed.rationale}, task, sample, id=id, taken=taken,
+                     config=dataclasses.replace(config, repair_sign=False))
+    if not fixed.accepted:
+        return None
+    note = (f"repaired: negated {', '.join(repr(n) for n in flipped)}, which grew with {task.progress_feature} "
+            "(lower is better)")
+    return dataclasses.replace(fixed, warnings=(note, *fixed.warnings))
+
+
 def structure_key_of(canonical: Mapping[str, str]) -> str:
     """A reward's form with its constants left out, from its canonical components: the task's own reward and its
     numeric children share it."""
@@ -251,7 +292,8 @@ def validate(
         if config.require_progress_sign and progress in sample:
             reason = _sign_reason(reward, sample, progress)
             if reason is not None and not _human_breaks_sign(human_parsed, parsed, sample, progress):
-                return reject(reason, numeric)
+                repaired = _repaired(parsed, task, sample, id, taken, config) if config.repair_sign else None
+                return repaired if repaired is not None else reject(reason, numeric)
             advice.extend([reason] if reason is not None else [])
     except RewardRejected as exc:
         return reject(exc.reason)
