@@ -90,4 +90,10 @@ def test_a_component_that_pays_for_moving_away_is_negated_where_the_intent_is_cl
     off = replace(CheckConfig(), repair_sign=False)
     refused = _check("reach-v3", slip, reach_sample, off)
     assert not refused.accepted and "increases as tcp_to_target grows" in refused.reason
+    # a wrong-signed term that reads another feature too (an answer of the 1.5B model on push-v3)
+    push = get_task("push-v3")
+    mixed = {"approach": "exp(-tcp_to_obj/0.1)", "progress": "exp(-obj_to_target/0.1)",
+             "start": "-100*(initial_obj_to_target - obj_to_target)"}
+    again = _check("push-v3", mixed, random_feature_sample(push, steps=150, seed=0))
+    assert again.accepted and again.warnings[0].startswith("repaired: negated 'start'"), again.reason
     # terms that cancel are not a sign slip: test_progress_terms_that_cancel_or_never_switch_are_rejected

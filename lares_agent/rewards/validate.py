@@ -180,9 +180,10 @@ def _wrong_signed(parsed: ParsedReward, sample: Mapping[str, np.ndarray], progre
     commonest slip (`0.5*d` beside `exp(-d/0.05)`)."""
     wrong, right = [], []
     for name, expr in parsed.components.items():
-        if progress not in {str(s) for s in expr.free_symbols}:
+        used = frozenset(str(s) for s in expr.free_symbols)
+        if progress not in used:
             continue
-        alone = compile_reward(ParsedReward({name: expr}, {name: parsed.canonical[name]}, 0.0, frozenset({progress})))
+        alone = compile_reward(ParsedReward({name: expr}, {name: parsed.canonical[name]}, 0.0, used))
         rises, falls = progress_monotonicity(alone, sample, progress)
         if rises >= 0.9 and falls == 0.0:
             wrong.append(name)
