@@ -84,9 +84,9 @@ def test_the_shared_system_block_is_served_from_cache_even_after_another_system(
 
 
 def test_a_stop_aborts_the_local_model_mid_batch_and_the_model_stays_usable(model_path: Path) -> None:
-    """A stop used to wait for the whole answer (30-80 s with the local model), and checks between prompt batches
-    alone still waited for a batch (20-50 s on a loaded machine); llama.cpp's abort callback now ends the decode
-    within a graph node (issue 35, `llm/abort.py`), and the KV cache stays consistent for the next call."""
+    """A stop used to wait for the whole answer, and checks between prompt batches alone still waited for a batch;
+    llama.cpp's abort callback now ends the decode within a graph node (`llm/abort.py`), and the KV cache stays
+    consistent for the next call."""
     import threading
     import time
 

@@ -1,7 +1,7 @@
-"""A stop gives up the LLM round in flight within seconds (issue 35, item 1).
+"""A stop gives up the LLM round in flight within seconds.
 
-A first SIGTERM used to wait for the round's LLM calls: 117 s while round 0 waited on a server that never
-answers, 116 s during a background round. Now the client gives the call up (`llm/cancel.py`), the round is
+A first SIGTERM used to wait for the round's LLM calls, as long as the calls' time-outs and retries (docs/RESULTS.md,
+"Stopping during an LLM round"). Now the client gives the call up (`llm/cancel.py`), the round is
 abandoned with nothing installed and no checkpoint after it, and a resume redoes it. Checked at each layer: the
 client (a silent HTTP server, a back-off), the engine (a background and a blocking round, then the resume equals
 the uninterrupted run) and the whole CLI (SIGTERM in round 0 and in a background round, then `lares resume`).
@@ -37,7 +37,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 WAIT_S = 60.0  # hang guard; a held request is answered after it (so the code before the fix ends, late)
 STOP_S = 30.0  # SIGTERM to exit in the CLI tests: the training step in progress (up to ~10 s on a loaded
-# 2-core machine) plus the LLM's share, about 0.1 s now (117 s before the fix)
+# 2-core machine) plus the LLM's share (the calls' time-outs and retries before the fix)
 
 
 # ---------------------------------------------------------------------------------------------- the client

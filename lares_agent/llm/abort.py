@@ -1,7 +1,8 @@
 """Abort the local model's computation mid-batch once the run is asked to stop.
 
-Checking the stop between prompt batches and tokens (`local.py`) is not enough: one 512-token prompt batch of
-the 1.5B model took 20-50 s on a loaded 2-core machine, so a stop still waited that long. llama.cpp can abort a
+Checking the stop between prompt batches and tokens (`local.py`) is not enough: one prompt batch of the 1.5B
+model takes tens of seconds on a loaded 2-core machine (docs/RESULTS.md, "Stopping during an LLM round"), so a
+stop still waited that long. llama.cpp can abort a
 decode between two graph nodes through its abort callback, but that callback runs once per node (about a
 thousand per batch) on a compute thread: a Python callback would take the GIL each time and slow every answer
 down while the learners train beside it. So the callback is C's own `strlen` over a flag byte: 0 (go on) or 1
