@@ -16,17 +16,17 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
 from lares_agent.errors import LaresError
 from lares_agent.report.sweep_stats import bootstrap_difference, success_auc
 
-__all__ = ["LABELS", "Curve", "Target", "comparison_markdown", "comparisons", "load_targets", "verdict"]
+__all__ = ["LABELS", "Curve", "Target", "comparison_markdown", "comparisons", "load_targets", "per_seed", "verdict"]
 
 METRICS = (("final_success", "final success"), ("auc", "area under the success curve"))
 LABELS = dict(METRICS)
@@ -83,16 +83,28 @@ def load_targets(path: Path) -> tuple[Target, ...]:
         raise LaresError(f"{path} is not a targets file: {exc}") from None
 
 
-def _per_seed(curves: Sequence[Curve]) -> dict[tuple[str, str], dict[str, list[float]]]:
-    """(task, method) -> metric -> one value per finished trial."""
+C = TypeVar("C", bound=Curve)
+
+
+def per_seed(curves: Sequence[C], keys: Sequence[str],
+             values: Callable[[C], Mapping[str, float | None]]) -> dict[tuple[str, str], dict[str, list[float]]]:
+    """(task, method) -> key -> one value per finished trial, as `values` reads them from its curve (a None is
+    left out: that trial has no such value)."""
     out: dict[tuple[str, str], dict[str, list[float]]] = {}
     for c in curves:
         if not (c.finished and c.steps):
             continue
-        values = out.setdefault((c.task, c.method), {key: [] for key, _ in METRICS})
-        values["final_success"].append(float(c.success[-1]))
-        values["auc"].append(success_auc(c.steps, c.success))
+        cell = out.setdefault((c.task, c.method), {key: [] for key in keys})
+        for key, value in values(c).items():
+            if value is not None:
+                cell[key].append(float(value))
     return out
+
+
+def _per_seed(curves: Sequence[Curve]) -> dict[tuple[str, str], dict[str, list[float]]]:
+    """(task, method) -> metric -> one value per finished trial."""
+    return per_seed(curves, [key for key, _ in METRICS],
+                    lambda c: {"final_success": c.success[-1], "auc": success_auc(c.steps, c.success)})
 
 
 def verdict(low: float, high: float) -> str:

@@ -29,7 +29,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from lares_agent.errors import LaresError
-from lares_agent.report.sweep_compare import Curve, verdict
+from lares_agent.report.sweep_compare import Curve, per_seed, verdict
 from lares_agent.report.sweep_stats import bootstrap_difference, success_auc
 
 __all__ = ["OURS", "PAPER", "ProtocolCurve", "protocol_comparisons", "protocol_means", "protocols_markdown",
@@ -65,20 +65,15 @@ def read_replay(path: Path) -> dict[str, tuple[int, float]]:
         raise LaresError(f"{path} is not a replay file (trial,episodes,seed,success): {exc}") from None
 
 
+def _values(c: ProtocolCurve) -> dict[str, float | None]:
+    best = c.best or c.success
+    return {"replay": c.replay, "auc": success_auc(c.steps, c.success), "best_final": best[-1],
+            "best_auc": success_auc(c.steps, best)}
+
+
 def _per_seed(curves: Sequence[ProtocolCurve]) -> dict[tuple[str, str], dict[str, list[float]]]:
     """(task, method) -> key -> one value per finished trial (``replay``: only the trials that have one)."""
-    out: dict[tuple[str, str], dict[str, list[float]]] = {}
-    for c in curves:
-        if not (c.finished and c.steps):
-            continue
-        values = out.setdefault((c.task, c.method), {k: [] for pair in _KEYS.values() for k in pair})
-        if c.replay is not None:
-            values["replay"].append(float(c.replay))
-        values["auc"].append(success_auc(c.steps, c.success))
-        best = c.best or c.success
-        values["best_final"].append(float(best[-1]))
-        values["best_auc"].append(success_auc(c.steps, best))
-    return out
+    return per_seed(curves, [k for pair in _KEYS.values() for k in pair], _values)
 
 
 def _mean(values: Sequence[float]) -> float:
