@@ -15,7 +15,7 @@ import torch
 from lares_agent.engine.contracts import Batch
 from lares_agent.engine.learners.actor_critic import ActorCriticPopulation
 from lares_agent.engine.learners.crossq import CrossQConfig, CrossQLearner
-from lares_agent.engine.learners.nets import StackedAdam, member_seeds
+from lares_agent.engine.learners.nets import StackedAdam, member_seeds, stacked_mlp
 from lares_agent.engine.learners.sac import SACConfig, SACLearner
 
 K, OBS, ACT, B = 3, 5, 2, 16
@@ -260,3 +260,22 @@ def test_stacked_adam_equals_torch_adam_per_row() -> None:
             for t, ref in zip(stacked, rows[r], strict=True):
                 torch.testing.assert_close(t[r], ref.detach(), rtol=1e-5, atol=1e-6)
         assert opt.step.tolist() == [2.0, 4.0, 2.0, 4.0]
+
+
+def test_narrow_heads_give_autograds_gradients_with_a_contiguous_input_gradient() -> None:
+    """The Q and actor heads' written-out backward equals autograd's of x @ W + b, and hands the input's gradient
+    on contiguous (the ReLU's backward over a transposed one is many times slower)."""
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 32, 20, generator=gen, dtype=torch.float64).requires_grad_()
+    weight = torch.randn(4, 20, 3, generator=gen, dtype=torch.float64).requires_grad_()
+    bias = torch.randn(4, 1, 3, generator=gen, dtype=torch.float64).requires_grad_()
+    out = stacked_mlp(x, [weight], [bias])
+    plain = torch.baddbmm(bias, x, weight)
+    torch.testing.assert_close(out, plain)
+    g = torch.randn(4, 32, 3, generator=gen, dtype=torch.float64)
+    mine = torch.autograd.grad(torch.relu(out).mul(g).sum(), [x, weight, bias])
+    theirs = torch.autograd.grad(torch.relu(plain).mul(g).sum(), [x, weight, bias])
+    for a, b in zip(mine, theirs, strict=True):
+        torch.testing.assert_close(a, b)
+    (dx,) = torch.autograd.grad(stacked_mlp(x, [weight], [bias]).sum(), [x])
+    assert dx.is_contiguous()

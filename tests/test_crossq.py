@@ -11,7 +11,7 @@ import torch
 
 from lares_agent.engine.contracts import Batch
 from lares_agent.engine.learners.actor_critic import ActorCriticPopulation
-from lares_agent.engine.learners.crossq import BatchRenorm, CrossQConfig, renorm_limits
+from lares_agent.engine.learners.crossq import BatchRenorm, CrossQConfig, batch_renorm, renorm_limits
 
 K, OBS, ACT, B = 3, 5, 2, 16
 # Short renorm warm-up and relaxation so the tests cover batch norm, the ramp and full renormalisation.
@@ -105,3 +105,45 @@ def test_critic_statistics_cover_the_joint_batch_and_the_actor_steps_every_delay
         actor_trace.append(not all(torch.equal(a, p) for a, p in zip(before, pop.actor, strict=True)))
     assert actor_trace == [True, False, False, True, False]
     assert pop._critic.steps.tolist() == [5] * (2 * K) and pop._actor.steps.tolist() == [2] * K
+
+
+def _plain_renorm(x: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor, running_mean: torch.Tensor,
+                  running_var: torch.Tensor, r_max: float, d_max: float, eps: float) -> torch.Tensor:
+    """The train-mode formula as plain autograd sees it (r and d held constant)."""
+    mean = x.mean(-2, keepdim=True)
+    std = ((x - mean).square().mean(-2, keepdim=True) + eps).sqrt()
+    running_std = (running_var + eps).sqrt()
+    r = (std / running_std).clamp(1.0 / r_max, r_max).detach()
+    d = ((mean - running_mean) / running_std).clamp(-d_max, d_max).detach()
+    return (x - mean) / std * r * scale + d * scale + shift
+
+
+@pytest.mark.parametrize("shape", [(64, 5), (3, 64, 5)])
+def test_batch_renorm_gradient_is_autograds(shape: tuple[int, ...]) -> None:
+    """The written-out backward gives autograd's gradients of the plain formula for the input, scale and shift,
+    past the warm-up (r and d active, some clipped) and single or stacked, and moves the statistics the same."""
+    gen = torch.Generator().manual_seed(0)
+    cfg = CrossQConfig(renorm_warmup_steps=0, renorm_relax_steps=0, renorm_momentum=0.3)
+    lead, feat = shape[:-2], shape[-1]
+    # Per feature: r clipped below, free, free, clipped above; d clipped on the third.
+    spread = torch.tensor([0.1, 1.0, 3.0, 10.0, 30.0], dtype=torch.float64)
+    offset = torch.tensor([0.0, 1.0, 20.0, 0.0, -1.0], dtype=torch.float64)
+    x = (torch.randn(*shape, generator=gen, dtype=torch.float64) * spread + offset).requires_grad_()
+    scale = (1 + 0.2 * torch.randn(*lead, 1, feat, generator=gen, dtype=torch.float64)).requires_grad_()
+    shift = (0.1 * torch.randn(*lead, 1, feat, generator=gen, dtype=torch.float64)).requires_grad_()
+    weights = torch.randn(*shape, generator=gen, dtype=torch.float64)
+    stats = (torch.full((*lead, 1, feat), 0.5, dtype=torch.float64), torch.full((*lead, 1, feat), 2.0,
+                                                                              dtype=torch.float64))
+    mine_stats = [t.clone() for t in stats]
+    mine = batch_renorm(x, scale, shift, *mine_stats, torch.ones(lead, dtype=torch.long), cfg, True)
+    plain = _plain_renorm(x, scale, shift, *stats, cfg.r_max, cfg.d_max, cfg.renorm_eps)
+    torch.testing.assert_close(mine, plain)
+    for a, b in zip(torch.autograd.grad((mine * weights).sum(), [x, scale, shift]),
+                    torch.autograd.grad((plain * weights).sum(), [x, scale, shift]), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-9)  # r_max is float32: 1/r_max rounds
+    torch.testing.assert_close(mine_stats[0], 0.7 * stats[0] + 0.3 * x.detach().mean(-2, keepdim=True))
+    torch.testing.assert_close(mine_stats[1], 0.7 * stats[1] + 0.3 * x.detach().var(-2, keepdim=True))
+    data = torch.randn(*shape, generator=gen, dtype=torch.float64)  # no gradient asked for the input
+    (g_scale,) = torch.autograd.grad(batch_renorm(data, scale, shift, *[t.clone() for t in stats],
+                                                  torch.ones(lead, dtype=torch.long), cfg, True).sum(), [scale])
+    assert g_scale.shape == scale.shape

@@ -147,20 +147,62 @@ def batch_renorm(x: Tensor, scale: Tensor, shift: Tensor, running_mean: Tensor, 
     if steps is None:
         raise ValueError("batch_renorm in training needs the count of earlier forwards (steps)")
     n = x.shape[-2]
-    # The batch statistics from the centred input (one reduction pass each; torch's `var` over a strided
-    # dim is several times slower), then (x - mu_B) / sigma_B * r + d folded into one multiply-add.
-    batch_mean = x.mean(-2, keepdim=True)
-    centred = x - batch_mean
-    batch_var = centred.square().mean(-2, keepdim=True)
-    batch_std = (batch_var + eps).sqrt()
+    r_max, d_max = (t.view(*steps.shape, 1, 1) for t in renorm_limits(steps, config))
+    out: Tensor
+    out, batch_mean, batch_var = _RenormTrain.apply(  # type: ignore[no-untyped-call]
+        x, scale, shift, running_mean, running_var, r_max, d_max, eps)
     with torch.no_grad():
-        r_max, d_max = (t.view(*steps.shape, 1, 1) for t in renorm_limits(steps, config))
+        running_mean.lerp_(batch_mean, config.renorm_momentum)
+        running_var.lerp_(batch_var * (n / max(n - 1, 1)), config.renorm_momentum)
+    return out
+
+
+class _RenormTrain(torch.autograd.Function):
+    """The train-mode renormalisation with its backward written out. Autograd's own graph of it walks the
+    [..., N, F] activations many times (and materialises broadcast gradients), and that elementwise work, not the
+    matmuls, is most of a CrossQ critic update (`benchmarks/learners.py`); this backward is two reductions and
+    two multiply-adds. Same forward arithmetic as the plain expression; the gradient equals autograd's up to
+    rounding (tests/test_crossq.py)."""
+
+    @staticmethod
+    def forward(ctx: torch.autograd.function.FunctionCtx, x: Tensor, scale: Tensor, shift: Tensor,
+                running_mean: Tensor, running_var: Tensor, r_max: Tensor, d_max: Tensor,
+                eps: float) -> tuple[Tensor, Tensor, Tensor]:
+        # The batch statistics from the centred input (one reduction pass each; torch's `var` over a strided
+        # dim is several times slower), then (x - mu_B) / sigma_B * r + d folded into one multiply-add.
+        batch_mean = x.mean(-2, keepdim=True)
+        centred = x - batch_mean
+        batch_var = centred.square().mean(-2, keepdim=True)
+        batch_std = (batch_var + eps).sqrt()
         running_std = (running_var + eps).sqrt()
         r = torch.minimum(torch.maximum(batch_std / running_std, 1.0 / r_max), r_max)
         d = torch.minimum(torch.maximum((batch_mean - running_mean) / running_std, -d_max), d_max)
-        running_mean.lerp_(batch_mean, config.renorm_momentum)
-        running_var.lerp_(batch_var * (n / max(n - 1, 1)), config.renorm_momentum)
-    return torch.addcmul(scale * d + shift, centred, scale * r / batch_std)
+        ctx.save_for_backward(centred, batch_std, scale, r, d)
+        ctx.shift_shape = shift.shape  # type: ignore[attr-defined]
+        ctx.mark_non_differentiable(batch_mean, batch_var)
+        return torch.addcmul(scale * d + shift, centred, scale * r / batch_std), batch_mean, batch_var
+
+    @staticmethod
+    def backward(ctx: torch.autograd.function.FunctionCtx, *grads: Tensor) -> tuple[Tensor | None, ...]:
+        """y = a * c + scale * d + shift with c = x - mean(x), a = scale * r / sigma, sigma = sqrt(mean(c^2) +
+        eps): dx = a * (g - mean(g)) - a * c * mean(g * c) / sigma^2 (the batch-norm gradient; mean(c) = 0)."""
+        grad = grads[0]
+        centred, std, scale, r, d = ctx.saved_tensors  # type: ignore[attr-defined]
+        need_x, need_scale, need_shift = ctx.needs_input_grad[:3]  # type: ignore[attr-defined]
+        n = grad.shape[-2]
+        g_sum = grad.sum(-2, keepdim=True)
+        gc_sum = (grad * centred).sum(-2, keepdim=True) if need_x or need_scale else None
+        dx = dscale = None
+        if need_x:
+            assert gc_sum is not None
+            a = scale * r / std
+            dx = torch.addcmul(a * g_sum / -n, grad, a)
+            dx = torch.addcmul(dx, centred, a * gc_sum / (-n * std.square()))
+        if need_scale:
+            assert gc_sum is not None
+            dscale = (r / std * gc_sum + d * g_sum).sum_to_size(scale.shape)
+        dshift = g_sum.sum_to_size(ctx.shift_shape) if need_shift else None  # type: ignore[attr-defined]
+        return dx, dscale, dshift, None, None, None, None, None
 
 
 class BatchRenorm(nn.Module):

@@ -77,17 +77,38 @@ def stacked_mlp(
     """
     last = len(weights) - 1
     for i, (weight, bias) in enumerate(zip(weights, biases, strict=True)):
-        if weight.shape[-1] < _NARROW:
-            # Narrow output (Q head, actor head): computed as (W^T x^T)^T; CPU bmm is 2-4x slower
-            # for an output of fewer than 16 columns than in this orientation (fwd + bwd measured).
-            x = torch.baddbmm(bias.transpose(1, 2), weight.transpose(1, 2), x.transpose(1, 2)).transpose(1, 2)
-        else:
-            x = torch.baddbmm(bias, x, weight)
+        narrow = weight.shape[-1] < _NARROW  # the Q and actor heads
+        x = _NarrowLinear.apply(x, weight, bias) if narrow else torch.baddbmm(bias, x, weight)  # type: ignore[no-untyped-call]
         if i < last:
             if layer_norm:
                 x = torch.nn.functional.layer_norm(x, x.shape[-1:])
             x = torch.relu(x)
     return x
+
+
+class _NarrowLinear(torch.autograd.Function):
+    """x @ W + b for a narrow output (Q head, actor head) in the orientations CPU matmuls are fast in.
+
+    The forward runs as (W^T x^T)^T: CPU bmm is 2-4x slower for an output of fewer than 16 columns. Autograd's
+    backward of that form would hand the input's gradient on transposed, and every elementwise pass over it
+    (the ReLU's backward first) walks it across the grain, many times slower than over contiguous memory; this
+    backward computes it as g W^T, contiguous, and the weight's as (g^T x)^T.
+    """
+
+    @staticmethod
+    def forward(ctx: torch.autograd.function.FunctionCtx, x: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
+        ctx.save_for_backward(x, weight)
+        return torch.baddbmm(bias.transpose(1, 2), weight.transpose(1, 2), x.transpose(1, 2)).transpose(1, 2)
+
+    @staticmethod
+    def backward(ctx: torch.autograd.function.FunctionCtx, *grads: Tensor) -> tuple[Tensor | None, ...]:
+        grad = grads[0]
+        x, weight = ctx.saved_tensors  # type: ignore[attr-defined]
+        need_x, need_w, need_b = ctx.needs_input_grad  # type: ignore[attr-defined]
+        dx = torch.bmm(grad, weight.transpose(1, 2)) if need_x else None
+        dw = torch.bmm(grad.transpose(1, 2), x).transpose(1, 2) if need_w else None
+        db = grad.sum(1, keepdim=True) if need_b else None
+        return dx, dw, db
 
 
 def squashed_gaussian(
