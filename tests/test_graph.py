@@ -22,7 +22,7 @@ from lares_agent.graphs.context import GraphLimits, RunContext
 from lares_agent.graphs.prompting import AnswerError, extract_candidates
 from lares_agent.graphs.round import run_round
 from lares_agent.graphs.routing import route_after_validate, route_start
-from lares_agent.llm.client import LLMConfig, make_client
+from lares_agent.llm import LLMConfig, make_client
 from lares_agent.memory.cases import Case, CaseStore
 from lares_agent.rewards import compile_record
 from lares_agent.tools.trajectory import Rollout

@@ -12,7 +12,7 @@ from lares_agent.engine.tasks import get_task
 from lares_agent.graphs.build import build_graph, open_trace
 from lares_agent.graphs.context import GraphLimits, RunContext
 from lares_agent.graphs.round import run_round
-from lares_agent.llm.client import LLMConfig, make_client
+from lares_agent.llm import LLMConfig, make_client
 from lares_agent.llm.models import KNOWN_MODELS, parts_installed
 from lares_agent.rewards import compile_record, progress_monotonicity
 from lares_agent.rewards.sampling import synthetic_sample

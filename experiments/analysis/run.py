@@ -31,7 +31,7 @@ from lares_agent.engine.tasks import get_task
 from lares_agent.graphs.asking import ask
 from lares_agent.graphs.context import GraphLimits, RunContext
 from lares_agent.graphs.reflect import analyse
-from lares_agent.llm.client import LLMConfig, make_client
+from lares_agent.llm import LLMConfig, make_client
 from lares_agent.prompts.loader import render
 from lares_agent.rewards.sampling import synthetic_sample
 from lares_agent.tools.diagnosis import diagnose

@@ -28,10 +28,10 @@ from lares_agent.llm.errors import BadAnswer, BudgetExceeded, ContextTooSmall, E
 from lares_agent.llm.failures import bad_answer, failure_kind, one_line, retryable, status_of
 from lares_agent.llm.formats import FORMAT_LADDER, FORMAT_STEPS, Endpoint, FormatSteps, names_format
 from lares_agent.llm.local import LlamaCppChatModel, to_openai_messages
-from lares_agent.llm.replay import ReplayChatModel, call_key, record_file, record_path
+from lares_agent.llm.replay import ReplayChatModel, call_key, record_file
 from lares_agent.llm.usage import UsageLedger, cached_tokens
 from lares_agent.llm.window import client_window, message_text
-from lares_agent.runs import LLM_CALLS_NAME, LLMCallRow, RecordFile
+from lares_agent.runs import LLMCallRow
 
 _BACKOFF_BASE_S = 0.5
 _BACKOFF_CAP_S = 8.0
@@ -377,43 +377,3 @@ class LLMClient:
         )
         with self._lock:
             self._record_file.append(row)
-
-
-def build_chat_model(config: LLMConfig, replay_from: Path | None = None) -> BaseChatModel:
-    """The chat model a config names; raises ModelNotFound / LLMError with one line on bad settings."""
-    if replay_from is not None or config.backend == "replay":
-        if replay_from is None:
-            raise LLMError("backend 'replay' needs a record to answer from; fix: pass the recorded run directory")
-        return ReplayChatModel.from_record(replay_from)
-    if config.backend == "local":
-        from lares_agent.llm.models import resolve_model
-
-        path = resolve_model(config.model)
-        return LlamaCppChatModel(
-            model_path=str(path), n_ctx=config.n_ctx, n_threads=config.n_threads, seed=config.seed,
-            temperature=config.temperature, max_tokens=config.max_tokens, timeout=config.call_timeout_s,
-        )
-    if config.backend == "openai":
-        from lares_agent.llm.openai_compat import make_openai_chat_model
-
-        return make_openai_chat_model(config)
-    raise LLMError(f"unknown LLM backend {config.backend!r}; choose one of: local, openai, replay")
-
-
-def make_client(config: LLMConfig, run_dir: Path | None, replay_from: Path | None = None) -> LLMClient:
-    """A client for `config` recording to `run_dir/llm_calls.jsonl` (no record when run_dir is None).
-
-    With `replay_from` (a run directory or its record file) the answers come from that record instead of a
-    model. Replaying into the very record being read is not recorded again (it would duplicate every call).
-    """
-    chat_model = build_chat_model(config, replay_from)
-    path: Path | None = None
-    spent: UsageLedger | None = None
-    if run_dir is not None:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        path = run_dir / LLM_CALLS_NAME
-        if path.is_file():  # a resumed run: its earlier calls count against the budgets
-            spent = UsageLedger.from_calls(RecordFile(path, LLMCallRow.from_json).read())
-        if replay_from is not None and record_path(replay_from).resolve() == path.resolve():
-            path = None
-    return LLMClient(chat_model, config, path, spent=spent)
