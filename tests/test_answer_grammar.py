@@ -36,6 +36,16 @@ def test_the_grammar_names_only_identifiers_and_at_least_one_component() -> None
         answer_grammar(FEATURES, 0)
 
 
+def test_fixed_components_need_known_features_and_room() -> None:
+    with pytest.raises(ValueError, match="among the features"):
+        answer_grammar(FEATURES, 3, progress="door_angle")
+    with pytest.raises(ValueError, match="needs a progress"):
+        answer_grammar(FEATURES, 3, approach="tcp_to_obj")
+    with pytest.raises(ValueError, match="at least 2"):
+        answer_grammar(FEATURES, 1, progress="obj_to_target", approach="tcp_to_obj")
+    assert "(sep component)" not in answer_grammar(FEATURES, 2, progress="obj_to_target", approach="tcp_to_obj")
+
+
 class GrammarEngine:
     """llama.cpp's grammar sampler over the 0.5B model's vocabulary: whether a text can be decoded under a
     grammar, token by token, as generation would (no weights are loaded)."""
@@ -104,6 +114,28 @@ def test_the_small_models_mistakes_cannot_be_decoded(engine: GrammarEngine, expr
     assert engine.accepts(grammar, _answer({"a": "-tcp_to_obj + 5*(obj_to_target < 0.05)"}))
     assert not engine.accepts(grammar, _answer({"a": expression}))
     assert not engine.accepts(grammar, _answer({"a": "-tcp_to_obj"})[:-3])  # cut off mid-answer
+
+
+@pytest.mark.slow
+def test_from_scratch_the_answer_opens_with_correctly_signed_progress_and_approach(engine: GrammarEngine) -> None:
+    """Each fixed component is one term that grows as its distance shrinks; the rest stay free."""
+    grammar = answer_grammar(FEATURES, 4, progress="obj_to_target", approach="tcp_to_obj")
+    for progress in ["-obj_to_target", "-2.5*obj_to_target", "3*exp(-obj_to_target/0.05)",
+                     "(1 - tanh(obj_to_target/0.1))", "tolerance(obj_to_target, 0, 0.05, 0.3, 0.1, 'long_tail')"]:
+        answer = _answer({"progress": progress, "approach": "exp(-tcp_to_obj/0.1)", "bonus": "5*(grasped > 0.5)"})
+        assert engine.accepts(grammar, answer), progress
+    wrong = [
+        {"progress": "obj_to_target", "approach": "-tcp_to_obj"},  # grows with the distance
+        {"progress": "exp(obj_to_target/0.1)", "approach": "-tcp_to_obj"},
+        {"progress": "-tcp_to_obj", "approach": "-tcp_to_obj"},  # another feature
+        {"approach": "-tcp_to_obj", "progress": "-obj_to_target"},  # not opening the answer
+        {"progress": "-obj_to_target"},  # no approach
+        {"progress": "-obj_to_target + 5*grasped", "approach": "-tcp_to_obj"},  # more than one term
+    ]
+    for components in wrong:
+        assert not engine.accepts(grammar, _answer(components)), components
+    alone = answer_grammar(FEATURES, 1, progress="obj_to_target")
+    assert engine.accepts(alone, _answer({"progress": "-obj_to_target"}))
 
 
 @pytest.mark.slow

@@ -5,6 +5,13 @@ A JSON schema alone (what llama.cpp is given otherwise) fixes the answer's shape
 text, and the small models' commonest failures were in that text: unknown names, `If(...)`, Python syntax, a cut
 string. The grammar is the language's syntax (`parse.py`), not its semantics: argument counts of `tolerance` and
 `gripper_caging`, constant-only arguments and the numeric checks stay the parser's and the validator's.
+
+From scratch it also fixes what the small model most often got wrong in meaning (docs/RESULTS.md, "Proposals
+without own-task examples, under the grammar"): the answer opens with a "progress" component (and, where the robot
+must reach an object first, an "approach" one), each ONE term over its distance that grows as the distance
+shrinks, in one of the bounded or linear shapes the tasks' own rewards use (-w*d, w*exp(-d/s), w*(1 - tanh(d/s)),
+w*tolerance(d, 0, r, ...)). The model still picks the shape and every constant, and writes the other components
+freely; the grammar only rules out a wrong sign or a missing progress term.
 """
 
 from __future__ import annotations
@@ -55,19 +62,41 @@ def _alternatives(names: Sequence[str]) -> str:
     return " | ".join(json.dumps(name) for name in names)
 
 
-def answer_grammar(features: Sequence[str], max_components: int, rationale_chars: int = 120) -> str:
+def _shaped(rule: str, feature: str) -> str:
+    """A rule for one term over a distance `feature` that grows as the distance shrinks (see the module's text)."""
+    d = json.dumps(feature)
+    return (f'{rule} ::= "-" (num sp "*" sp)? {d} | (num sp "*" sp)? ('
+            f'"exp(-" {d} sp "/" sp num ")" | "(1 - tanh(" {d} sp "/" sp num "))" | '
+            f'"tolerance(" {d} sep "0" sep num (sep tolarg)* sp ")")')
+
+
+def answer_grammar(features: Sequence[str], max_components: int, rationale_chars: int = 120, *,
+                   progress: str | None = None, approach: str | None = None) -> str:
     """GBNF of one propose answer, ``{"components": {"name": "expression", ...}, "rationale": "..."}``, with 1 to
     ``max_components`` components whose expressions use only ``features`` (the answer the schema of
-    `graphs/prompting.proposal_schema` describes for one candidate)."""
+    `graphs/prompting.proposal_schema` describes for one candidate). With `progress` (and `approach`) the answer
+    opens with those components, each one correctly signed shaped term over its feature (the module's text)."""
     bad = [name for name in features if not _NAME.fullmatch(name)]
     if not features or bad:
         raise ValueError(f"features must be identifiers, got {bad or 'none'}")
-    if max_components < 1:
-        raise ValueError("max_components must be at least 1")
+    fixed = [(name, feature) for name, feature in (("progress", progress), ("approach", approach)) if feature]
+    if any(feature not in features for _, feature in fixed):
+        raise ValueError(f"the progress and approach features must be among the features, got {progress}, {approach}")
+    if approach and not progress:
+        raise ValueError("an approach component needs a progress component")
+    if max_components < max(1, len(fixed)):
+        raise ValueError(f"max_components must be at least {max(1, len(fixed))}")
     ordered = sorted(set(features))
+    opening = ' sep '.join(f'"\\"{name}\\"" sp ":" sp "\\"" {name}term "\\""' for name, _ in fixed)
+    free = max_components - len(fixed)
+    if not fixed:
+        body = f"component (sep component){{0,{max_components - 1}}}"
+    else:
+        body = opening + (f" (sep component){{0,{free}}}" if free else "")
     rules = [
-        'root ::= "{" sp "\\"components\\"" sp ":" sp "{" sp component'
-        f' (sep component){{0,{max_components - 1}}} sp "}}" sep "\\"rationale\\"" sp ":" sp rationale sp "}}"',
+        'root ::= "{" sp "\\"components\\"" sp ":" sp "{" sp ' + body +
+        ' sp "}" sep "\\"rationale\\"" sp ":" sp rationale sp "}"',
+        *[_shaped(f"{name}term", feature) for name, feature in fixed],
         'component ::= "\\"" [a-z] [a-z0-9_]{0,23} "\\"" sp ":" sp "\\"" sum "\\""',
         f'rationale ::= "\\"" [^"\\\\\\n]{{0,{rationale_chars}}} "\\""',
         f"feature ::= {_alternatives(ordered)}",
