@@ -204,3 +204,21 @@ def test_cli_export_human_needs_a_task_and_task_needs_human(tmp_path: Path) -> N
     assert stray.exit_code == 2 and "--human" in stray.output
     from_run = runner.invoke(app, ["export", str(root), "--human", "--format", "json"])
     assert from_run.exit_code == 0 and json.loads(from_run.output)["task"] == "Reacher-v5"
+
+
+def test_cli_exports_the_task_own_reward_when_the_run_hands_over_its_learner(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In the init setting the learner on the task's own reward can rank first: the run's reward is then that one,
+    written as an expression; a task that has none gets one line pointing at --reward."""
+    root = _run_folder(tmp_path)
+    RunLog(RunLayout(root)).metrics.append(MetricRow(
+        kind="eval", env_steps=450, round=2, best_slot=2, slots=(SlotMetric(0, "r-a", 0.2), SlotMetric(1, "r-b", 0.6)),
+        extra={"success": 0.8}))
+    runner = CliRunner()
+    result = runner.invoke(app, ["export", str(root), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["human"] is True and data["id"] == "human-expr" and "task's own reward" in data["selected"]
+    monkeypatch.setattr("lares_agent.rewards.human_record", lambda spec: None)
+    missing = runner.invoke(app, ["export", str(root)])
+    assert missing.exit_code == 1 and "--reward ID" in missing.output and "r-a" in missing.output

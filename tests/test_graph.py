@@ -310,6 +310,12 @@ def test_temperature_warms_within_a_round_and_the_grammar_reaches_the_backend() 
     options = deps.llm.chat_model.options  # type: ignore[attr-defined]
     assert [round(o["temperature"], 2) for o in options] == [0.4, 0.55, 0.7]
     assert "response_format" not in options[0] and '"tcp_to_goal"' in options[0]["grammar"]
+    # From scratch the answer must open with a progress term on tcp_to_goal; refining the task's own reward, not.
+    assert 'progressterm ::= "-" (num sp "*" sp)? "tcp_to_goal"' in options[0]["grammar"]
+    refine = make_deps([GOOD], human_reward={"d": "-tcp_to_goal"})
+    refine.llm.kind = "local"
+    run_round(build_graph(), {"round": 0, "n_wanted": 1}, "r0", refine)
+    assert "progressterm" not in refine.llm.chat_model.options[0]["grammar"]  # type: ignore[attr-defined]
     schema = make_deps([GOOD], limits=GraphLimits(grammar=False))
     schema.llm.kind = "local"  # without the grammar, the JSON schema constrains the shape alone
     run_round(build_graph(), {"round": 0, "n_wanted": 1}, "r0", schema)

@@ -24,7 +24,7 @@ from langgraph.runtime import Runtime
 
 from lares_agent.engine.tasks import get_task
 from lares_agent.graphs.budget import LEFT_OUT, fitted_system
-from lares_agent.graphs.context import GraphLimits, RunContext
+from lares_agent.graphs.context import GraphLimits, RunContext, TaskExampleMode
 from lares_agent.graphs.nodes import propose
 from lares_agent.graphs.state import HUMAN_ELITE
 from lares_agent.llm import LLMClient, LLMConfig, make_client
@@ -184,10 +184,12 @@ def _round_one(task: Any) -> dict[str, Any]:
             "attempts": 0}
 
 
-def test_the_propose_prompt_fits_a_2048_token_server_with_room_for_the_answer(server: SmallContext) -> None:
+@pytest.mark.parametrize("examples", ["other", "none"])
+def test_the_propose_prompt_fits_a_2048_token_server_with_room_for_the_answer(server: SmallContext,
+                                                                             examples: TaskExampleMode) -> None:
     task = get_task("pick-place-v3")
     client = _client(server.url, level=1)  # no --llm-context: a server is taken to hold 2048 tokens
-    limits = GraphLimits(reflect=False, oversample=2.0, numeric_children=0, task_examples="other")
+    limits = GraphLimits(reflect=False, oversample=2.0, numeric_children=0, task_examples=examples)
     ctx = RunContext(llm=client, task=task, limits=limits, human_reward=dict(task.human_components))
     out = propose(_round_one(task), Runtime(context=ctx))  # type: ignore[arg-type]
     assert len(server.requests) == 4 and server.fitted, [(r["prompt"], r["max_tokens"]) for r in server.requests]
@@ -209,7 +211,7 @@ def test_the_propose_prompt_fits_a_2048_token_server_with_room_for_the_answer(se
 def test_a_large_context_keeps_the_prompt_as_it_was(server: SmallContext) -> None:
     task = get_task("pick-place-v3")
     ctx = RunContext(llm=_client(server.url, level=1, context=8192), task=task,
-                     limits=GraphLimits(reflect=False), human_reward=dict(task.human_components))
+                     limits=GraphLimits(reflect=False, task_examples="other"), human_reward=dict(task.human_components))
     system = fitted_system(ctx)
     assert "For a DIFFERENT task" in system and "the puck sits between the two finger pads" in system
 
@@ -252,3 +254,18 @@ def test_each_detail_level_of_the_system_message_is_shorter_and_keeps_task_featu
             assert all(f"- {name} [" in text for name in names)
         assert ("10*(obj_to_target < 0.05)" in texts[-1]) == (human is not None)  # the task's own reward stays
         assert "Building blocks" not in texts[1] and "For a DIFFERENT task" not in texts[1]
+
+
+def test_with_no_example_shown_each_detail_level_is_no_longer_and_none_shows_one() -> None:
+    from lares_agent.graphs.prompting import MAX_DETAIL, system_text
+    from lares_agent.rewards import prompt_features
+
+    task = get_task("pick-place-v3")
+    names = prompt_features(task)
+    for human in (dict(task.human_components), None):
+        texts = [system_text(task, names, 4, "none", human, detail) for detail in range(MAX_DETAIL + 1)]
+        assert all(len(a) >= len(b) for a, b in itertools.pairwise(texts)) and len(texts[0]) > len(texts[-1])
+        assert not any("For a DIFFERENT task" in t or "For this task:" in t for t in texts)
+        # each level below the first is "other"'s at that level: only the example was left out
+        assert texts[1:] == [system_text(task, names, 4, "other", human, d) for d in range(1, MAX_DETAIL + 1)]
+        assert ("Building blocks" in texts[0]) == (human is None) and "Building blocks" not in texts[1]

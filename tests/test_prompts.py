@@ -85,7 +85,7 @@ def test_task_examples_other_shows_only_the_other_tasks_example() -> None:
 
     task = get_task("door-close-v3")
     names = [f.name for f in task.features if f.name != "human_reward"]
-    own, other = system_text(task, names, 4, "own"), system_text(task, names, 4)
+    own, other = system_text(task, names, 4, "own"), system_text(task, names, 4, "other")
     assert task_examples(task.progress_feature, task.approach_feature) in own
     head, tail = own.split("For this task:")
     assert other.startswith(head) and other.endswith(tail.split("For a DIFFERENT task")[1])
@@ -94,6 +94,42 @@ def test_task_examples_other_shows_only_the_other_tasks_example() -> None:
     assert "Building blocks" in shown and "hamacher(a, b)" in shown  # the shapes, in placeholders
     named = {f.name for f in task.features} & set(re.findall(r"[a-z_]+", shown.split("For a DIFFERENT")[0]))
     assert named <= {"action_norm", "success"}  # no feature of the task but the ones every task has
+
+
+OTHER_TASK_NAMES = ("hand_to_puck", "puck_to_goal", "touching")
+
+
+@pytest.mark.parametrize("task_name", ["reach-v3", "push-v3", "pick-place-v3", "door-close-v3"])
+def test_a_scratch_run_by_default_is_shown_the_building_blocks_and_no_example_answer(task_name: str) -> None:
+    from lares_agent.engine.tasks import get_task
+    from lares_agent.graphs.context import GraphLimits
+    from lares_agent.graphs.prompting import BUILDING_BLOCKS, system_text
+    from lares_agent.rewards import prompt_features
+    from lares_agent.search.config import SearchConfig
+
+    assert SearchConfig().task_examples == GraphLimits().task_examples == "none"
+    task = get_task(task_name)
+    text = system_text(task, prompt_features(task), 4, GraphLimits().task_examples)
+    assert BUILDING_BLOCKS in text
+    # the one answer shown is the format line, in placeholders
+    assert re.findall(r'\{"components": \{"([^"]*)"', text) == ["<name>"]
+    assert '"rationale": "<one short sentence>"' in text
+    assert not any(name in text for name in OTHER_TASK_NAMES) and "DIFFERENT task" not in text
+    assert system_text(task, prompt_features(task), 4) == text  # the function's default is the runs'
+    # "other" is this prompt and the other task's example after it
+    other = system_text(task, prompt_features(task), 4, "other")
+    assert other.startswith(text) and other[len(text):].startswith("For a DIFFERENT task")
+    assert all(name in other[len(text):] for name in OTHER_TASK_NAMES)
+
+
+def test_with_no_example_shown_no_copy_of_one_is_counted() -> None:
+    from lares_agent.engine.tasks import get_task
+    from lares_agent.graphs.example_shapes import other_task_shape
+    from lares_agent.graphs.prompting import system_text
+    from lares_agent.rewards import prompt_features
+
+    task = get_task("push-v3")
+    assert other_task_shape(task, system_text(task, prompt_features(task), 4, "none")) == frozenset()
 
 
 def test_example_kind_masks_numbers_and_sorts_rewards_by_the_examples_terms() -> None:

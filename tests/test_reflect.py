@@ -297,8 +297,13 @@ def test_analysis_and_personas_options_are_checked_and_saved() -> None:
         SearchConfig(personas=("neutral", "neutral"))
     with pytest.raises(ConfigError, match="analysis must be one of"):
         GraphLimits(analysis="guess")  # type: ignore[arg-type]
-    assert SearchConfig.from_json(SearchConfig(task_examples="other").to_json()).task_examples == "other"
-    with pytest.raises(ConfigError, match="--task-examples must be one of own, other"):
+    for mode in ("none", "other", "own"):
+        assert SearchConfig.from_json(SearchConfig(task_examples=mode).to_json()).task_examples == mode
+    assert SearchConfig().task_examples == GraphLimits().task_examples == "none"
+    # a config.json from before the option resumes with the answers for its own task it was shown
+    old = {k: v for k, v in SearchConfig().to_json().items() if k != "task_examples"}
+    assert SearchConfig.from_json(old).task_examples == "own"
+    with pytest.raises(ConfigError, match="--task-examples must be one of none, other, own"):
         SearchConfig(task_examples="mine")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="task_examples must be one of"):
         GraphLimits(task_examples="mine")  # type: ignore[arg-type]
@@ -311,3 +316,17 @@ def test_task_examples_other_reaches_every_calls_system_message() -> None:
     (mine,), (theirs,) = (c.llm.chat_model.seen for c in (own, other))  # type: ignore[attr-defined]
     assert "For this task:" in mine[0].content and "For this task:" not in theirs[0].content
     assert "None for this task" in theirs[0].content
+
+
+def test_task_examples_none_is_the_default_and_no_message_of_a_round_shows_or_names_an_example() -> None:
+    second = '{"components": {"progress": "-3*d", "effort": "-0.01*action_norm"}, "rationale": "t"}'
+    ctx = RunContext(llm=scripted_client([GOOD, second]), task=TASK, sample=SAMPLE)  # GraphLimits' defaults
+    assert ctx.limits.task_examples == "none"
+    assert len(run_round(build_graph(), {"round": 0, "n_wanted": 2}, "r0", ctx).accepted) == 2
+    seen = ctx.llm.chat_model.seen  # type: ignore[attr-defined]
+    assert len(seen) == 2 and len({m[0].content for m in seen}) == 1  # one system message for the prefix cache
+    system = seen[0][0].content
+    assert "Building blocks" in system and "For a DIFFERENT task" not in system and "For this task:" not in system
+    for _, user in seen:  # from scratch, with nothing to point at
+        assert "the examples" not in user.content and "from scratch" in user.content
+        assert 'Answer with ONE JSON object: {"components": {...}' in user.content

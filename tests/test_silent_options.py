@@ -104,7 +104,7 @@ def test_the_warning_reaches_the_screen(tmp_path: Path, monkeypatch: pytest.Monk
 
 
 PAPER_OFF = ["--candidates-per-slot", "1", "--numeric-children", "0", "--complexity-lambda", "0", "--sync-llm",
-             "--no-retrieval", "--llm-backend", "openai", "--llm-model", "gpt-4o-mini", "--task-examples", "other",
+             "--no-retrieval", "--llm-backend", "openai", "--llm-model", "gpt-4o-mini", "--task-examples", "none",
              "--no-prescreen"]
 
 
@@ -116,12 +116,13 @@ def test_the_paper_preset_lists_its_differences_and_each_flag_turns_one_off(
     assert said[0] == ("note: --preset paper differs from the reference in 7 setting(s); the flags make each the "
                        "reference's:")
     flags = [line.rsplit(": ", 1)[1] for line in said[1:]]
-    assert flags == ["--task-examples other", "--candidates-per-slot 1 --numeric-children 0", "--no-prescreen",
+    assert said[1].startswith("  two example answers for this task and one for a different task in the system prompt")
+    assert flags == ["--task-examples none", "--candidates-per-slot 1 --numeric-children 0", "--no-prescreen",
                      "--complexity-lambda 0", "--sync-llm", "--no-retrieval",
                      "--llm-backend openai --llm-model gpt-4o-mini"]
     base = {"task": "Reacher-v5", "setting": "scratch", "task_examples": "own", "prescreen": True}
     assert len(paper_differences(preset_config("paper", base))) == 7
-    groups = [{"task_examples": "other"}, {"candidates_per_slot": 1.0, "numeric_children": 0}, {"prescreen": False},
+    groups = [{"task_examples": "none"}, {"candidates_per_slot": 1.0, "numeric_children": 0}, {"prescreen": False},
               {"complexity_lambda": 0.0}, {"sync_llm": True}, {"retrieval": False},
               {"llm_backend": "openai", "llm_model": "gpt-4o-mini"}]
     for group in groups:  # each flag (or pair) turns exactly its one line off
@@ -129,6 +130,28 @@ def test_the_paper_preset_lists_its_differences_and_each_flag_turns_one_off(
     off = {k: v for group in groups for k, v in group.items()}
     assert paper_differences(preset_config("paper", {**base, **off})) == []
     assert paper_differences(preset_config("demo", base)) == []  # only the paper preset claims the reference
+    # the example for a different task alone is a difference too (the reference's prompt shows no answer)
+    [other] = paper_differences(preset_config("paper", {**base, **off, "task_examples": "other"}))
+    assert other.startswith("an example answer for a different task") and other.endswith("--task-examples none")
+
+
+def test_task_examples_none_is_accepted_and_the_default_and_an_unknown_mode_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started: list[SearchConfig] = []
+
+    def start_run(cfg: SearchConfig, *_: Any, **__: Any) -> None:
+        started.append(cfg)
+        raise typer.Exit(0)
+
+    monkeypatch.setattr("lares_agent.search.runner.check_start", lambda cfg: None)
+    monkeypatch.setattr("lares_agent.search.runner.start_run", start_run)
+    for args in (["--task-examples", "none"], [], ["--task-examples", "other"]):
+        result = invoke("run", *SMALL, "--setting", "scratch", *args, "--run-dir", str(tmp_path / "runs"))
+        assert result.exit_code == 0, result.output
+    assert [cfg.task_examples for cfg in started] == ["none", "none", "other"]
+    result = invoke("run", *SMALL, "--task-examples", "mine", "--run-dir", str(tmp_path / "runs"))
+    assert result.exit_code == 2 and "--task-examples must be one of none, other, own" in result.output
 
 
 def test_a_paper_run_with_every_difference_off_says_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

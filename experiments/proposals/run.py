@@ -12,49 +12,75 @@ prints per task and overall:
 - sane:     accepted, and the reward never rises when the progress feature grows while it does fall somewhere
 - approach: accepted ones that shape the approach (use the task's `approach_feature`), where the task has one
 - raw valid: the LLM's own candidates that passed the validator before dedupe and screen (duplicates count as
-            valid here), of all LLM candidates; the round asks for `--oversample` per free slot
+            valid here), of all LLM candidates; the round asks for `--oversample` per free slot. The validator
+            repairs a component whose sign is clearly wrong (`CheckConfig.repair_sign`); "without the sign repair"
+            re-validates the same recorded answers with it off
 - cost: completion tokens and seconds of LLM calls per accepted candidate, the first (cold) call excluded
 - shapes:   accepted ones by their terms against the prompt's own examples for the task (`graphs/example_shapes.py`:
             "example 1" is its first example with other weights), measured whatever `--task-examples` hid
 - copies:   accepted ones holding two or more terms of the example shown for a different task, its names mapped
-            onto the task's (`other_task_shape`)
+            onto the task's (`other_task_shape`); "none shown" under `--task-examples none`, which shows no example
 
 Its targets: >= 95% filled ("valid"), >= 80% distinct. The sample is the engine's random-action sample
 (`random_feature_sample`), which carries next steps, so the pre-screen runs as in a search. Run by hand:
 
     python experiments/proposals/run.py                       # default 1.5B model, 50 slots
     python experiments/proposals/run.py --model qwen2.5-coder-0.5b --n 12 --per-call 1
-    python experiments/proposals/run.py --task-examples own     # with two answers for the task itself
+    python experiments/proposals/run.py --task-examples other   # with an answer for a different task
+    python experiments/proposals/run.py --task-examples own     # and two answers for the task itself
 
-docs/RESULTS.md, "Proposals benchmark", reports its runs.
+docs/RESULTS.md reports its runs ("Proposals without own-task examples, under the grammar" and the sections
+around it).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 import statistics
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from lares_agent.engine import random_feature_sample
 from lares_agent.engine.tasks import get_task
 from lares_agent.graphs.asking import system_message
 from lares_agent.graphs.build import build_graph
-from lares_agent.graphs.context import TASK_EXAMPLE_MODES, GraphLimits, RunContext
+from lares_agent.graphs.context import TASK_EXAMPLE_MODES, GraphLimits, GraphTask, RunContext
 from lares_agent.graphs.example_shapes import KINDS, example_kind, example_shapes, other_task_shape, shape
+from lares_agent.graphs.prompting import AnswerError, extract_candidates
 from lares_agent.graphs.round import run_round
-from lares_agent.llm.client import LLMConfig, make_client
+from lares_agent.llm import LLMConfig, make_client
 from lares_agent.prompts.loader import load_persona
-from lares_agent.rewards import compile_record, progress_monotonicity
+from lares_agent.rewards import CheckConfig, compile_record, progress_monotonicity, validate
 
 TASKS = ("reach-v3", "push-v3", "pick-place-v3")
 RAW_VALID = ("accepted", "duplicate", "screened out", "surplus")
+NONE_SHOWN = "none shown"
 
 
-def bench_task(task_name: str, n: int, args: argparse.Namespace, run_dir: Path) -> dict:
+def unrepaired_valid(calls: list[dict[str, Any]], task: GraphTask, sample: Mapping[str, np.ndarray],
+                     checks: CheckConfig) -> int:
+    """The recorded answers' candidates the validator accepts with the sign repair off (no `taken`: a duplicate
+    counts as valid, as in raw valid), so that raw valid compares with runs from before the repair."""
+    off = dataclasses.replace(checks, repair_sign=False)
+    valid = 0
+    for call in calls:
+        try:
+            found = extract_candidates(call["answer"] or "")
+        except AnswerError:
+            continue
+        valid += sum(validate(c, task, sample, config=off).accepted for c in found)
+    return valid
+
+
+def bench_task(task_name: str, n: int, args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
     task = get_task(task_name)
     sample = random_feature_sample(task, 1024, args.seed)
     llm = make_client(LLMConfig(backend="local", model=args.model, temperature=args.temperature,
@@ -71,7 +97,7 @@ def bench_task(task_name: str, n: int, args: argparse.Namespace, run_dir: Path) 
     examples = example_shapes(task)
     other = other_task_shape(task, system_message(ctx))
     shapes: list[str] = []
-    copies = 0  # accepted rewards holding 2+ terms of the example shown for a different task
+    copies = 0  # accepted rewards holding 2+ terms of the example shown for a different task (none: nothing shown)
     rnd = 0
     while asked < n:
         want = min(args.per_round, n - asked)
@@ -105,8 +131,10 @@ def bench_task(task_name: str, n: int, args: argparse.Namespace, run_dir: Path) 
     ok = [c for c in calls if c["ok"]]
     return {"task": task_name, "n": asked, "filled": filled, "sane": sane, "distinct": len(set(keys)),
             "approach": approach if uses_approach else None, "llm_cands": llm_cands, "raw_valid": raw_valid,
+            "unrepaired": unrepaired_valid(ok, task, sample, limits.checks),
             "secs": [c["seconds"] for c in ok], "tokens": [c["completion_tokens"] for c in ok],
-            "calls": len(calls), "reasons": reasons, "proxies": proxies, "shapes": shapes, "copies": copies}
+            "calls": len(calls), "reasons": reasons, "proxies": proxies, "shapes": shapes,
+            "copies": copies if other else NONE_SHOWN}
 
 
 def main() -> None:
@@ -134,7 +162,8 @@ def main() -> None:
             r = rows[-1]
             print(f"{name:16s} slots={r['n']:3d} filled {r['filled'] / r['n']:.0%} "
                   f"distinct {r['distinct']}/{r['filled']} sane {r['sane']}/{r['filled']} approach {r['approach']} "
-                  f"raw valid {r['raw_valid']}/{r['llm_cands']} calls {r['calls']} "
+                  f"raw valid {r['raw_valid']}/{r['llm_cands']} (without the sign repair {r['unrepaired']}) "
+                  f"copies {r['copies']} calls {r['calls']} "
                   f"first call {r['secs'][0]:.1f} s, then median {statistics.median(r['secs'][1:] or [0.0]):.2f} s",
                   flush=True)
     n = sum(r["n"] for r in rows)
@@ -147,7 +176,8 @@ def main() -> None:
     print(f"distinct {sum(r['distinct'] for r in rows) / max(filled, 1):.1%} of accepted   (target >= 90%)")
     print(f"sane     {sum(r['sane'] for r in rows) / max(filled, 1):.1%} of accepted")
     print(f"raw valid {sum(r['raw_valid'] for r in rows) / max(sum(r['llm_cands'] for r in rows), 1):.1%} "
-          f"of {sum(r['llm_cands'] for r in rows)} LLM candidates   (target >= 90%)")
+          f"of {sum(r['llm_cands'] for r in rows)} LLM candidates   (target >= 90%); without the sign repair "
+          f"{sum(r['unrepaired'] for r in rows)}/{sum(r['llm_cands'] for r in rows)} (same answers)")
     shaped = [r for r in rows if r["approach"] is not None]
     if shaped:
         print(f"approach {sum(r['approach'] for r in shaped) / max(sum(r['filled'] for r in shaped), 1):.1%} of "
@@ -160,8 +190,12 @@ def main() -> None:
     if shapes:
         print("shapes   " + ", ".join(f"{k} {shapes.count(k) / len(shapes):.0%}" for k in KINDS)
               + f" of {len(shapes)} accepted")
-    print(f"copies   {sum(r['copies'] for r in rows)} of {filled} accepted hold 2+ terms of the example shown for a "
-          "different task")
+    counted = [r["copies"] for r in rows if r["copies"] != NONE_SHOWN]
+    if counted:
+        print(f"copies   {sum(counted)} of {filled} accepted hold 2+ terms of the example shown for a different task")
+    else:
+        print(f"copies   {NONE_SHOWN}: the prompt shows no example answer (--task-examples {args.task_examples}), "
+              "so none can be copied")
     proxies = [p for r in rows for p in r["proxies"]]
     if proxies:
         print(f"proxy of accepted: median {statistics.median(proxies):.2f}, min {min(proxies):.2f}")

@@ -33,7 +33,7 @@ def export_command(
     and an optional Gymnasium RewardWrapper. `--human` writes the task's own reward the same way."""
     from lares_agent.engine.tasks import get_task, resolve_task
     from lares_agent.report.run_reader import read_run
-    from lares_agent.report.selected import selected_reward
+    from lares_agent.report.selected import HUMAN_REWARD_ID, selected_reward
     from lares_agent.rewards import allowed_features, human_record, parse_candidate
     from lares_agent.search.found_reward import given_components
 
@@ -69,6 +69,17 @@ def export_command(
         reward, why = chosen.reward_id, chosen.why
     candidate = data.candidate(reward)
     given = given_components(data.config, reward)  # a baseline on a found reward: its config.json holds it
+    if reward == HUMAN_REWARD_ID and (candidate is None or not candidate.components) and given is None:
+        # The run hands over the learner on the task's own reward: that reward, written as an expression.
+        spec = resolve_task(data.task)
+        record = human_record(spec)
+        if record is None:
+            known = ", ".join(sorted(c.id for c in data.by_id.values() if c.components)[:8]) or "none"
+            raise LaresError(f"{run} hands over the learner on the task's own reward, which task {spec.name} does "
+                             f"not write as an expression; export a found reward with --reward ID (known: {known})")
+        parsed = parse_candidate(record, allowed_features(spec))
+        _write(parsed, spec, str(record["id"]), why, format, out, {"selected": why, "human": True})
+        return
     if (candidate is None or not candidate.components) and given is None:
         known = ", ".join(sorted(c.id for c in data.by_id.values() if c.components)[:8]) or "none"
         raise LaresError(f"reward {reward!r} has no expression in this run's candidates (known: {known})")

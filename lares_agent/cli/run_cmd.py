@@ -205,9 +205,9 @@ def run_command(
         help="facts: analyse and critique state computed facts and defects, no LLM call; llm: the model words "
              "them, checked against the facts.")] = "facts",
     task_examples: Annotated[str, typer.Option(
-        help="other: the system prompt shows building blocks and an example for a different task, no answer for "
-             "this one; own: also two example answers for this task (the local model copies the first one's "
-             "shape).")] = "other",
+        help="none: the system prompt shows the reward language's building blocks and no example answer (the "
+             "reference shows none); other: also an example answer for a different task; own: also two for this "
+             "task. The local model copies an example it is shown.")] = "none",
     personas: Annotated[str | None, typer.Option(
         help="Critic ensemble: persona names or files separated by commas; defects are merged by vote.")] = None,
     reward_normalisation: Annotated[str, typer.Option(

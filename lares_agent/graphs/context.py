@@ -27,10 +27,12 @@ __all__ = ["ANALYSIS_MODES", "TASK_EXAMPLE_MODES", "AnalysisMode", "DescribedFea
 
 AnalysisMode = Literal["facts", "llm"]
 ANALYSIS_MODES: tuple[AnalysisMode, ...] = get_args(AnalysisMode)
-# "own": the system prompt shows two answers for the run's task (and one for another task); "other": only the other
-# task's. The 1.5B model copies the first own example's shape (docs/RESULTS.md, "Sample efficiency on five
-# MetaWorld tasks (50k steps)"), so a search measured with "own" measures that shape with tuned weights.
-TaskExampleMode = Literal["own", "other"]
+# Which example answers the system prompt shows: "none" (runs' default), the building blocks only, as the
+# reference shows no answer; "other": also one answer for a different task; "own": also two for the run's task. The
+# 1.5B model copies whichever example it is shown (docs/RESULTS.md, "Sample efficiency on five MetaWorld tasks (50k
+# steps)" and "Proposals without own-task examples, under the grammar"), and a result that depends on an example
+# we wrote is not a result of the search.
+TaskExampleMode = Literal["none", "other", "own"]
 TASK_EXAMPLE_MODES: tuple[TaskExampleMode, ...] = get_args(TaskExampleMode)
 
 
@@ -85,7 +87,7 @@ class GraphLimits:
     # "facts": analyse states the computed facts and critique the computed defects, no LLM call; "llm": the model
     # summarises the facts (checked against them) and each critic may add defects
     analysis: AnalysisMode = "facts"
-    task_examples: TaskExampleMode = "other"  # which answers the system prompt shows (TASK_EXAMPLE_MODES)
+    task_examples: TaskExampleMode = "none"  # which answers the system prompt shows (TASK_EXAMPLE_MODES)
 
     def __post_init__(self) -> None:
         if self.retry_budget < 0 or self.per_call < 1 or self.max_calls_per_pass < 1:

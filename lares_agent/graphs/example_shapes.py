@@ -46,7 +46,8 @@ OTHER_TASK_NAMES = {"hand_to_puck": "approach", "puck_to_goal": "progress", "tou
 def other_task_shape(task: GraphTask, system: str) -> frozenset[str]:
     """The shape of the example for a different task in the system message `system`, written over `task`'s
     features (its hand-to-object, object-to-goal and contact names mapped to the task's approach, progress and
-    `grasped`), so that a copy of it is counted; terms naming something the task lacks are left out."""
+    `grasped`), so that a copy of it is counted; terms naming something the task lacks are left out. Empty where
+    `system` shows no such example (`--task-examples none`, or a shortened prompt): there is nothing to copy."""
     line = next((x for x in system.splitlines() if '"hand_to_puck' in x or "hand_to_puck/" in x), None)
     if line is None:
         return frozenset()

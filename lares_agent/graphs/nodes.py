@@ -50,10 +50,18 @@ def _sorted_elites(state: RoundState) -> list[EliteInfo]:
 
 
 def _grammar(ctx: RunContext, n: int, max_components: int) -> str | None:
-    """The answer grammar for one candidate per call (`GraphLimits.grammar`); several per call keep the schema."""
+    """The answer grammar for one candidate per call (`GraphLimits.grammar`); several per call keep the schema.
+    From scratch the answer opens with correctly signed progress and approach terms (`rewards/grammar.py`); a
+    refinement of the task's own reward keeps that reward's structure free."""
     if not ctx.limits.grammar or n != 1:
         return None
-    return answer_grammar(prompt_features(ctx.task), max_components)
+    features = prompt_features(ctx.task)
+    if ctx.human_reward is not None:
+        return answer_grammar(features, max_components)
+    progress = ctx.task.progress_feature if ctx.task.progress_feature in features else None
+    approach = ctx.task.approach_feature if progress and ctx.task.approach_feature in features else None
+    return answer_grammar(features, max_components, progress=progress,
+                          approach=approach if max_components >= 2 else None)
 
 
 def _ask(ctx: RunContext, node: str, state: RoundState, user: str, attempt: int, **kw: Any) -> str:
@@ -71,14 +79,16 @@ def _cases(ctx: RunContext) -> str:
     return render_cases(found, ctx.limits.section_chars)
 
 
-def _instruction(parent: EliteInfo | None, explore: bool) -> str:
+def _instruction(parent: EliteInfo | None, explore: bool, examples: bool = True) -> str:
+    """The propose step's task; ``examples``: the system message shows an example answer (not under "none", where
+    a note not to repeat it would point at nothing)."""
     if parent is not None and parent.get("id") == HUMAN_ELITE:
         base = ("Refine the task's own reward (the elite human, written by its designer): adjust its parameters, "
                 "add or change terms where the results show a weakness, and change at least one term or constant "
                 "(an unchanged copy is a duplicate); keep its success conditions.")
     elif parent is None:
-        base = ("Write a new reward for this task from scratch, with your own terms and weights (do not "
-                "repeat the examples).")
+        base = ("Write a new reward for this task from scratch, with your own terms and weights"
+                + (" (do not repeat the examples)." if examples else "."))
     else:
         base = (f"Improve the elite {parent.get('id', '?')}: keep what works, fix the defects the critique "
                 f"names, and change at least one term.")
@@ -155,6 +165,7 @@ def propose(state: RoundState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     max_components = limits.checks.limits.max_components
     round_ = int(state.get("round", 0))
     pending: list[CandidateRecord] = []
+    shows_examples = limits.task_examples != "none"
     for call in range(calls):
         n = max(1, min(limits.per_call, asked - len(pending)))
         # From scratch, every second call writes a new reward rather than an edit, so the population keeps more
@@ -170,8 +181,8 @@ def propose(state: RoundState, runtime: Runtime[RunContext]) -> dict[str, Any]:
             cases=cases,
             rejections=render_reasons(reasons, limits.section_chars),
             taken=render_taken(accepted + pending, limits.section_chars),
-            instruction=_instruction(parent, explore),
-            answer_format=answer_format(n),
+            instruction=_instruction(parent, explore, shows_examples),
+            answer_format=answer_format(n, shows_examples),
         )
         user = fit_prompt(ctx, "propose", values, PROPOSE_TRIM, max_tokens=limits.propose_max_tokens * n)
         base = CandidateRecord(round=round_, attempt=attempt, parent_id=parent.get("id") if parent else None,

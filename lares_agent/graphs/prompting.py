@@ -115,17 +115,20 @@ def approach_rule(progress: str, approach: str | None) -> str:
 
 
 OTHER_TASK_EXAMPLE = "\nFor a DIFFERENT task"
-"""Where the system template's example for another task starts (it ends the template); `detail` >= 1 cuts it."""
+"""Where the system template's example for another task starts (it ends the template); "none" and `detail` >= 1
+cut it."""
 MAX_DETAIL = 3
 MEANING_CHARS = 40  # a feature's meaning at detail 2
 
 
 def system_text(task: GraphTask, feature_names: Sequence[str], max_components: int,
-                examples: TaskExampleMode = "other", human: Mapping[str, str] | None = None, detail: int = 0) -> str:
+                examples: TaskExampleMode = "none", human: Mapping[str, str] | None = None, detail: int = 0) -> str:
     """The fixed system message of a run: identical across nodes, calls and personas, so llama.cpp caches it (the
-    persona goes into the user message, `persona_text`). ``examples``: "own" shows `task_examples` before the other
-    task's example, "other" that one alone (`GraphLimits.task_examples`). ``human`` (the init setting): the task's
-    own reward is shown instead of any example for this task, as the reward the candidates refine.
+    persona goes into the user message, `persona_text`). ``examples`` (`GraphLimits.task_examples`): "none" shows
+    the building blocks and no example answer, so that what the model writes is not a copy of ours (the template's
+    "# Reward language" keeps the answer format in placeholders); "other" adds the other task's example, "own" also
+    `task_examples` before it. ``human`` (the init setting): the task's own reward is shown instead of any example for
+    this task, as the reward the candidates refine (it stays under "none": it is the setting's input, not ours).
 
     ``detail`` shortens it for a small context (`graphs/budget.py` picks it), keeping the task, the features and
     the rules: 1 leaves out the building blocks and the other task's example, 2 also cuts each feature's meaning to
@@ -151,7 +154,7 @@ def system_text(task: GraphTask, feature_names: Sequence[str], max_components: i
         max_components=max_components,
         function_table=FUNCTION_TABLE,
     )
-    return text if detail < 1 else text.split(OTHER_TASK_EXAMPLE)[0] + "\n"
+    return text if detail < 1 and examples != "none" else text.split(OTHER_TASK_EXAMPLE)[0] + "\n"
 
 
 def persona_text(persona: Persona) -> str:
@@ -252,10 +255,12 @@ def proposal_schema(n: int, max_components: int) -> dict[str, Any]:
     }
 
 
-def answer_format(n: int) -> str:
-    """The answer-format sentence of the propose prompt, matching `proposal_schema(n, ...)`."""
+def answer_format(n: int, examples: bool = True) -> str:
+    """The answer-format sentence of the propose prompt, matching `proposal_schema(n, ...)`; ``examples``: the
+    system message shows an example answer to point at (not under `--task-examples none`)."""
     if n == 1:
-        return 'Answer with ONE JSON object like the examples: {"components": {...}, "rationale": "..."}.'
+        like = " like the examples" if examples else ""
+        return f'Answer with ONE JSON object{like}: {{"components": {{...}}, "rationale": "..."}}.'
     return (f'Answer with JSON only: {{"candidates": [{{"components": {{...}}, "rationale": "..."}}, ...]}} '
             f"holding exactly {n} different candidates.")
 

@@ -27,7 +27,7 @@ Preset = Literal["demo", "paper"]
 BaselineReward = Literal["human", "success"]
 BASELINE_REWARDS: tuple[BaselineReward, ...] = get_args(BaselineReward)
 Analysis = Literal["facts", "llm"]  # --analysis: computed facts and defects only, or LLM-worded and fact-checked
-TaskExamples = Literal["own", "other"]  # --task-examples: GraphLimits.task_examples (graphs/context.py)
+TaskExamples = Literal["none", "other", "own"]  # --task-examples: GraphLimits.task_examples (graphs/context.py)
 # --reward-normalisation: LaRes' affine match alone, or a sigmoid/tanh squash before it. The engine's names
 # (engine/column_map.py), repeated like SETTINGS so that this module loads without the engine's imports.
 RewardNormalisation = Literal["affine", "sigmoid", "tanh"]
@@ -193,7 +193,7 @@ class SearchConfig:
     prescreen: bool = False  # GraphLimits.prescreen: the offline proxy picks which valid candidates fill the slots
     numeric_children: int = 2  # numeric children of the elites per propose pass (constants perturbed)
     analysis: Analysis = "facts"  # GraphLimits.analysis: "facts" calls no LLM in analyse/critique
-    task_examples: TaskExamples = "other"  # GraphLimits.task_examples: "own" shows two answers for the run's task
+    task_examples: TaskExamples = "none"  # GraphLimits.task_examples: "none" shows no example answer (reference)
     personas: tuple[str, ...] = ()  # the critic ensemble (--personas a,b); () : `persona` critiques alone
     reward_normalisation: RewardNormalisation = "affine"  # ReplayConfig.reward_normalisation (SAC/CrossQ only)
     learners_per_reward: int = 1  # ReplayConfig.learners_per_reward (SAC/CrossQ only)
@@ -313,6 +313,8 @@ class SearchConfig:
             kwargs.pop("selection", None)
         # Runs from before the fitness rule was an option graded by success, then progress: resume them so.
         kwargs.setdefault("fitness", "success-then-progress")
+        # Runs from before --task-examples was an option were shown answers for their own task: resume them so.
+        kwargs.setdefault("task_examples", "own")
         for key in ("hidden", "critic_hidden", "ablations", "personas"):
             if kwargs.get(key) is not None:
                 kwargs[key] = tuple(kwargs[key])

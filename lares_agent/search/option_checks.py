@@ -118,8 +118,10 @@ def paper_differences(cfg: SearchConfig) -> list[str]:
     if cfg.preset != "paper" or cfg.setting == "baseline":
         return []
     out: list[str] = []
-    if cfg.task_examples == "own" and _setting(cfg) == "scratch":
-        out.append("two example answers for this task in the system prompt (reference: none): --task-examples other")
+    if cfg.task_examples != "none":  # "own" shows its answers for the task only from scratch
+        own = cfg.task_examples == "own" and _setting(cfg) == "scratch"
+        shown = "two example answers for this task and one" if own else "an example answer"
+        out.append(f"{shown} for a different task in the system prompt (reference: none): --task-examples none")
     if cfg.candidates_per_slot > 1 or cfg.numeric_children > 0:
         out.append(f"{cfg.candidates_per_slot:g} LLM candidate(s) per free slot and {cfg.numeric_children} numeric "
                    "children of the elites (reference: one LLM candidate per slot): --candidates-per-slot 1 "
