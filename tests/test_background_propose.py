@@ -241,7 +241,8 @@ def test_round_0_gives_the_local_model_every_core_and_later_rounds_give_it_back(
     from types import SimpleNamespace
 
     from lares_agent.llm.local import _threads
-    from lares_agent.search.config import SearchConfig, background_llm_threads, initial_llm_threads
+    from lares_agent.search.config import SearchConfig
+    from lares_agent.search.cores import background_llm_threads, initial_llm_threads
     from lares_agent.search.sweep_spec import SweepSpec
 
     four = SearchConfig(torch_threads=1, cores=4)

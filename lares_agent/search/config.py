@@ -7,57 +7,43 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Any
 
 from lares_agent.errors import ConfigError
 from lares_agent.llm.config import LLM_BACKENDS, LLMBackend, LLMConfig
+from lares_agent.search.cores import background_llm_threads
+from lares_agent.search.options import (
+    ABLATIONS,
+    ANALYSES,
+    BACKENDS,
+    BASELINE_REWARDS,
+    DEVICES,
+    ENGINE_ABLATIONS,
+    FITNESS_RULES,
+    LEARNERS,
+    PRESET_NAMES,
+    REWARD_NORMALISATIONS,
+    SELECTIONS,
+    SETTINGS,
+    TASK_EXAMPLES,
+    Ablation,
+    Analysis,
+    Backend,
+    BaselineReward,
+    Device,
+    Fitness,
+    Learner,
+    Preset,
+    RewardNormalisation,
+    Selection,
+    Setting,
+    TaskExamples,
+)
 
 if TYPE_CHECKING:
     from lares_agent.engine import EngineConfig
 
-# --setting: "auto" is init where the task has a human reward, else scratch (`resolved_for_task`); the others are
-# the engine's settings (engine/contracts.py SETTINGS), repeated so that this module loads without the engine.
-Setting = Literal["auto", "scratch", "init", "baseline"]
-Learner = Literal["sac", "crossq", "es"]
-Backend = Literal["local", "ray"]
-Selection = Literal["truncation", "tournament", "pareto"]
-Preset = Literal["demo", "paper"]
-BaselineReward = Literal["human", "success"]
-BASELINE_REWARDS: tuple[BaselineReward, ...] = get_args(BaselineReward)
-Analysis = Literal["facts", "llm"]  # --analysis: computed facts and defects only, or LLM-worded and fact-checked
-TaskExamples = Literal["none", "other", "own"]  # --task-examples: GraphLimits.task_examples (graphs/context.py)
-# --reward-normalisation: LaRes' affine match alone, or a sigmoid/tanh squash before it. The engine's names
-# (engine/column_map.py), repeated like SETTINGS so that this module loads without the engine's imports.
-RewardNormalisation = Literal["affine", "sigmoid", "tanh"]
-REWARD_NORMALISATIONS: tuple[RewardNormalisation, ...] = get_args(RewardNormalisation)
-# --fitness: what a reward update grades before any slot succeeds (engine/loop/fitness.py, the engine's names
-# repeated as above). "auto": success-then-return where the task has a human reward (the reference's rule), else
-# success-then-progress; `runner.start_run` writes the resolved rule into config.json.
-Fitness = Literal["auto", "success-then-return", "success-then-progress"]
-FITNESS_RULES: tuple[Fitness, ...] = get_args(Fitness)
-# --device: where SAC/CrossQ learners compute (engine/devices.py's names, repeated as above; "auto" kept as such)
-Device = Literal["auto", "cpu", "cuda"]
-DEVICES: tuple[Device, ...] = get_args(Device)
-# Ablations of LaRes' parts; each switches one part off, default none (full LaRes).
-Ablation = Literal["no-relabel", "no-thompson", "no-scaling", "no-constraint", "no-reflection", "no-retrieval"]
-SETTINGS: tuple[Setting, ...] = get_args(Setting)
-LEARNERS: tuple[Learner, ...] = get_args(Learner)
-BACKENDS: tuple[Backend, ...] = get_args(Backend)
-SELECTIONS: tuple[Selection, ...] = get_args(Selection)
-PRESET_NAMES: tuple[Preset, ...] = get_args(Preset)
-ANALYSES: tuple[Analysis, ...] = get_args(Analysis)
-TASK_EXAMPLES: tuple[TaskExamples, ...] = get_args(TaskExamples)
-ABLATIONS: dict[Ablation, str] = {
-    "no-relabel": "a refilled slot's old buffer rows keep their old reward values (ReplayConfig.relabel=False)",
-    "no-thompson": "uniform random choice of the acting learners (ReplayConfig.thompson=False)",
-    "no-scaling": "no rescaling of a new reward to the best elite (ReplayConfig.scale_to_best=False)",
-    "no-constraint": "no L2 pull toward the inherited parameters (anchor_weight=0)",
-    "no-reflection": "no analyse/critique nodes: the graph goes straight to propose (GraphLimits.reflect=False)",
-    "no-retrieval": "no past cases retrieved for the proposer (same as retrieval=False)",
-}
-ENGINE_ABLATIONS: tuple[Ablation, ...] = ("no-relabel", "no-thompson", "no-scaling", "no-constraint")
 _GRADIENT_NAMES = {"sac": "SAC", "crossq": "CrossQ"}
 COMPLEXITY_LAMBDA = 0.001
 """Fitness = graded value - lambda x complexity: small enough that complexity separates near-ties only, never a
@@ -91,7 +77,6 @@ __all__ = [
     "SearchConfig",
     "Selection",
     "Setting",
-    "background_llm_threads",
     "engine_config",
     "llm_config",
     "missing_keys",
@@ -422,28 +407,3 @@ def llm_config(cfg: SearchConfig) -> LLMConfig:
                      temperature=cfg.temperature, max_total_tokens=cfg.max_llm_tokens, seed=cfg.seed,
                      n_threads=background_llm_threads(cfg), timeout_s=cfg.llm_timeout, context=cfg.llm_context,
                      n_ctx=cfg.llm_context if local and cfg.llm_context else LLMConfig.n_ctx)
-
-
-def run_cores(cfg: SearchConfig) -> int:
-    """The cores the run may use: `cores`, else every core this process may run on (affinity-aware)."""
-    if cfg.cores > 0:
-        return cfg.cores
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not Linux
-        return max(1, os.cpu_count() or 1)
-
-
-def background_llm_threads(cfg: SearchConfig) -> int | None:
-    """llama.cpp's threads when its rounds run beside the learners (SAC/CrossQ without `--sync-llm`): the cores
-    torch does not use, at least one. Its threads meet at every layer, so one more busy thread than cores stalls
-    them all (the same effect as `torch_threads`' note in search/runner.py). None: every core (blocking rounds)."""
-    if cfg.sync_llm or cfg.learner == "es" or cfg.llm_backend != "local" or cfg.torch_threads <= 0:
-        return None
-    return max(1, run_cores(cfg) - cfg.torch_threads)
-
-
-def initial_llm_threads(cfg: SearchConfig) -> int | None:
-    """llama.cpp's threads for round 0, while the learners wait for its rewards: every core of the run, where
-    later rounds leave the learners theirs (`background_llm_threads`). None: the model's own setting."""
-    return run_cores(cfg) if background_llm_threads(cfg) is not None else None

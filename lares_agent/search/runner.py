@@ -40,11 +40,11 @@ from lares_agent.runs.tensorboard import TensorBoardMirror
 from lares_agent.search.config import (
     SearchConfig,
     engine_config,
-    initial_llm_threads,
     llm_config,
     missing_keys,
     resolved_for_task,
 )
+from lares_agent.search.cores import initial_llm_threads
 from lares_agent.search.found_reward import found_rewards
 from lares_agent.search.given_rewards import load_rewards_file, success_reward
 from lares_agent.search.outcome import NotifyFn, ProgressFn, RunOutcome, RunStatus

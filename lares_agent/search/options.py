@@ -1,0 +1,77 @@
+"""The values each `lares run` option may take, as types and tuples: what `SearchConfig` checks its fields against
+and the CLI lists in its help. Kept apart from the config so that the option vocabulary has one home that loads
+without the engine or the LLM layer."""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+__all__ = [
+    "ABLATIONS",
+    "ANALYSES",
+    "BACKENDS",
+    "BASELINE_REWARDS",
+    "DEVICES",
+    "ENGINE_ABLATIONS",
+    "FITNESS_RULES",
+    "LEARNERS",
+    "PRESET_NAMES",
+    "REWARD_NORMALISATIONS",
+    "SELECTIONS",
+    "SETTINGS",
+    "TASK_EXAMPLES",
+    "Ablation",
+    "Analysis",
+    "Backend",
+    "BaselineReward",
+    "Device",
+    "Fitness",
+    "Learner",
+    "Preset",
+    "RewardNormalisation",
+    "Selection",
+    "Setting",
+    "TaskExamples",
+]
+
+# --setting: "auto" is init where the task has a human reward, else scratch (`resolved_for_task`); the others are
+# the engine's settings (engine/contracts.py SETTINGS), repeated so that this module loads without the engine.
+Setting = Literal["auto", "scratch", "init", "baseline"]
+Learner = Literal["sac", "crossq", "es"]
+Backend = Literal["local", "ray"]
+Selection = Literal["truncation", "tournament", "pareto"]
+Preset = Literal["demo", "paper"]
+BaselineReward = Literal["human", "success"]
+BASELINE_REWARDS: tuple[BaselineReward, ...] = get_args(BaselineReward)
+Analysis = Literal["facts", "llm"]  # --analysis: computed facts and defects only, or LLM-worded and fact-checked
+TaskExamples = Literal["none", "other", "own"]  # --task-examples: GraphLimits.task_examples (graphs/context.py)
+# --reward-normalisation: LaRes' affine match alone, or a sigmoid/tanh squash before it. The engine's names
+# (engine/column_map.py), repeated like SETTINGS so that this module loads without the engine's imports.
+RewardNormalisation = Literal["affine", "sigmoid", "tanh"]
+REWARD_NORMALISATIONS: tuple[RewardNormalisation, ...] = get_args(RewardNormalisation)
+# --fitness: what a reward update grades before any slot succeeds (engine/loop/fitness.py, the engine's names
+# repeated as above). "auto": success-then-return where the task has a human reward (the reference's rule), else
+# success-then-progress; `runner.start_run` writes the resolved rule into config.json.
+Fitness = Literal["auto", "success-then-return", "success-then-progress"]
+FITNESS_RULES: tuple[Fitness, ...] = get_args(Fitness)
+# --device: where SAC/CrossQ learners compute (engine/devices.py's names, repeated as above; "auto" kept as such)
+Device = Literal["auto", "cpu", "cuda"]
+DEVICES: tuple[Device, ...] = get_args(Device)
+# Ablations of LaRes' parts; each switches one part off, default none (full LaRes).
+Ablation = Literal["no-relabel", "no-thompson", "no-scaling", "no-constraint", "no-reflection", "no-retrieval"]
+SETTINGS: tuple[Setting, ...] = get_args(Setting)
+LEARNERS: tuple[Learner, ...] = get_args(Learner)
+BACKENDS: tuple[Backend, ...] = get_args(Backend)
+SELECTIONS: tuple[Selection, ...] = get_args(Selection)
+PRESET_NAMES: tuple[Preset, ...] = get_args(Preset)
+ANALYSES: tuple[Analysis, ...] = get_args(Analysis)
+TASK_EXAMPLES: tuple[TaskExamples, ...] = get_args(TaskExamples)
+ABLATIONS: dict[Ablation, str] = {
+    "no-relabel": "a refilled slot's old buffer rows keep their old reward values (ReplayConfig.relabel=False)",
+    "no-thompson": "uniform random choice of the acting learners (ReplayConfig.thompson=False)",
+    "no-scaling": "no rescaling of a new reward to the best elite (ReplayConfig.scale_to_best=False)",
+    "no-constraint": "no L2 pull toward the inherited parameters (anchor_weight=0)",
+    "no-reflection": "no analyse/critique nodes: the graph goes straight to propose (GraphLimits.reflect=False)",
+    "no-retrieval": "no past cases retrieved for the proposer (same as retrieval=False)",
+}
+ENGINE_ABLATIONS: tuple[Ablation, ...] = ("no-relabel", "no-thompson", "no-scaling", "no-constraint")
