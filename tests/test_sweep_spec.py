@@ -70,6 +70,27 @@ def test_a_bad_option_stops_the_sweep_before_its_folder_exists(tmp_path: Path) -
     assert result.exit_code != 0 and "no-such-task" in result.output and not out.exists()
 
 
+def test_an_option_no_trial_reads_is_refused_and_one_some_trial_reads_is_not(tmp_path: Path) -> None:
+    """`--set ray_address=...` without --backend ray is read by no trial: refused before the folder exists, as
+    `lares run` refuses it; an option one method reads and another ignores is the sweep's to set."""
+    out = tmp_path / "sweep"
+    result = CliRunner().invoke(app, ["sweep", "--tasks", "reach-v3", "--methods", "lares,human", "--set",
+                                      "ray_address=auto", "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    assert "--set ray_address: --ray-address applies to --backend ray" in " ".join(result.output.split())
+    assert not out.exists()
+    (tmp_path / "record").mkdir()
+    (tmp_path / "record" / "llm_calls.jsonl").write_text("")
+    replay = {"llm_backend": "replay", "replay_from": str(tmp_path / "record"), "analysis": "llm"}
+    spec = SweepSpec(tasks=("reach-v3",), seeds=(0,), methods=("lares", "no-reflection"),
+                     options={**replay, "personas": ("neutral", "strict-coach")})  # no-reflection has no critique
+    assert set(spec.check()) == {"reach-v3-lares-s0", "reach-v3-no-reflection-s0"}
+    alone = SweepSpec(tasks=("reach-v3",), seeds=(0,), methods=("no-reflection",),
+                      options={**replay, "personas": ("neutral", "strict-coach")})
+    with pytest.raises(ConfigError, match="--set personas"):
+        alone.check()
+
+
 def test_without_ray_the_sweep_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     import builtins
 

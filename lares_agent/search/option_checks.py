@@ -26,7 +26,7 @@ from typing import Any
 from lares_agent.errors import ConfigError
 from lares_agent.search.config import SearchConfig
 
-__all__ = ["option_warnings", "paper_differences", "refuse_silent_options"]
+__all__ = ["ignored_options", "option_warnings", "paper_differences", "refuse_silent_options"]
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,11 @@ _IGNORED = (
              lambda c: f"--device {c.device} places --learner sac or crossq; ES policies compute in numpy on the "
                        "CPU: leave --device out"),
 )
+
+
+def ignored_options(cfg: SearchConfig) -> dict[str, str]:
+    """Each option `cfg` sets that the run would ignore, with why (what `refuse_silent_options` refuses)."""
+    return {rule.field: rule.why(cfg) for rule in _IGNORED if rule.ignored(cfg)}
 
 
 def refuse_silent_options(cfg: SearchConfig, typed: Collection[str] = (), from_file: Collection[str] = (),

@@ -107,9 +107,11 @@ class SweepSpec:
         """Every trial's config, each checked as `lares run` checks its own (task, persona, rewards file, LLM);
         raises ConfigError / LaresError with one line naming the trial. The case store is the sweep's own
         (made with the folder), so only its opening is left out here."""
+        from lares_agent.search.option_checks import ignored_options
         from lares_agent.search.runner import check_start
 
         configs: dict[str, SearchConfig] = {}
+        useless: dict[str, str] | None = None  # the --set options every trial so far ignores, with why
         for trial in self.trials():
             try:
                 cfg = self.config(trial)
@@ -117,6 +119,10 @@ class SweepSpec:
             except ConfigError as exc:
                 raise ConfigError(f"trial {trial.id}: {exc}") from None
             configs[trial.id] = cfg
+            ignored = {k: why for k, why in ignored_options(cfg).items() if k in self.options}
+            useless = ignored if useless is None else {k: why for k, why in useless.items() if k in ignored}
+        if useless:  # an option one trial reads is the sweep's to set; one that no trial reads is a slip
+            raise ConfigError("; ".join(f"--set {k}: {why}" for k, why in useless.items()))
         return configs
 
     def to_json(self) -> dict[str, Any]:
