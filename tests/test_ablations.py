@@ -26,7 +26,8 @@ from lares_agent.graphs.context import GraphLimits, RunContext
 from lares_agent.graphs.round import run_round
 from lares_agent.graphs.routing import route_start
 from lares_agent.llm.client import LLMClient
-from lares_agent.search.config import ABLATIONS, SearchConfig, engine_config
+from lares_agent.search.config import SearchConfig, engine_config
+from lares_agent.search.options import ABLATIONS
 from lares_agent.search.runner import reflects, uses_retrieval
 from lares_agent.tools.trajectory import Rollout
 

@@ -15,8 +15,8 @@ from lares_agent.engine.loop import config as engine_cfg
 from lares_agent.engine.loop.selection import SelectionConfig
 from lares_agent.errors import ConfigError, LaresError
 from lares_agent.graphs.context import GraphLimits
-from lares_agent.llm.config import LLMConfig
-from lares_agent.search import config as search_cfg
+from lares_agent.llm.config import LLM_BACKENDS, LLMConfig
+from lares_agent.search import options as search_options
 from lares_agent.search import presets
 from lares_agent.search.config import SearchConfig, engine_config, llm_config
 from lares_agent.search.presets import preset_config
@@ -45,17 +45,17 @@ def test_every_config_refuses_with_the_one_config_error(make: Any) -> None:
 
 
 def test_choices_come_from_one_literal_each_and_match_the_engine() -> None:
-    assert search_cfg.SETTINGS == get_args(search_cfg.Setting) == ("auto", *engine_cfg.SETTINGS)
-    assert search_cfg.BACKENDS == get_args(search_cfg.Backend) == engine_cfg.BACKENDS
-    assert get_args(get_type_hints(SelectionConfig)["method"]) == search_cfg.SELECTIONS
-    assert get_args(search_cfg.Learner) == search_cfg.LEARNERS
-    assert tuple(search_cfg.ABLATIONS) == get_args(search_cfg.Ablation)
-    assert tuple(presets.PRESETS) == search_cfg.PRESET_NAMES == get_args(search_cfg.Preset)
-    assert get_args(get_type_hints(LLMConfig)["backend"]) == search_cfg.LLM_BACKENDS
+    assert search_options.SETTINGS == get_args(search_options.Setting) == ("auto", *engine_cfg.SETTINGS)
+    assert search_options.BACKENDS == get_args(search_options.Backend) == engine_cfg.BACKENDS
+    assert get_args(get_type_hints(SelectionConfig)["method"]) == search_options.SELECTIONS
+    assert get_args(search_options.Learner) == search_options.LEARNERS
+    assert tuple(search_options.ABLATIONS) == get_args(search_options.Ablation)
+    assert tuple(presets.PRESETS) == search_options.PRESET_NAMES == get_args(search_options.Preset)
+    assert get_args(get_type_hints(LLMConfig)["backend"]) == LLM_BACKENDS
     hints = get_type_hints(SearchConfig)
-    for name, choices in [("setting", search_cfg.SETTINGS), ("learner", search_cfg.LEARNERS),
-                          ("backend", search_cfg.BACKENDS), ("selection", search_cfg.SELECTIONS),
-                          ("preset", search_cfg.PRESET_NAMES), ("llm_backend", search_cfg.LLM_BACKENDS)]:
+    for name, choices in [("setting", search_options.SETTINGS), ("learner", search_options.LEARNERS),
+                          ("backend", search_options.BACKENDS), ("selection", search_options.SELECTIONS),
+                          ("preset", search_options.PRESET_NAMES), ("llm_backend", LLM_BACKENDS)]:
         assert get_args(hints[name]) == choices, name
 
 

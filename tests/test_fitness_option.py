@@ -18,7 +18,7 @@ from lares_agent.cli.app import app
 from lares_agent.engine import FITNESS_RULES, EngineConfig, TaskSpec
 from lares_agent.engine.tasks import register_task, unregister_task
 from lares_agent.errors import ConfigError
-from lares_agent.search import config as search_cfg
+from lares_agent.search import options as search_options
 from lares_agent.search import runner
 from lares_agent.search.config import SearchConfig, engine_config, resolved_for_task
 
@@ -40,7 +40,7 @@ def tasks() -> Iterator[tuple[TaskSpec, TaskSpec]]:
 
 
 def test_the_option_maps_onto_the_engine_under_its_name() -> None:
-    assert search_cfg.FITNESS_RULES == get_args(search_cfg.Fitness) == FITNESS_RULES
+    assert search_options.FITNESS_RULES == get_args(search_options.Fitness) == FITNESS_RULES
     assert SearchConfig().fitness == "auto" and EngineConfig().fitness == "auto"
     assert engine_config(SearchConfig()).fitness == "auto"
     assert engine_config(SearchConfig(fitness="success-then-progress")).fitness == "success-then-progress"

@@ -15,8 +15,8 @@ from lares_agent.cli.app import app
 from lares_agent.engine import REWARD_NORMALISATIONS, ColumnMap, EngineConfig, ReplayConfig, SACConfig, make_engine
 from lares_agent.engine.buffer import ConstantRewardError, ReplayBuffer
 from lares_agent.errors import ConfigError
-from lares_agent.search.config import REWARD_NORMALISATIONS as SEARCH_NORMALISATIONS
 from lares_agent.search.config import SearchConfig, engine_config
+from lares_agent.search.options import REWARD_NORMALISATIONS as SEARCH_NORMALISATIONS
 
 OBS, ACT = 3, 2
 NAMES = ("dist", "speed")

@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from lares_agent.errors import ConfigError
-from lares_agent.search.config import Learner, Preset, SearchConfig
+from lares_agent.search.config import SearchConfig
+from lares_agent.search.options import Learner, Preset
 
 __all__ = ["DEMO_LEARNER", "DEMO_LEARNER_VALUES", "FIELDS", "PAPER_TS_WINDOWS", "PAPER_TS_WINDOW_DEFAULT", "PRESETS",
            "is_tuple_field", "paper_ts_window", "parse_field", "preset_config"]

@@ -26,8 +26,9 @@ from typing import Any, Literal, get_args
 from lares_agent.errors import ConfigError
 from lares_agent.runs import atomic_write_text
 from lares_agent.runs.sweep_layout import trial_id
-from lares_agent.search.config import ABLATIONS, SearchConfig
+from lares_agent.search.config import SearchConfig
 from lares_agent.search.found_reward import REWARD_KEYS, from_file, from_run
+from lares_agent.search.options import ABLATIONS
 from lares_agent.search.presets import FIELDS, is_tuple_field, parse_field, preset_config
 
 __all__ = ["METHODS", "Method", "SweepSpec", "Trial", "parse_sets"]
