@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -26,7 +26,9 @@ import numpy as np
 from lares_agent.errors import LaresError
 from lares_agent.report.sweep_stats import bootstrap_difference, success_auc
 
-__all__ = ["LABELS", "Curve", "Target", "comparison_markdown", "comparisons", "load_targets", "per_seed", "verdict"]
+__all__ = [
+    "LABELS", "Curve", "Target", "comparison_markdown", "comparisons", "load_targets", "paired", "per_seed", "verdict",
+]
 
 METRICS = (("final_success", "final success"), ("auc", "area under the success curve"))
 LABELS = dict(METRICS)
@@ -101,6 +103,16 @@ def per_seed(curves: Sequence[C], keys: Sequence[str],
     return out
 
 
+def paired(curves: Sequence[C], seeds: Mapping[tuple[str, str], dict[str, list[float]]], method: str
+           ) -> Iterator[tuple[str, str, dict[str, list[float]], dict[str, list[float]]]]:
+    """(task, other method, `method`'s per-seed values, the other's) for each pair where both finished trials, in
+    the grid's order (`per_seed` gives `seeds`)."""
+    for task, other in dict.fromkeys((c.task, c.method) for c in curves):
+        mine, theirs = seeds.get((task, method)), seeds.get((task, other))
+        if other != method and mine is not None and theirs is not None:
+            yield task, other, mine, theirs
+
+
 def _per_seed(curves: Sequence[Curve]) -> dict[tuple[str, str], dict[str, list[float]]]:
     """(task, method) -> metric -> one value per finished trial."""
     return per_seed(curves, [key for key, _ in METRICS],
@@ -118,12 +130,8 @@ def verdict(low: float, high: float) -> str:
 
 def comparisons(curves: Sequence[Curve], rng: np.random.Generator, method: str = "lares") -> list[dict[str, Any]]:
     """One row per (task, other method) with finished trials of both, in the grid's order."""
-    seeds = _per_seed(curves)
     rows: list[dict[str, Any]] = []
-    for task, other in dict.fromkeys((c.task, c.method) for c in curves):
-        mine, theirs = seeds.get((task, method)), seeds.get((task, other))
-        if other == method or mine is None or theirs is None:
-            continue
+    for task, other, mine, theirs in paired(curves, _per_seed(curves), method):
         row: dict[str, Any] = {"task": task, "other": other, "seeds": f"{len(mine['auc'])} vs {len(theirs['auc'])}"}
         for key, _ in METRICS:
             low, high = bootstrap_difference(mine[key], theirs[key], rng)

@@ -29,7 +29,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from lares_agent.errors import LaresError
-from lares_agent.report.sweep_compare import Curve, per_seed, verdict
+from lares_agent.report.sweep_compare import Curve, paired, per_seed, verdict
 from lares_agent.report.sweep_stats import bootstrap_difference, success_auc
 
 __all__ = ["OURS", "PAPER", "ProtocolCurve", "protocol_comparisons", "protocol_means", "protocols_markdown",
@@ -99,12 +99,8 @@ def protocol_comparisons(curves: Sequence[ProtocolCurve], rng: np.random.Generat
                          method: str = "lares") -> list[dict[str, Any]]:
     """One row per (task, other method, protocol) where both sides finished trials: ``final``/``auc`` difference
     of means, its interval and word (NaN and "n/a" for a side without a value, e.g. no replay)."""
-    seeds = _per_seed(curves)
     rows: list[dict[str, Any]] = []
-    for task, other in dict.fromkeys((c.task, c.method) for c in curves):
-        mine, theirs = seeds.get((task, method)), seeds.get((task, other))
-        if other == method or mine is None or theirs is None:
-            continue
+    for task, other, mine, theirs in paired(curves, _per_seed(curves), method):
         for protocol, (final_key, auc_key) in _KEYS.items():
             row: dict[str, Any] = {"task": task, "other": other, "protocol": protocol,
                                    "seeds": f"{len(mine[final_key])} vs {len(theirs[final_key])}"}
