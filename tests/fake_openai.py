@@ -26,6 +26,7 @@ class FakeOpenAI(ThreadingHTTPServer):
     def __init__(self) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.lock = threading.Lock()
+        self.requests = 0  # `count` adds one per request that asks for it
 
     @property
     def origin(self) -> str:
@@ -35,6 +36,12 @@ class FakeOpenAI(ThreadingHTTPServer):
     def url(self) -> str:
         """The OpenAI base URL clients are configured with."""
         return f"{self.origin}/v1"
+
+    def count(self) -> int:
+        """Counts one request (thread-safe) and returns how many have been counted, this one included."""
+        with self.lock:
+            self.requests += 1
+            return self.requests
 
     def answer(self, path: str, headers: Message, body: dict[str, Any]) -> tuple[int, dict[str, Any] | bytes]:
         """(HTTP status, JSON payload) for one request; runs on the request's own thread. A `bytes` payload is
@@ -131,12 +138,5 @@ def serving(server: Server, join_timeout: float = 5.0) -> Iterator[Server]:
 class ReacherServer(FakeOpenAI):
     """Distinct valid Reacher candidates for propose calls, a sentence for the others; 60 tokens a call."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.requests = 0
-
     def answer(self, path: str, headers: Message, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        with self.lock:
-            self.requests += 1
-            n = self.requests
-        return 200, reacher_answer(body, n)
+        return 200, reacher_answer(body, self.count())

@@ -84,7 +84,6 @@ class FakeLLM(FakeOpenAI):
 
     def __init__(self) -> None:
         super().__init__()
-        self.requests = 0
         self.hold_at: int | None = None
         self.held = threading.Event()
         self.hooked = threading.Event()
@@ -97,9 +96,7 @@ class FakeLLM(FakeOpenAI):
             self.hooked.set()
             self.release.wait(WAIT_S)
             return 200, {"ok": True}
-        with self.lock:
-            self.requests += 1
-            n = self.requests
+        n = self.count()
         if n == self.hold_at:
             self.held.set()
             self.release.wait(WAIT_S)

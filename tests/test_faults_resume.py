@@ -35,12 +35,10 @@ class Server(FakeOpenAI):
 
     def __init__(self, fail: bool = False) -> None:
         super().__init__()
-        self.fail, self.requests = fail, 0
+        self.fail = fail
 
     def answer(self, path: str, headers: Message, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        with self.lock:
-            self.requests += 1
-            n = self.requests
+        n = self.count()
         if self.fail:
             return 500, {"error": {"message": "upstream crashed", "type": "server_error"}}
         return 200, reacher_answer(body, n)

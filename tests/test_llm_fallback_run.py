@@ -29,14 +29,8 @@ pytestmark = pytest.mark.slow  # two tiny runs
 class Useless(FakeOpenAI):
     """Answers every call with a well-formed chat completion; every proposed reward uses an unknown feature."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.requests = 0
-
     def answer(self, path: str, headers: Message, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        with self.lock:
-            self.requests += 1
-            n = self.requests
+        n = self.count()
         user = str(body["messages"][-1]["content"])
         text = "The arm overshoots." if "# Step: propose" not in user else json.dumps({"candidates": [{
             "components": {"reach": f"-{n}*banana_distance"}, "rationale": f"variant {n}"}]})

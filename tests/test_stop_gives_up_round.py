@@ -182,13 +182,11 @@ class Held(FakeOpenAI):
 
     def __init__(self, hold: str | None) -> None:
         super().__init__()
-        self.hold, self.requests = hold, 0
+        self.hold = hold
         self.held, self.release = threading.Event(), threading.Event()
 
     def answer(self, path: str, headers: Message, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        with self.lock:
-            self.requests += 1
-            n = self.requests
+        n = self.count()
         hold = self.hold
         if hold is not None and hold in str(body["messages"][-1]["content"]):
             self.held.set()
