@@ -34,7 +34,7 @@ def export_command(
     from lares_agent.engine.tasks import get_task, resolve_task
     from lares_agent.report.run_reader import read_run
     from lares_agent.report.selected import HUMAN_REWARD_ID, selected_reward
-    from lares_agent.rewards import allowed_features, human_record, parse_candidate
+    from lares_agent.rewards import allowed_features, parse_candidate
     from lares_agent.search.found_reward import given_components
 
     if format not in FORMATS:
@@ -49,11 +49,8 @@ def export_command(
             assert run is not None  # checked above
             task = read_run(run).task
         spec = resolve_task(task)
-        record = human_record(spec)
-        if record is None:
-            raise LaresError(f"task {spec.name} has no own reward written as an expression")
-        parsed = parse_candidate(record, allowed_features(spec))
-        _write(parsed, spec, str(record["id"]), "the task's own reward", format, out, {"human": True})
+        _write_own(spec, "the task's own reward", format, out, {},
+                   f"task {spec.name} has no own reward written as an expression")
         return
     if task is not None:
         raise typer.BadParameter("--task goes with --human (a run's reward belongs to the run's task)",
@@ -69,20 +66,16 @@ def export_command(
         reward, why = chosen.reward_id, chosen.why
     candidate = data.candidate(reward)
     given = given_components(data.config, reward)  # a baseline on a found reward: its config.json holds it
-    if reward == HUMAN_REWARD_ID and (candidate is None or not candidate.components) and given is None:
-        # The run hands over the learner on the task's own reward: that reward, written as an expression.
-        spec = resolve_task(data.task)
-        record = human_record(spec)
-        if record is None:
-            known = ", ".join(sorted(c.id for c in data.by_id.values() if c.components)[:8]) or "none"
-            raise LaresError(f"{run} hands over the learner on the task's own reward, which task {spec.name} does "
-                             f"not write as an expression; export a found reward with --reward ID (known: {known})")
-        parsed = parse_candidate(record, allowed_features(spec))
-        _write(parsed, spec, str(record["id"]), why, format, out, {"selected": why, "human": True})
-        return
     if (candidate is None or not candidate.components) and given is None:
         known = ", ".join(sorted(c.id for c in data.by_id.values() if c.components)[:8]) or "none"
-        raise LaresError(f"reward {reward!r} has no expression in this run's candidates (known: {known})")
+        if reward != HUMAN_REWARD_ID:
+            raise LaresError(f"reward {reward!r} has no expression in this run's candidates (known: {known})")
+        # The run hands over the learner on the task's own reward: that reward, written as an expression.
+        spec = resolve_task(data.task)
+        _write_own(spec, why, format, out, {"selected": why},
+                   f"{run} hands over the learner on the task's own reward, which task {spec.name} does not write "
+                   f"as an expression; export a found reward with --reward ID (known: {known})")
+        return
     spec = get_task(data.task)
     fitness = None
     if candidate is None or not candidate.components:
@@ -92,6 +85,18 @@ def export_command(
         fitness = candidate.fitness
     parsed = parse_candidate(record, allowed_features(spec))
     _write(parsed, spec, reward, why, format, out, {"selected": why, "fitness": fitness})
+
+
+def _write_own(spec: TaskSpec, why: str, format: str, out: Path | None, extra: dict[str, object],
+               missing: str) -> None:
+    """The task's own reward, written as an expression; `missing` is the error where the task has none."""
+    from lares_agent.rewards import allowed_features, human_record, parse_candidate
+
+    record = human_record(spec)
+    if record is None:
+        raise LaresError(missing)
+    parsed = parse_candidate(record, allowed_features(spec))
+    _write(parsed, spec, str(record["id"]), why, format, out, {**extra, "human": True})
 
 
 def _write(parsed: ParsedReward, spec: TaskSpec, reward: str, why: str, format: str, out: Path | None,
