@@ -59,9 +59,9 @@ def _grammar(ctx: RunContext, n: int, max_components: int) -> str | None:
     if ctx.human_reward is not None:
         return answer_grammar(features, max_components)
     progress = ctx.task.progress_feature if ctx.task.progress_feature in features else None
-    approach = ctx.task.approach_feature if progress and ctx.task.approach_feature in features else None
-    return answer_grammar(features, max_components, progress=progress,
-                          approach=approach if max_components >= 2 else None)
+    room = progress and max_components >= 2  # the approach term comes second
+    approach = ctx.task.approach_feature if room and ctx.task.approach_feature in features else None
+    return answer_grammar(features, max_components, progress=progress, approach=approach)
 
 
 def _ask(ctx: RunContext, node: str, state: RoundState, user: str, attempt: int, **kw: Any) -> str:
