@@ -52,6 +52,17 @@ def test_an_ablation_is_a_method_the_search_runs_without_that_part() -> None:
     assert SweepSpec.from_json(spec.to_json()) == spec
 
 
+def test_the_two_settings_are_two_arms_of_one_sweep() -> None:
+    spec = SweepSpec(tasks=("reach-v3",), seeds=(0,), methods=("lares-init", "lares-scratch", "human"),
+                     options={"budget": 900, "reward_period": 300})
+    configs = {t.id: spec.config(t) for t in spec.trials()}
+    init, scratch = configs["reach-v3-lares-init-s0"], configs["reach-v3-lares-scratch-s0"]
+    assert (init.setting, scratch.setting, configs["reach-v3-human-s0"].setting) == ("init", "scratch", "baseline")
+    assert init.reward_period == scratch.reward_period == 300
+    with pytest.raises(ConfigError, match="lares-scratch fix the setting"):
+        SweepSpec(tasks=("reach-v3",), seeds=(0,), methods=("lares", "lares-scratch"), options={"setting": "init"})
+
+
 def test_bad_grids_are_refused() -> None:
     with pytest.raises(ConfigError, match="unknown method"):
         SweepSpec(tasks=("reach-v3",), seeds=(0,), methods=("lares", "random"))  # type: ignore[arg-type]

@@ -76,11 +76,23 @@ def test_shortfalls_name_the_comparisons_lares_lost() -> None:
             row("b", "lares", 1.0, 0.7), row("b", "human", 1.0, 0.7), row("b", "sparse", 0.0, 0.0),
             row("c", "human", 1.0, 0.9)]
     lost = shortfalls(rows, TARGETS)
-    assert lost == {"a": ["area under the success curve 0.50 below human's 0.60",
-                          "final success 0.90 not above sparse's 0.90"]}  # b ties the human reward: not a loss
+    assert lost == {("a", "lares"): ["area under the success curve 0.50 below human's 0.60",
+                                     "final success 0.90 not above sparse's 0.90"]}  # b ties human: not a loss
     assert why_markdown(rows[3:], {}, TARGETS) == ""
-    assert "### a: area under the success curve 0.50 below human's 0.60" in why_markdown(rows, {}, TARGETS)
+    assert "### a, lares: area under the success curve 0.50 below human's 0.60" in why_markdown(rows, {}, TARGETS)
     assert shortfalls(rows, ()) == {} and why_markdown(rows, {}, ()) == ""  # no targets: nothing to fall short of
+
+
+def test_each_arm_of_a_sweep_is_held_to_its_own_targets() -> None:
+    from lares_agent.report.sweep_why import shortfalls
+
+    def row(method: str, final: float) -> dict[str, object]:
+        return {"task": "a", "method": method, "final_success_mean": final, "auc_mean": final}
+
+    rows = [row("lares-init", 0.7), row("lares-scratch", 0.5), row("human", 0.6), row("sparse", 0.5)]
+    targets = (Target("human", "final_success", False, "lares-init"), Target("sparse", "final_success", True,
+                                                                            "lares-scratch"))
+    assert shortfalls(rows, targets) == {("a", "lares-scratch"): ["final success 0.50 not above sparse's 0.50"]}
 
 
 def test_progress_and_code_sections_of_a_partial_sweep() -> None:
@@ -205,7 +217,37 @@ def test_the_sweep_report_counts_the_targets_of_its_folder(tmp_path: Path) -> No
     table = (sweep.report / "table.md").read_text(encoding="utf-8")
     assert "The experiment's targets (`targets.json`):" in table
     assert "at least human's area under the success curve, by the means: 0 of 1 tasks (none)." in table
-    assert "### reach-v3: final success 0.40 below human's 0.80" in table
+    assert "### reach-v3, lares: final success 0.40 below human's 0.80" in table
+
+
+def test_a_sweep_with_both_arms_compares_each_to_the_baselines(tmp_path: Path) -> None:
+    from lares_agent.report.sweep_table import write_sweep_report
+    from lares_agent.runs import RunLog
+    from lares_agent.runs.sweep_layout import SweepLayout
+    from lares_agent.search.sweep_spec import SweepSpec
+
+    sweep = SweepLayout(tmp_path / "sweep")
+    SweepSpec(tasks=("reach-v3",), seeds=(0,), methods=("lares-init", "lares-scratch", "human")).save(sweep.spec)
+    for method, success in (("lares-init", 0.9), ("lares-scratch", 0.4), ("human", 0.8)):
+        run = sweep.run(f"reach-v3-{method}-s0")
+        run.mkdir(parents=True)
+        (run / "config.json").write_text(json.dumps({"task": "reach-v3", "budget": 300}), encoding="utf-8")
+        rows = [{"env_steps": steps, "round": 0, "success_best_slot": success * steps / 300} for steps in (150, 300)]
+        (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+        RunLog(run).event("run_end", finished=True, env_steps=300, wall_s=1.0)
+    sweep.targets.write_text(json.dumps({"targets": [
+        {"other": "human", "metric": "final_success", "strict": False, "method": m}
+        for m in ("lares-init", "lares-scratch")]}), encoding="utf-8")
+
+    write_sweep_report(sweep.root)
+    table = (sweep.report / "table.md").read_text(encoding="utf-8")
+    init = table[table.index("## lares-init against each method"):table.index("## lares-scratch against")]
+    assert "| reach-v3 | lares-scratch |" in init and "| reach-v3 | human |" in init
+    assert "At least human's final success, by the means: 1 of 1 tasks (reach-v3)." in init
+    assert "At least human's final success, by the means: 0 of 1 tasks (none)." in table  # the scratch arm's
+    assert "| reach-v3 | lares-init | handed over (ours) |" in table  # the scratch arm in the protocols
+    assert "### reach-v3, lares-scratch: final success 0.40 below human's 0.80" in table
+    assert "### reach-v3, lares-init" not in table
 
 
 def test_an_archived_trial_keeps_its_llm_tokens(tmp_path: Path) -> None:

@@ -16,7 +16,8 @@ def sweep_command(
     tasks: Annotated[str | None, typer.Option(help="Comma-separated task names (`lares tasks`).")] = None,
     seeds: Annotated[str, typer.Option(help="Comma-separated seeds.")] = "0",
     methods: Annotated[str, typer.Option(
-        help="Comma-separated: lares (reward search), human (the learner on the task's own reward), sparse (the "
+        help="Comma-separated: lares (reward search), lares-init and lares-scratch (the search in setting init or "
+             "scratch, both arms in one sweep), human (the learner on the task's own reward), sparse (the "
              "learner on the task's success indicator alone), retrain (the learner alone on the reward of --set "
              "reward_from=RUN[:REWARD_ID] or --set reward_file=FILE), or an ablation of the search (no-relabel, "
              "no-thompson, no-scaling, no-constraint, no-reflection, no-retrieval).")] = "lares,human",

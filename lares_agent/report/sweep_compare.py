@@ -1,10 +1,11 @@
 """LaRes against each other method of a sweep, with the seeds' noise shown, and an experiment's targets counted.
 
 The table's means say who is ahead; with 2 or 3 seeds a side they cannot say by how much it could be chance.
-For every task and every method beside ``lares`` with finished trials on it, this section gives LaRes' final
-success and area under the success curve minus that method's, each with a 95% bootstrap interval (each side's
-seeds resampled on their own), and a word: "ahead" or "behind" when the interval lies wholly on one side of 0,
-"level" when it is the point 0, "within noise" otherwise.
+For every task and every method beside a search method (``lares``, or the ``lares-init`` and ``lares-scratch``
+arms of one sweep) with finished trials on it, this section gives that search's final success and area under the
+success curve minus that method's, each with a 95% bootstrap interval (each side's seeds resampled on their own),
+and a word: "ahead" or "behind" when the interval lies wholly on one side of 0, "level" when it is the point 0,
+"within noise" otherwise.
 
 What counts as good enough belongs to the experiment, not to the report: a sweep folder may hold
 ``targets.json`` (`load_targets`; experiments/sample_efficiency/targets.json is one). Its targets are counted by
@@ -51,11 +52,12 @@ class Curve(Protocol):
 
 @dataclass(frozen=True)
 class Target:
-    """LaRes' mean of `metric` against `other`'s: at least as high, or (`strict`) higher."""
+    """A search method's mean of `metric` against `other`'s: at least as high, or (`strict`) higher."""
 
     other: str
     metric: str  # a METRICS key
     strict: bool
+    method: str = "lares"  # the search method the target asks it of
 
     def met(self, mine: float, theirs: float) -> bool:
         return mine > theirs if self.strict else mine >= theirs
@@ -67,15 +69,16 @@ class Target:
 
 def _target(item: Any) -> Target:
     if not (isinstance(item, dict) and isinstance(item.get("other"), str) and item.get("metric") in LABELS
-            and isinstance(item.get("strict"), bool)):
+            and isinstance(item.get("strict"), bool) and isinstance(item.get("method", "lares"), str)):
         raise ValueError(f"a target is {{other: a method, metric: one of {', '.join(LABELS)}, strict: true or "
-                         f"false}}, not {item!r}")
-    return Target(item["other"], item["metric"], item["strict"])
+                         f"false, method: the search it is asked of (default lares)}}, not {item!r}")
+    return Target(item["other"], item["metric"], item["strict"], item.get("method", "lares"))
 
 
 def load_targets(path: Path) -> tuple[Target, ...]:
     """An experiment's targets: ``{"about": "...", "targets": [{"other": "human", "metric": "auc", "strict":
-    false}, ...]}`` (``metric``: a METRICS key; ``about`` is for the reader). A missing file has none."""
+    false}, ...]}`` (``metric``: a METRICS key; ``method``, default ``lares``: the search it is asked of;
+    ``about`` is for the reader). A missing file has none."""
     if not path.is_file():
         return ()
     try:
@@ -185,7 +188,7 @@ def comparison_markdown(rows: Sequence[dict[str, Any]], method: str = "lares", t
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "(Difference of means over finished seeds; 95% percentile bootstrap interval, each side's seeds "
               "resampled on their own; \"ahead\"/\"behind\": the interval excludes 0.)", ""]
-    counted = _targets_lines(rows, targets)
+    counted = _targets_lines(rows, [t for t in targets if t.method == method])
     if counted:
         lines += ["The experiment's targets (`targets.json`):", "", *counted, ""]
     return "\n".join(lines)

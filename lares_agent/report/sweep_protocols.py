@@ -126,9 +126,10 @@ def _signed(value: float, name: str) -> str:
     return f"{value * 100:+.0f} pts" if name == "final" else f"{value:+.3f}"
 
 
-def protocols_markdown(curves: Sequence[ProtocolCurve], rng: np.random.Generator, method: str = "lares",
+def protocols_markdown(curves: Sequence[ProtocolCurve], rng: np.random.Generator, methods: Sequence[str] = ("lares",),
                        episodes: Sequence[int] = ()) -> str:
-    """The section for ``table.md`` ("" without a finished trial); ``episodes``: the replays' episode counts."""
+    """The section for ``table.md`` ("" without a finished trial), with one comparison table per search method
+    of ``methods``; ``episodes``: the replays' episode counts."""
     means = protocol_means(curves)
     if not means:
         return ""
@@ -146,19 +147,23 @@ def protocols_markdown(curves: Sequence[ProtocolCurve], rng: np.random.Generator
         replayed = _pct(r["replay_mean"]) + ("" if r["replayed"] in (0, r["runs"]) else f" ({r['replayed']} seeds)")
         lines.append("| " + " | ".join([r["task"], r["method"], str(r["runs"]), replayed, _share(r["auc_mean"]),
                                         _pct(r["best_final_mean"]), _share(r["best_auc_mean"])]) + " |")
-    rows = protocol_comparisons(curves, rng, method)
-    if rows:
-        head = ["task", f"{method} against", "protocol", "seeds", "success: difference", "95% CI", "",
-                "AUC: difference", "95% CI", ""]
-        lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-        for r in rows:
-            cells = [r["task"], r["other"], r["protocol"], r["seeds"]]
-            for name in ("final", "auc"):
-                cells += [_signed(r[f"{name}_diff"], name),
-                          f"[{_signed(r[f'{name}_low'], name)}, {_signed(r[f'{name}_high'], name)}]",
-                          r[f"{name}_word"]]
-            lines.append("| " + " | ".join(cells) + " |")
-        lines += ["", f"(Success: the replayed one for \"{OURS}\", the final evaluation's for \"{PAPER}\". "
-                  "95% percentile bootstrap interval of the difference of means, each side's seeds resampled on "
-                  "their own.)"]
+    for method in methods:
+        lines += _comparison_lines(protocol_comparisons(curves, rng, method), method)
     return "\n".join(lines) + "\n"
+
+
+def _comparison_lines(rows: Sequence[dict[str, Any]], method: str) -> list[str]:
+    if not rows:
+        return []
+    head = ["task", f"{method} against", "protocol", "seeds", "success: difference", "95% CI", "",
+            "AUC: difference", "95% CI", ""]
+    lines = ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [r["task"], r["other"], r["protocol"], r["seeds"]]
+        for name in ("final", "auc"):
+            cells += [_signed(r[f"{name}_diff"], name),
+                      f"[{_signed(r[f'{name}_low'], name)}, {_signed(r[f'{name}_high'], name)}]", r[f"{name}_word"]]
+        lines.append("| " + " | ".join(cells) + " |")
+    return [*lines, "", f"(Success: the replayed one for \"{OURS}\", the final evaluation's for \"{PAPER}\". "
+            "95% percentile bootstrap interval of the difference of means, each side's seeds resampled on their "
+            "own.)"]

@@ -325,15 +325,19 @@ def write_sweep_report(root: Path, seed: int = 0, also: Sequence[Path] = (),
         targets = load_targets(layout.targets)
     rows = summarise(curves, np.random.default_rng(seed))
     layout.report.mkdir(parents=True, exist_ok=True)
-    lares: dict[str, list[Path]] = {}
+    from lares_agent.search.sweep_spec import SEARCH_METHODS
+
+    searches = [m for m in dict.fromkeys(c.method for c in curves) if m in SEARCH_METHODS]
+    searched: dict[tuple[str, str], list[Path]] = {}
     for c in curves:
-        if c.method == "lares":
-            lares.setdefault(c.task, []).append(c.run)
+        if c.method in searches:
+            searched.setdefault((c.task, c.method), []).append(c.run)
     written = []
-    versus = comparison_markdown(comparisons(curves, np.random.default_rng([seed, 1])), targets=targets)
-    both = protocols_markdown(curves, np.random.default_rng([seed, 2]), episodes=episodes)
+    rng = np.random.default_rng([seed, 1])
+    versus = "".join(comparison_markdown(comparisons(curves, rng, m), m, targets) for m in searches)
+    both = protocols_markdown(curves, np.random.default_rng([seed, 2]), searches, episodes=episodes)
     sections = (versus, both, progress_markdown(curves, not_started), code_markdown(curves),
-                why_markdown(rows, lares, targets))
+                why_markdown(rows, searched, targets))
     table = to_markdown(rows) + "".join(sections)
     for name, text in ((TABLE_MD, table), (TABLE_CSV, to_csv(rows))):
         atomic_write_text(layout.report / name, text)

@@ -1,10 +1,11 @@
 """Where the reward search fell short of an experiment's targets in a sweep, told from its runs.
 
-For each task where the ``lares`` rows miss a target (`sweep_compare.Target`, from the sweep's ``targets.json``:
-e.g. final success below ``human``'s, or not above ``sparse``'s), every LaRes trial's reward updates are listed:
-what the fitness was graded on, each slot's fitness, the elites kept, the ranked-first reward, and the first
-defect the computed critique named for the round that followed (trace.sqlite). A number alone says that the
-search lost; these lines say at which update and on what. Pure reading: the run folders are the record.
+For each task where a search method (``lares``, ``lares-init``, ``lares-scratch``) misses a target
+(`sweep_compare.Target`, from the sweep's ``targets.json``: e.g. final success below ``human``'s, or not above
+``sparse``'s), every trial of that search has its reward updates listed: what the fitness was graded on, each
+slot's fitness, the elites kept, the ranked-first reward, and the first defect the computed critique named for the
+round that followed (trace.sqlite). A number alone says that the search lost; these lines say at which update and
+on what. Pure reading: the run folders are the record.
 """
 
 from __future__ import annotations
@@ -30,22 +31,19 @@ def _value(row: Mapping[str, Any] | None, key: str) -> float:
     return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else math.nan
 
 
-def shortfalls(rows: Sequence[Mapping[str, Any]], targets: Sequence[Target]) -> dict[str, list[str]]:
-    """Task -> the targets ``lares`` missed (``sweep_table.summarise`` rows; a missing side compares nothing)."""
-    out: dict[str, list[str]] = {}
+def shortfalls(rows: Sequence[Mapping[str, Any]], targets: Sequence[Target]) -> dict[tuple[str, str], list[str]]:
+    """(task, search method) -> the targets that search missed (``sweep_table.summarise`` rows; a missing side
+    compares nothing)."""
+    out: dict[tuple[str, str], list[str]] = {}
     for task in dict.fromkeys(r["task"] for r in rows):
-        lares = _row(rows, task, "lares")
-        if lares is None:
-            continue
-        lost = []
         for target in targets:
             key = f"{target.metric}_mean"
-            mine, theirs = _value(lares, key), _value(_row(rows, task, target.other), key)
+            mine = _value(_row(rows, task, target.method), key)
+            theirs = _value(_row(rows, task, target.other), key)
             if math.isfinite(mine) and math.isfinite(theirs) and not target.met(mine, theirs):
                 word = "not above" if target.strict else "below"
-                lost.append(f"{LABELS[target.metric]} {mine:.2f} {word} {target.other}'s {theirs:.2f}")
-        if lost:
-            out[task] = lost
+                out.setdefault((task, target.method), []).append(
+                    f"{LABELS[target.metric]} {mine:.2f} {word} {target.other}'s {theirs:.2f}")
     return out
 
 
@@ -92,17 +90,17 @@ def explain_trial(path: Path) -> list[str]:
     return lines
 
 
-def why_markdown(rows: Sequence[Mapping[str, Any]], trials: Mapping[str, Sequence[Path]],
+def why_markdown(rows: Sequence[Mapping[str, Any]], trials: Mapping[tuple[str, str], Sequence[Path]],
                  targets: Sequence[Target]) -> str:
-    """The "Where the search fell short" section for ``table.md`` ("" when it missed no target). ``trials``: task
-    -> its LaRes trials' run folders."""
+    """The "Where the search fell short" section for ``table.md`` ("" when it missed no target). ``trials``:
+    (task, search method) -> its trials' run folders."""
     lost = shortfalls(rows, targets)
     if not lost:
         return ""
     parts = ["", "## Where the search fell short", ""]
-    for task, reasons in lost.items():
-        parts += [f"### {task}: {'; '.join(reasons)}", ""]
-        for path in trials.get(task, ()):
+    for (task, method), reasons in lost.items():
+        parts += [f"### {task}, {method}: {'; '.join(reasons)}", ""]
+        for path in trials.get((task, method), ()):
             if path.is_dir():
                 parts += [f"{path.name}:", *explain_trial(path), ""]
     return "\n".join(parts)

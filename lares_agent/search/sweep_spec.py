@@ -2,7 +2,9 @@
 trial's `SearchConfig`. Pure and checked up front: every trial's config is built and checked (`check_start`)
 before a sweep folder or a Ray cluster exists (options are checked before a run folder is made).
 
-Methods: ``lares`` is the reward search with the options given; ``human`` is the learner alone on the
+Methods: ``lares`` is the reward search with the options given; ``lares-init`` and ``lares-scratch`` are the same
+search in one setting each (the paper's two: the task's own reward refined, or written from the task's text), so
+one sweep holds both arms beside their baselines; ``human`` is the learner alone on the
 task's own reward (`setting="baseline"`, engine/loop/slots.py); ``sparse`` is the same learner on the task's
 success indicator alone (`baseline_reward="success"`); ``retrain`` is the same learner alone on a found reward,
 given to the sweep as ``--set reward_from=RUN[:REWARD_ID]`` or ``--set reward_file=FILE`` and resolved into the
@@ -31,14 +33,17 @@ from lares_agent.search.found_reward import REWARD_KEYS, from_file, from_run
 from lares_agent.search.options import ABLATIONS
 from lares_agent.search.presets import FIELDS, is_tuple_field, parse_field, preset_config
 
-__all__ = ["METHODS", "Method", "SweepSpec", "Trial", "parse_sets"]
+__all__ = ["METHODS", "SEARCH_METHODS", "Method", "SweepSpec", "Trial", "parse_sets"]
 
-Method = Literal["lares", "human", "sparse", "retrain", "no-relabel", "no-thompson", "no-scaling", "no-constraint",
-                 "no-reflection", "no-retrieval"]
+Method = Literal["lares", "lares-init", "lares-scratch", "human", "sparse", "retrain", "no-relabel", "no-thompson",
+                 "no-scaling", "no-constraint", "no-reflection", "no-retrieval"]
 METHODS: tuple[Method, ...] = get_args(Method)
+SEARCH_METHODS: tuple[Method, ...] = ("lares", "lares-init", "lares-scratch")  # a report compares these to the rest
 _BASELINE = {"setting": "baseline", "population": 1, "elites": 1}
 _METHOD_VALUES: dict[str, dict[str, Any]] = {
     "lares": {},
+    "lares-init": {"setting": "init"},
+    "lares-scratch": {"setting": "scratch"},
     "human": {**_BASELINE, "baseline_reward": "human"},
     "sparse": {**_BASELINE, "baseline_reward": "success"},
     "retrain": {**_BASELINE, "baseline_reward": "human"},  # the found reward is in the options (REWARD_KEYS)
@@ -89,6 +94,10 @@ class SweepSpec:
                             "--set reward_file=FILE")
         if self.options.get("reward_source") and "retrain" not in self.methods:
             problems.append("--set reward_from/reward_file is the reward of method retrain: add it to --methods")
+        fixed = [m for m in self.methods if m in ("lares-init", "lares-scratch")]
+        if fixed and "setting" in self.options:
+            problems.append(f"method(s) {', '.join(fixed)} fix the setting: leave out --set setting, or use method "
+                            "lares")
         if not self.cpus_per_trial > 0:
             problems.append(f"--cpus-per-trial must be positive, not {self.cpus_per_trial}")
         if problems:
