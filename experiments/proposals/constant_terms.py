@@ -2,14 +2,14 @@
 
 A term whose features never move on the robot's runs adds nothing to learning: a reach-v3 run once handed over
 ``bonus = grasped*(...)`` with ``grasped`` 0 on every step (docs/RESULTS.md, "Proposals with building blocks only
-(no example answer)"). This reads a finished run folder (``lares run --out RUN``): the reward it hands over
+(no example answer)"). This reads a finished run folder: the reward it hands over
 (`report.selected_reward`, as `lares export` picks it) and the replay buffer of its newest checkpoint, every step
 the run took (up to the buffer's capacity). For each component it prints its spread over those steps and that of
 each feature it reads; a component is *constant on the run* when its values lie within ``--tol`` of each other.
 Exit status 1 when one is. Pure reading, no training:
 
-    lares run --setting scratch --out runs/scratch-reach
-    python experiments/proposals/constant_terms.py runs/scratch-reach
+    lares run --setting scratch --run-dir runs/scratch-reach
+    python experiments/proposals/constant_terms.py runs/scratch-reach/<the run folder>
 """
 
 from __future__ import annotations
