@@ -82,6 +82,9 @@ def test_legitimate_settings_that_skip_part_of_the_search_warn_in_one_line(tmp_p
     [dropped] = option_warnings(_cfg(population=2, rewards_file=str(many)))
     assert "holds 5,000 candidates for 2 slot(s)" in dropped and "4,998 are dropped" in dropped
     assert option_warnings(_cfg(setting="baseline", population=1, elites=1, reward_period=900)) == []
+    [own] = option_warnings(_cfg(setting="init", task_examples="own"))
+    assert own.startswith("--task-examples own shows example answers for the task from scratch only")
+    assert option_warnings(_cfg(setting="scratch", task_examples="own")) == []
 
 
 def _said_before_start(args: list[str], monkeypatch: pytest.MonkeyPatch, runs: Path) -> list[str]:

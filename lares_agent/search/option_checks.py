@@ -92,7 +92,9 @@ def refuse_silent_options(cfg: SearchConfig, typed: Collection[str] = (), from_f
 
 def option_warnings(cfg: SearchConfig) -> list[str]:
     """One line for each legitimate setting that skips part of the search: no reward update in the budget,
-    every candidate surviving each update, starting candidates beyond the slots."""
+    every candidate surviving each update, starting candidates beyond the slots, the task's example answers where
+    the task's own reward takes their place (a warning, not a refusal: a run recorded before the default changed
+    holds ``own``, and its config.json must run again)."""
     if cfg.setting == "baseline":
         return []
     out: list[str] = []
@@ -109,6 +111,9 @@ def option_warnings(cfg: SearchConfig) -> list[str]:
     elif e == k:
         out.append(f"--elites {e} equals --population {k}: every candidate survives each reward update, so the LLM "
                    f"writes no reward after the initial {k}")
+    if cfg.task_examples == "own" and _setting(cfg) == "init":
+        out.append("--task-examples own shows example answers for the task from scratch only; in the init setting "
+                   "the prompt shows the task's own reward instead, so it shows what --task-examples other does")
     given = _count_candidates(cfg.rewards_file)
     if given is not None and given > k:
         out.append(f"--rewards-file {cfg.rewards_file} holds {given:,} candidates for {k} slot(s) (--population): "
