@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from lares_agent.errors import LaresError
 from lares_agent.report.sweep_compare import Target, load_targets
 from lares_agent.report.sweep_stats import bootstrap_interval, mean_std, steps_to_threshold, success_auc
 from lares_agent.report.sweep_table import TrialCurve
+from lares_agent.runs.sweep_layout import SweepLayout
 
 # The sample-efficiency study's targets, as its folder states them: at least human's final success and area,
 # above sparse's final success.
@@ -190,23 +192,28 @@ def test_targets_come_from_the_experiment(tmp_path: Path) -> None:
             load_targets(bad)
 
 
-def test_the_sweep_report_counts_the_targets_of_its_folder(tmp_path: Path) -> None:
-    """`lares report --sweep DIR` judges only by DIR/targets.json: without it the comparison stands alone."""
-    from lares_agent.report.sweep_table import write_sweep_report
+def _sweep_of_finished_trials(root: Path, success: Mapping[str, float]) -> SweepLayout:
+    """A reach-v3 sweep of one seed whose trial of each method (key) ended at that success, 300 env steps each."""
     from lares_agent.runs import RunLog
-    from lares_agent.runs.sweep_layout import SweepLayout
     from lares_agent.search.sweep_spec import SweepSpec
 
-    sweep = SweepLayout(tmp_path / "sweep")
-    SweepSpec(tasks=("reach-v3",), seeds=(0,), methods=("lares", "human")).save(sweep.spec)
-    for method, success in (("lares", 0.4), ("human", 0.8)):
+    sweep = SweepLayout(root)
+    SweepSpec(tasks=("reach-v3",), seeds=(0,), methods=tuple(success)).save(sweep.spec)  # type: ignore[arg-type]
+    for method, final in success.items():
         run = sweep.run(f"reach-v3-{method}-s0")
         run.mkdir(parents=True)
         (run / "config.json").write_text(json.dumps({"task": "reach-v3", "budget": 300}), encoding="utf-8")
-        rows = [{"env_steps": steps, "round": 0, "success_best_slot": success * steps / 300} for steps in (150, 300)]
+        rows = [{"env_steps": steps, "round": 0, "success_best_slot": final * steps / 300} for steps in (150, 300)]
         (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
         RunLog(run).event("run_end", finished=True, env_steps=300, wall_s=1.0)
+    return sweep
 
+
+def test_the_sweep_report_counts_the_targets_of_its_folder(tmp_path: Path) -> None:
+    """`lares report --sweep DIR` judges only by DIR/targets.json: without it the comparison stands alone."""
+    from lares_agent.report.sweep_table import write_sweep_report
+
+    sweep = _sweep_of_finished_trials(tmp_path / "sweep", {"lares": 0.4, "human": 0.8})
     write_sweep_report(sweep.root)
     table = (sweep.report / "table.md").read_text(encoding="utf-8")
     assert "## lares against each method" in table and "targets" not in table
@@ -222,19 +229,8 @@ def test_the_sweep_report_counts_the_targets_of_its_folder(tmp_path: Path) -> No
 
 def test_a_sweep_with_both_arms_compares_each_to_the_baselines(tmp_path: Path) -> None:
     from lares_agent.report.sweep_table import write_sweep_report
-    from lares_agent.runs import RunLog
-    from lares_agent.runs.sweep_layout import SweepLayout
-    from lares_agent.search.sweep_spec import SweepSpec
 
-    sweep = SweepLayout(tmp_path / "sweep")
-    SweepSpec(tasks=("reach-v3",), seeds=(0,), methods=("lares-init", "lares-scratch", "human")).save(sweep.spec)
-    for method, success in (("lares-init", 0.9), ("lares-scratch", 0.4), ("human", 0.8)):
-        run = sweep.run(f"reach-v3-{method}-s0")
-        run.mkdir(parents=True)
-        (run / "config.json").write_text(json.dumps({"task": "reach-v3", "budget": 300}), encoding="utf-8")
-        rows = [{"env_steps": steps, "round": 0, "success_best_slot": success * steps / 300} for steps in (150, 300)]
-        (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-        RunLog(run).event("run_end", finished=True, env_steps=300, wall_s=1.0)
+    sweep = _sweep_of_finished_trials(tmp_path / "sweep", {"lares-init": 0.9, "lares-scratch": 0.4, "human": 0.8})
     sweep.targets.write_text(json.dumps({"targets": [
         {"other": "human", "metric": "final_success", "strict": False, "method": m}
         for m in ("lares-init", "lares-scratch")]}), encoding="utf-8")
@@ -344,7 +340,6 @@ def test_the_sweep_report_reads_the_best_learner_and_the_replays(tmp_path: Path)
     from lares_agent.report.sweep_protocols import read_replay
     from lares_agent.report.sweep_table import read_trial, write_sweep_report
     from lares_agent.runs import RunLog
-    from lares_agent.runs.sweep_layout import SweepLayout
     from lares_agent.search.sweep_spec import SweepSpec
 
     sweep = SweepLayout(tmp_path / "sweep")
