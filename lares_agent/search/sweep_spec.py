@@ -94,7 +94,7 @@ class SweepSpec:
                             "--set reward_file=FILE")
         if self.options.get("reward_source") and "retrain" not in self.methods:
             problems.append("--set reward_from/reward_file is the reward of method retrain: add it to --methods")
-        fixed = [m for m in self.methods if m in ("lares-init", "lares-scratch")]
+        fixed = [m for m in self.methods if m in SEARCH_METHODS and "setting" in _METHOD_VALUES[m]]
         if fixed and "setting" in self.options:
             problems.append(f"method(s) {', '.join(fixed)} fix the setting: leave out --set setting, or use method "
                             "lares")
