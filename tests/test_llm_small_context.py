@@ -236,7 +236,7 @@ def test_a_run_told_the_wrong_context_says_the_cause_and_fix_once_and_goes_on(se
     events = [e for e in RecordFile(run / EVENTS_NAME, Event.from_json).read() if e.event == "llm_context"]
     assert len(events) == 1 and "--n_ctx 8192" in str(events[0].get("message"))
     rows = RecordFile(run / LLM_CALLS_NAME, LLMCallRow.from_json).read()
-    assert sum(1 for r in rows if not r.ok) == 1 and sum(1 for r in rows if r.ok) >= 2  # refused once, then fitted
+    assert sum(1 for r in rows if not r.ok) == 1 and sum(1 for r in rows if r.ok) >= 1  # refused once, then fitted
     assert all(r["prompt"] + r["max_tokens"] <= N_CTX for r in server.requests[1:])
 
 

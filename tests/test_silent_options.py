@@ -85,6 +85,9 @@ def test_legitimate_settings_that_skip_part_of_the_search_warn_in_one_line(tmp_p
     [own] = option_warnings(_cfg(setting="init", task_examples="own"))
     assert own.startswith("--task-examples own shows example answers for the task from scratch only")
     assert option_warnings(_cfg(setting="scratch", task_examples="own")) == []
+    [idle] = option_warnings(_cfg(prescreen=True, numeric_children=0))
+    assert "the pre-screen has nothing to choose" in idle
+    assert option_warnings(_cfg(prescreen=True, candidates_per_slot=2.0, numeric_children=0)) == []
 
 
 def _said_before_start(args: list[str], monkeypatch: pytest.MonkeyPatch, runs: Path) -> list[str]:

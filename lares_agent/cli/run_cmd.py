@@ -195,7 +195,8 @@ def run_command(
         "--sync-llm/--no-sync-llm", help="Learners wait for each reward round's LLM calls, as the LaRes reference "
         "(default: the round runs in the background while they train; ES always waits).")] = None,
     candidates_per_slot: Annotated[float | None, typer.Option(
-        help="LLM candidates asked per free slot; the first valid ones fill the slots (default 2).")] = None,
+        help="LLM candidates asked per free slot; the first valid ones fill the slots, or with --prescreen the best by "
+        "the proxy (default 1).")] = None,
     prescreen: Annotated[bool | None, typer.Option(
         "--prescreen/--no-prescreen", help="Let the offline proxy pick which valid candidates fill the slots "
         "(default off: over real runs it did not predict the later fitness; its score is logged either way).")] = None,

@@ -149,7 +149,9 @@ class SearchConfig:
     reward_id: str | None = None
     reward_source: str | None = None
     sync_llm: bool = False  # True: the learners wait for each reward round's LLM calls, as the reference (ES always)
-    candidates_per_slot: float = 2.0  # LLM candidates asked per free slot; the first valid ones fill the slots
+    # LLM candidates asked per free slot. One: without the pre-screen the first valid ones fill the slots, so a
+    # surplus only buys spares for invalid answers, which the numeric children already are, at an LLM call each.
+    candidates_per_slot: float = 1.0
     prescreen: bool = False  # GraphLimits.prescreen: the offline proxy picks which valid candidates fill the slots
     numeric_children: int = 2  # numeric children of the elites per propose pass (constants perturbed)
     analysis: Analysis = "facts"  # GraphLimits.analysis: "facts" calls no LLM in analyse/critique

@@ -92,9 +92,9 @@ def refuse_silent_options(cfg: SearchConfig, typed: Collection[str] = (), from_f
 
 def option_warnings(cfg: SearchConfig) -> list[str]:
     """One line for each legitimate setting that skips part of the search: no reward update in the budget,
-    every candidate surviving each update, starting candidates beyond the slots, the task's example answers where
-    the task's own reward takes their place (a warning, not a refusal: a run recorded before the default changed
-    holds ``own``, and its config.json must run again)."""
+    every candidate surviving each update, starting candidates beyond the slots, a pre-screen with nothing to
+    choose from, the task's example answers where the task's own reward takes their place (a warning, not a
+    refusal: a run recorded before the default changed holds ``own``, and its config.json must run again)."""
     if cfg.setting == "baseline":
         return []
     out: list[str] = []
@@ -114,6 +114,9 @@ def option_warnings(cfg: SearchConfig) -> list[str]:
     if cfg.task_examples == "own" and _setting(cfg) == "init":
         out.append("--task-examples own shows example answers for the task from scratch only; in the init setting "
                    "the prompt shows the task's own reward instead, so it shows what --task-examples other does")
+    if cfg.prescreen and cfg.candidates_per_slot <= 1 and cfg.numeric_children == 0:
+        out.append("--prescreen with one LLM candidate per free slot and no numeric children: every valid "
+                   "candidate fills a slot, so the pre-screen has nothing to choose (--candidates-per-slot 2)")
     given = _count_candidates(cfg.rewards_file)
     if given is not None and given > k:
         out.append(f"--rewards-file {cfg.rewards_file} holds {given:,} candidates for {k} slot(s) (--population): "
