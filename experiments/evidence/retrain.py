@@ -1,0 +1,222 @@
+"""Found rewards retrained on fresh seeds: for each task and search arm of the evidence grid, the reward the best
+seed handed over, trained alone (`lares sweep --methods retrain`) on seeds the grid did not use.
+
+Eureka-style papers retrain a found reward to tell a good reward from a lucky seed. The best seed is the one whose
+handed-over policy succeeded most on the grid's replay episodes (`final_policies.py --csv`; ties: the lower
+seed). The retrained reward counts as reproduced when its fresh seeds' mean success lies within or above the
+source run's 95% Wilson interval over those episodes. Where the best seed handed over the learner on the task's
+own reward (the init arm keeps one), the retrain trains on the task's own reward and the plan says so.
+
+    # 1. which reward each (task, arm) retrains, from the grid and its replay
+    python experiments/evidence/retrain.py plan runs/evidence-C \\
+        --replay experiments/evidence/results/final_policies.csv --out experiments/evidence/retrain.json
+    # 2. one sweep per found reward, all on one local Ray cluster (run again to continue: each sweep resumes)
+    python experiments/evidence/retrain.py run experiments/evidence/retrain.json --out runs/retrain-C
+    # 3. each retrained policy replayed as the grid's were, against the run that found the reward
+    python experiments/evidence/retrain.py table experiments/evidence/retrain.json runs/retrain-C \\
+        --csv experiments/evidence/results/retrain_policies.csv
+
+Run steps 2 and 3 with the grid's commit on PYTHONPATH (its worktree), as the grid itself ran.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from lares_agent.report.sweep_stats import bootstrap_interval
+from lares_agent.runs import atomic_write_text
+from lares_agent.runs.sweep_layout import SweepLayout
+from lares_agent.search.found_reward import from_run
+from lares_agent.search.option_checks import ignored_options
+from lares_agent.search.presets import preset_config
+from lares_agent.search.sweep_spec import SEARCH_METHODS, SweepSpec
+
+FRESH_SEEDS = (3, 4, 5)  # the grid ran 0, 1, 2
+_SEARCH_SHAPE = ("setting", "population", "elites")  # what method retrain fixes for a learner alone
+_REPLAY = Path(__file__).resolve().parents[1] / "sample_efficiency" / "final_policies.py"
+
+
+def _replay_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("final_policies", _REPLAY)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def wilson(successes: float, n: int, z: float = 1.96) -> tuple[float, float]:
+    """95% Wilson score interval of a success rate from n episodes (n = 0: the whole range)."""
+    if n <= 0:
+        return 0.0, 1.0
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def reproduced(fresh: Sequence[float], source: float, episodes: int) -> bool:
+    """The fresh seeds' mean success is within or above the source run's interval over its `episodes`."""
+    return float(np.mean(fresh)) >= wilson(source * episodes, episodes)[0] - 1e-9
+
+
+def best_seeds(spec: SweepSpec, success: Mapping[str, float],
+               own: Mapping[str, bool] | None = None) -> list[dict[str, Any]]:
+    """For each task and search arm of the grid, its trial with the highest replayed success (ties: one that
+    handed over an LLM reward before one that handed over the task's own, which `human` trains already; then the
+    lower seed); a (task, arm) with no replayed trial is left out."""
+    own = own or {}
+    out: list[dict[str, Any]] = []
+    for task in spec.tasks:
+        for method in (m for m in spec.methods if m in SEARCH_METHODS):
+            scored = [(success[t.id], not own.get(t.id, False), -t.seed, t.id) for t in spec.trials()
+                      if t.task == task and t.method == method and t.id in success]
+            if scored:
+                value, *_, trial = max(scored)
+                out.append({"task": task, "method": method, "trial": trial, "success": value})
+    return out
+
+
+def plan(grid: Path, replay: Path, episodes: int, seed: int) -> dict[str, Any]:
+    """The retrain plan: the grid, its options a learner alone reads, and per (task, arm) the reward to retrain."""
+    layout = SweepLayout.open(grid.resolve())
+    spec = SweepSpec.load(layout.spec)
+    kept = [row for row in _replay_module().read_kept(replay)
+            if (int(row["episodes"]), int(row["seed"])) == (episodes, seed)]
+    success = {row["trial"]: float(row["success"]) for row in kept}
+    found = {t.id: from_run(str(layout.run(t.id))) for t in spec.trials()
+             if t.method in SEARCH_METHODS and t.id in success}
+    entries = best_seeds(spec, success, {k: f.is_human for k, f in found.items()})
+    for entry in entries:
+        reward = found[entry["trial"]]
+        entry.update(reward_id=reward.reward_id, components=dict(reward.components), own_reward=reward.is_human)
+    return {"grid": str(layout.root), "preset": spec.preset, "options": alone_options(spec),
+            "episodes": episodes, "replay_seed": seed, "seeds": list(FRESH_SEEDS), "rewards": entries}
+
+
+def alone_options(spec: SweepSpec) -> dict[str, Any]:
+    """The grid's options a learner trained alone reads (a sweep refuses an option no trial reads)."""
+    options = {k: v for k, v in spec.options.items() if k not in _SEARCH_SHAPE}
+    cfg = preset_config(spec.preset, {**options, "task": spec.tasks[0], "setting": "baseline", "population": 1,
+                                      "elites": 1})
+    ignored = ignored_options(cfg)
+    return {k: v for k, v in options.items() if k not in ignored}
+
+
+def sweep_args(entry: Mapping[str, Any], retrain_plan: Mapping[str, Any], folder: Path) -> list[str]:
+    """`lares sweep` arguments that retrain one entry's reward in `folder` (or continue it there)."""
+    if SweepLayout(folder).is_sweep():
+        return ["sweep", "--resume", str(folder)]
+    sets = [f"{k}={v}" for k, v in retrain_plan["options"].items()]
+    sets.append(f"reward_from={Path(retrain_plan['grid']) / 'runs' / entry['trial']}")
+    return ["sweep", "--tasks", entry["task"], "--seeds", ",".join(str(s) for s in retrain_plan["seeds"]),
+            "--methods", "retrain", "--preset", retrain_plan["preset"], *(x for s in sets for x in ("--set", s)),
+            "--out", str(folder)]
+
+
+def folder_of(out: Path, entry: Mapping[str, Any]) -> Path:
+    return out / f"{entry['task']}-{entry['method']}"
+
+
+def run(retrain_plan: Mapping[str, Any], out: Path, cpus: int, port: int = 6390) -> int:
+    """Every entry's sweep at once on one local Ray cluster of `cpus` CPUs (Ray queues the trials). `ray stop`
+    at the end stops every Ray process of this machine: run it when no other sweep runs."""
+    lares = shutil.which("lares") or str(Path(sys.executable).with_name("lares"))
+    ray = shutil.which("ray") or str(Path(sys.executable).with_name("ray"))
+    out.mkdir(parents=True, exist_ok=True)
+    address = f"127.0.0.1:{port}"
+    subprocess.run([ray, "start", "--head", f"--port={port}", f"--num-cpus={cpus}", "--include-dashboard=false"],
+                   check=True)
+    try:
+        procs = []
+        for entry in retrain_plan["rewards"]:
+            folder = folder_of(out, entry)
+            log = (out / f"{folder.name}.log").open("a", encoding="utf-8")
+            procs.append(subprocess.Popen([lares, *sweep_args(entry, retrain_plan, folder), "--ray-address",
+                                           address], stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy()))
+        return max((p.wait() for p in procs), default=0)
+    finally:
+        subprocess.run([ray, "stop"], check=False)
+
+
+def table(retrain_plan: Mapping[str, Any], out: Path, csv_path: Path | None) -> str:
+    """Each found reward: the source run's replayed success and interval beside its fresh seeds' (replayed on
+    the same episodes), and whether they reproduce it."""
+    replay = _replay_module()
+    episodes, seed = int(retrain_plan["episodes"]), int(retrain_plan["replay_seed"])
+    lines = replay.read_kept(csv_path)
+    kept = {row["trial"]: float(row["success"]) for row in lines
+            if (int(row["episodes"]), int(row["seed"])) == (episodes, seed)}
+    rows: list[tuple[str, str, str, float]] = []
+    rng = np.random.default_rng(0)
+    md = ["| task | arm | source trial (its reward) | source success [95% interval] | fresh seeds | mean "
+          "[bootstrap 95%] | reproduced |", "|---|---|---|---|---|---|---|"]
+    for entry in retrain_plan["rewards"]:
+        folder = folder_of(out, entry)
+        prefix = f"{folder.name}/"
+        mine = {k[len(prefix):]: v for k, v in kept.items() if k.startswith(prefix)}
+        done = replay.rows_of(folder, episodes, seed, mine) if SweepLayout(folder).is_sweep() else []
+        rows += [(t, m, prefix + trial, s) for t, m, trial, s in done]
+        values = [s for *_, s in done]
+        lo, hi = wilson(entry["success"] * episodes, episodes)
+        reward = "the task's own" if entry["own_reward"] else entry["reward_id"]
+        if values:
+            mean = float(np.mean(values))
+            blo, bhi = bootstrap_interval(values, rng)
+            verdict = "yes" if reproduced(values, entry["success"], episodes) else "no"
+            fresh = ", ".join(f"{v:.0%}" for v in values)
+            shown = f"{mean:.0%} [{blo:.0%}, {bhi:.0%}]"
+        else:
+            verdict, fresh, shown = "not run", "-", "-"
+        md.append(f"| {entry['task']} | {entry['method']} | {entry['trial']} ({reward}) | {entry['success']:.0%} "
+                  f"[{lo:.0%}, {hi:.0%}] | {fresh} | {shown} | {verdict} |")
+    if csv_path is not None:
+        replay.write_kept(csv_path, lines, rows, episodes, seed)
+    return "\n".join(md) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
+    sub = parser.add_subparsers(dest="step", required=True)
+    p = sub.add_parser("plan", help="pick each (task, arm)'s best seed and its reward")
+    p.add_argument("grid", type=Path)
+    p.add_argument("--replay", type=Path, required=True, help="final_policies.py --csv of the grid")
+    p.add_argument("--episodes", type=int, default=30)
+    p.add_argument("--seed", type=int, default=2000, help="the replay's resets (as final_policies.py)")
+    p.add_argument("--out", type=Path, required=True)
+    r = sub.add_parser("run", help="the retrain sweeps, on one local Ray cluster")
+    r.add_argument("plan", type=Path)
+    r.add_argument("--out", type=Path, required=True)
+    r.add_argument("--cpus", type=int, default=len(os.sched_getaffinity(0)))
+    t = sub.add_parser("table", help="replay the retrained policies and compare")
+    t.add_argument("plan", type=Path)
+    t.add_argument("out", type=Path)
+    t.add_argument("--csv", type=Path, help="per-trial numbers: read (not replayed again) and rewritten")
+    args = parser.parse_args(argv)
+    if args.step == "plan":
+        made = plan(args.grid, args.replay, args.episodes, args.seed)
+        atomic_write_text(args.out, json.dumps(made, indent=2) + "\n")
+        for e in made["rewards"]:
+            print(f"{e['task']} {e['method']}: {e['trial']} ({e['success']:.0%}), reward {e['reward_id']}")
+        return 0
+    loaded = json.loads(args.plan.read_text(encoding="utf-8"))
+    if args.step == "run":
+        return run(loaded, args.out, args.cpus)
+    print(table(loaded, args.out, args.csv), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""experiments/evidence/retrain.py: each (task, arm)'s best replayed seed is picked, its sweep is started or
+continued, and a source run's interval decides whether the fresh seeds reproduce it."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from lares_agent.search.sweep_spec import SweepSpec
+
+SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "evidence" / "retrain.py"
+
+
+def _script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("retrain", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+GRID = SweepSpec(tasks=("door-close-v3", "drawer-open-v3"), seeds=(0, 1, 2),
+                 methods=("lares-scratch", "lares-init", "human"),
+                 options={"budget": 50000, "reward_period": 10000})
+
+
+def test_the_best_replayed_seed_of_each_search_arm_is_picked_lower_seed_on_ties() -> None:
+    success = {"door-close-v3-lares-init-s0": 1.0, "door-close-v3-lares-init-s1": 1.0,
+               "door-close-v3-lares-scratch-s2": 0.4, "door-close-v3-lares-scratch-s0": 0.1,
+               "door-close-v3-human-s1": 1.0, "drawer-open-v3-lares-init-s2": 0.0}
+    picked = _script().best_seeds(GRID, success)
+    assert [(e["task"], e["method"], e["trial"]) for e in picked] == [
+        ("door-close-v3", "lares-scratch", "door-close-v3-lares-scratch-s2"),
+        ("door-close-v3", "lares-init", "door-close-v3-lares-init-s0"),
+        ("drawer-open-v3", "lares-init", "drawer-open-v3-lares-init-s2"),
+    ]  # human is no search arm; drawer-open-v3's scratch arm has no replayed trial
+    own = {"door-close-v3-lares-init-s0": True}  # it handed over the task's own reward: s1's found one is retrained
+    assert _script().best_seeds(GRID, success, own)[1]["trial"] == "door-close-v3-lares-init-s1"
+
+
+def test_wilson_interval_matches_known_values() -> None:
+    wilson = _script().wilson
+    lo, hi = wilson(15, 30)
+    assert lo == pytest.approx(0.3315, abs=1e-3) and hi == pytest.approx(0.6685, abs=1e-3)
+    assert wilson(30, 30)[1] == 1.0 and wilson(30, 30)[0] == pytest.approx(0.8865, abs=1e-3)
+    assert wilson(0, 0) == (0.0, 1.0)
+
+
+def test_fresh_seeds_reproduce_a_source_when_their_mean_reaches_its_interval() -> None:
+    reproduced = _script().reproduced
+    assert reproduced([0.4, 0.3, 0.35], 0.5, 30)  # 35% >= 33%, the lower end for 15 of 30
+    assert not reproduced([0.4, 0.2, 0.3], 0.5, 30)
+    assert reproduced([1.0, 1.0, 1.0], 0.5, 30)  # above the interval counts
+
+
+def test_a_new_retrain_sweep_gets_the_grids_options_and_a_started_one_resumes(tmp_path: Path) -> None:
+    script = _script()
+    retrain_plan = {"grid": "/g", "preset": "demo", "options": script.alone_options(GRID), "seeds": [3, 4, 5]}
+    entry = {"task": "door-close-v3", "method": "lares-init", "trial": "door-close-v3-lares-init-s0"}
+    folder = script.folder_of(tmp_path, entry)
+    args = script.sweep_args(entry, retrain_plan, folder)
+    assert args[:7] == ["sweep", "--tasks", "door-close-v3", "--seeds", "3,4,5", "--methods", "retrain"]
+    assert "budget=50000" in args and "reward_from=/g/runs/door-close-v3-lares-init-s0" in args
+    assert args[-2:] == ["--out", str(tmp_path / "door-close-v3-lares-init")]
+    folder.mkdir()
+    GRID.save(folder / "sweep.json")
+    assert script.sweep_args(entry, retrain_plan, folder) == ["sweep", "--resume", str(folder)]
+
+
+def test_a_reward_not_retrained_yet_reads_not_run(tmp_path: Path) -> None:
+    retrain_plan = {"episodes": 30, "replay_seed": 2000, "rewards": [
+        {"task": "door-close-v3", "method": "lares-init", "trial": "door-close-v3-lares-init-s0", "success": 0.5,
+         "reward_id": "human", "own_reward": True}]}
+    text = _script().table(retrain_plan, tmp_path, None)
+    assert "| door-close-v3 | lares-init | door-close-v3-lares-init-s0 (the task's own) | 50% [33%, 67%] | - | - " \
+           "| not run |" in text
