@@ -99,6 +99,18 @@ def test_a_model_that_copies_the_elite_still_fills_the_slots_with_distinct_candi
     assert [r["components"] for r in again.accepted] == [r["components"] for r in result.accepted]  # seeded
 
 
+def test_with_no_elite_a_model_repeating_itself_fills_the_slots_with_children_of_its_accepted_reward() -> None:
+    answer = cand(d="-3*tcp_to_goal", b="5*success")
+    ctx = deps([answer], numeric_children=2)
+    result = run_round(build_graph(), {"round": 0, "n_wanted": 3}, "r0", ctx)
+    assert len(result.accepted) == 3 and result.attempts == 2
+    first, *children = result.accepted
+    assert first["components"] == {"d": "-3*tcp_to_goal", "b": "5*success"} and first.get("origin") != "child"
+    assert all(c["origin"] == "child" and c["parent_id"] == first["id"] for c in children)
+    temperatures = [o["temperature"] for o in ctx.llm.chat_model.options]  # type: ignore[attr-defined]
+    assert len(temperatures) == 5 and max(temperatures) == 1.0  # the ramp: 0.4, 0.55, 0.7, 0.85, 1.0
+
+
 def test_dedupe_spans_the_llm_candidates_the_elites_and_the_children() -> None:
     other = cand(d="-3*tcp_to_goal", b="5*success")  # a valid new reward, given twice in one answer
     answer = {"candidates": [other, other, cand(b="5*success", d="-2*tcp_to_goal")]}

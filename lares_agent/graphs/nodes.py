@@ -99,12 +99,12 @@ def _instruction(parent: EliteInfo | None, explore: bool, examples: bool = True)
 
 
 def _temperature(limits: GraphLimits, explore: bool, made: int) -> float:
-    """Base temperature for a round's first proposal, warmer for each later one (capped), so repeated
-    prompts do not return the same candidate; the explore temperature when diversity is low."""
+    """Base temperature for a round's first proposal, warmer for each later one up to `max_temperature`, so
+    repeated prompts do not return the same candidate; the explore temperature when diversity is low."""
     if explore:
         return limits.explore_temperature
     return min(limits.temperature + limits.temperature_step * made,
-               max(limits.explore_temperature, limits.temperature))
+               max(limits.max_temperature, limits.temperature))
 
 
 def _children(ctx: RunContext, elites: list[EliteInfo], round_: int, attempt: int, first: int,
@@ -206,7 +206,11 @@ def propose(state: RoundState, runtime: Runtime[RunContext]) -> dict[str, Any]:
                 **base, id=cid, components=comps, rationale=str(item.get("rationale", ""))[:300], candidate=item,
             ))
     bad = sum(1 for p in pending if p.get("error"))
-    children = _children(ctx, elites, round_, attempt, len(pending), state.get("critique_id")) if missing else []
+    # With no elite yet (round 0 from scratch) a retry pass perturbs the LLM rewards this round accepted: a model
+    # that keeps repeating one answer then fills the slots with its structure, not with the built-in fallback.
+    parents = elites or [EliteInfo(id=str(r.get("id", "?")), components=dict(r.get("components") or {}))
+                         for r in accepted if r.get("origin") != "child"]
+    children = _children(ctx, parents, round_, attempt, len(pending), state.get("critique_id")) if missing else []
     summary = (f"attempt {attempt}: {calls} call(s), {len(pending) - bad} proposal(s), {bad} unusable answer(s), "
                f"{len(children)} numeric child(ren)")
     return step("propose", attempt, summary, pending=pending + children, attempts=1, **update)
