@@ -9,9 +9,11 @@ through the same typed seams as a run: `engine.tasks.TaskSpec`, `rewards.RewardT
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import gymnasium
@@ -245,3 +247,12 @@ def lares_cli(*args: str, home: Path) -> Any:
     from lares_agent.cli.app import app
 
     return CliRunner().invoke(app, list(args), env={"LARES_HOME": str(home), "COLUMNS": "240", "OPENAI_API_KEY": ""})
+
+
+def load_script(path: Path, name: str | None = None) -> ModuleType:
+    """A script of experiments/ or benchmarks/ (no package) imported as a module."""
+    spec = importlib.util.spec_from_file_location(name or path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

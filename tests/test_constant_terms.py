@@ -3,12 +3,12 @@ named, and the script fails; a reward whose every term moves passes."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 
 import numpy as np
 import pytest
+from helpers import load_script
 
 from lares_agent.engine.checkpoint import save_checkpoint
 from lares_agent.runs import CandidateRow, MetricRow, RunLayout, RunLog, SlotMetric
@@ -18,11 +18,7 @@ SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "proposals" / "co
 
 
 def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("constant_terms", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT)
 
 
 def _run(tmp_path: Path, components: dict[str, str]) -> Path:

@@ -3,11 +3,11 @@ continued, and a source run's interval decides whether the fresh seeds reproduce
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from helpers import load_script
 
 from lares_agent.search.sweep_spec import SweepSpec
 
@@ -15,11 +15,7 @@ SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "evidence" / "ret
 
 
 def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("retrain", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT)
 
 
 GRID = SweepSpec(tasks=("door-close-v3", "drawer-open-v3"), seeds=(0, 1, 2),

@@ -3,12 +3,12 @@ the experiment from what was committed, running only the trials that never finis
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from helpers import load_script
 
 from lares_agent.runs.files import RunLog
 from lares_agent.runs.sweep_layout import SweepLayout
@@ -18,11 +18,7 @@ STUDY = Path(__file__).resolve().parents[1] / "experiments" / "sample_efficiency
 
 
 def _script(name: str = "run") -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"sample_efficiency_{name}", STUDY / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(STUDY / f"{name}.py", f"sample_efficiency_{name}")
 
 
 def _trial(layout: SweepLayout, name: str, finished: bool | None) -> None:
