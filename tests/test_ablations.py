@@ -27,8 +27,8 @@ from lares_agent.graphs.round import run_round
 from lares_agent.graphs.routing import route_start
 from lares_agent.llm.client import LLMClient
 from lares_agent.search.config import SearchConfig, engine_config
+from lares_agent.search.live_run import reflects, uses_retrieval
 from lares_agent.search.options import ABLATIONS
-from lares_agent.search.runner import reflects, uses_retrieval
 from lares_agent.tools.trajectory import Rollout
 
 torch.set_num_threads(1)

@@ -101,7 +101,7 @@ def _budget(run: RunLayout) -> int | None:
 
 def _tokens(log: RunLog, ends: Sequence[Event]) -> int:
     """The LLM tokens of every call; a trial restored from its archive has no llm_calls.jsonl (the prompts are
-    not archived), so there each session's run_end usage counts (the same sum: runner.py logs the client's)."""
+    not archived), so there each session's run_end usage counts (the same sum: live_run.py logs the client's)."""
     if log.layout.llm_calls.is_file():
         return sum(c.prompt_tokens + c.completion_tokens for c in log.llm_calls.read())
     usage = [e.get("llm") for e in ends]

@@ -38,7 +38,7 @@ def run_cores(cfg: CoreSettings) -> int:
 def background_llm_threads(cfg: CoreSettings) -> int | None:
     """llama.cpp's threads when its rounds run beside the learners (SAC/CrossQ without `--sync-llm`): the cores
     torch does not use, at least one. Its threads meet at every layer, so one more busy thread than cores stalls
-    them all (the same effect as `torch_threads`' note in search/runner.py). None: every core (blocking rounds)."""
+    them all (the same effect as `torch_threads`' note in search/live_run.py). None: every core (blocking rounds)."""
     if cfg.sync_llm or cfg.learner == "es" or cfg.llm_backend != "local" or cfg.torch_threads <= 0:
         return None
     return max(1, run_cores(cfg) - cfg.torch_threads)
