@@ -67,7 +67,7 @@ class GraphLimits:
     explore_temperature: float = 0.8  # when the population has lost diversity
     temperature_step: float = 0.15  # added per proposal already made this round (at T=0.4 the 1.5B repeats itself)
     max_temperature: float = 1.0  # the ramp's cap (Eureka samples at 1.0; at 0.8 the 1.5B under the grammar
-    # still wrote one answer 7 times in 9 calls)
+    # kept repeating one answer: docs/RESULTS.md, "The evidence grid on the current code")
     analyse_max_tokens: int = 200
     critique_max_tokens: int = 220
     grammar: bool = True  # the local model decodes proposals under the language's grammar (rewards/grammar.py)
