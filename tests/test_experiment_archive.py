@@ -57,6 +57,21 @@ def test_restore_brings_back_the_finished_trials_only(tmp_path: Path) -> None:
     assert (restored / "metrics.jsonl").read_text() == (sweep.run("reach-v3-lares-s0") / "metrics.jsonl").read_text()
 
 
+def test_an_archive_names_no_path_of_the_machine_that_ran_it(tmp_path: Path) -> None:
+    script = _script()
+    sweep = SweepLayout(tmp_path / "sweep")
+    SweepSpec(tasks=("reach-v3",), seeds=(0,), methods=("lares",)).save(sweep.spec)
+    _trial(sweep, "reach-v3-lares-s0", finished=True)
+    model = Path.home() / ".cache" / "models" / "m.gguf"
+    reason = f"LLM call 'propose' on {model}: the answer was cut; from run {sweep.root}/runs/x"
+    (sweep.run("reach-v3-lares-s0") / "candidates.jsonl").write_text(json.dumps({"reason": reason}) + "\n")
+    script.archive(sweep.root, tmp_path / "archive")
+    kept = json.loads((tmp_path / "archive" / "runs" / "reach-v3-lares-s0" / "candidates.jsonl").read_text())
+    assert kept["reason"] == "LLM call 'propose' on m.gguf: the answer was cut; from run x"
+    assert script.without_machine_paths("exp(-obj_to_target/0.05) + x/2/3", [str(Path.home())]) == \
+        "exp(-obj_to_target/0.05) + x/2/3"  # a reward's divisions are no paths
+
+
 def test_restore_never_writes_into_a_sweep(tmp_path: Path) -> None:
     script = _script()
     sweep = SweepLayout(tmp_path / "sweep")

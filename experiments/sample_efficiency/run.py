@@ -41,6 +41,7 @@ figures are in results/10k-steps/ (docs/results-archive.md).
 
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 from collections.abc import Sequence
@@ -108,12 +109,28 @@ def _records(runs: Sequence[Path]) -> list[Path]:
     return [run / name for run in runs for name in RECORD_FILES]
 
 
+def without_machine_paths(text: str, roots: Sequence[str]) -> str:
+    """``text`` with every path under one of ``roots`` cut to its last part (a model file's name, a run folder's):
+    an archive is committed, and where its files lay on the machine that ran it is no part of the record."""
+    pattern = "|".join(re.escape(r.rstrip("/")) for r in sorted(roots, key=len, reverse=True))
+    return re.sub(rf"(?:{pattern})(?:/[^\s\"'/]+)+", lambda m: m.group(0).rsplit("/", 1)[-1], text)
+
+
+def _scrub(paths: Sequence[Path], roots: Sequence[str]) -> None:
+    for path in paths:
+        text = path.read_text(encoding="utf-8")
+        clean = without_machine_paths(text, roots)
+        if clean != text:
+            path.write_text(clean, encoding="utf-8")
+
+
 def archive(sweep: Path, dest: Path) -> list[Path]:
     """Copy the sweep's record under ``dest``: sweep.json, targets.json, report/ as results/ and each trial's
-    RECORD_FILES under runs/; returns the copies."""
+    RECORD_FILES under runs/, with the paths of this machine cut to their last part; returns the copies."""
     layout = SweepLayout(sweep)
-    return [*_copy([layout.spec, layout.targets, *_records(sorted(layout.runs.glob("*")))], sweep, dest),
-            *_copy(sorted(layout.report.glob("*")), layout.report, dest / "results")]
+    records = _copy([layout.spec, layout.targets, *_records(sorted(layout.runs.glob("*")))], sweep, dest)
+    _scrub(records, [str(Path.home()), str(sweep.resolve()), str(STUDY.parents[1])])
+    return [*records, *_copy(sorted(layout.report.glob("*")), layout.report, dest / "results")]
 
 
 def restore(archived: Path, sweep: Path) -> list[str]:
