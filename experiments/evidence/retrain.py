@@ -90,7 +90,8 @@ def best_seeds(spec: SweepSpec, success: Mapping[str, float],
 
 
 def plan(grid: Path, replay: Path, episodes: int, seed: int) -> dict[str, Any]:
-    """The retrain plan: the grid, its options a learner alone reads, and per (task, arm) the reward to retrain."""
+    """The retrain plan: the grid (as given: the plan is committed, so no machine's path), its options a learner
+    alone reads, and per (task, arm) the reward to retrain."""
     layout = SweepLayout.open(grid.resolve())
     spec = SweepSpec.load(layout.spec)
     kept = [row for row in _replay_module().read_kept(replay)
@@ -102,7 +103,7 @@ def plan(grid: Path, replay: Path, episodes: int, seed: int) -> dict[str, Any]:
     for entry in entries:
         reward = found[entry["trial"]]
         entry.update(reward_id=reward.reward_id, components=dict(reward.components), own_reward=reward.is_human)
-    return {"grid": str(layout.root), "preset": spec.preset, "options": alone_options(spec),
+    return {"grid": str(grid), "preset": spec.preset, "options": alone_options(spec),
             "episodes": episodes, "replay_seed": seed, "seeds": list(FRESH_SEEDS), "rewards": entries}
 
 
