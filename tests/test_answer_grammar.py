@@ -108,6 +108,8 @@ def test_every_task_own_reward_is_an_answer_the_grammar_accepts(engine: GrammarE
     "1 if grasped > 0.5 else 0",  # Python's conditional
     "smooth(tcp_to_obj)",
     "tolerance(tcp_to_obj, 0, 0.05, 0.2, 0.1, 'gauss')",  # not a shape name
+    " - ".join(["-tcp_to_obj"] + ["min(tcp_to_obj, 0.09)"] * 8),  # one term repeated until the token cap
+    "min(tcp_to_obj, 0.09, grasped, obj_to_target, tcp_to_obj_xy)",  # the same, inside min
 ])
 def test_the_small_models_mistakes_cannot_be_decoded(engine: GrammarEngine, expression: str) -> None:
     grammar = answer_grammar(FEATURES, 4)

@@ -29,26 +29,29 @@ _UNARY = ("exp", "log", "sqrt", "tanh", "sigmoid", "abs", "Abs")
 _VARIADIC = ("min", "max", "Min", "Max")  # both spellings, as the parser (the task's own rewards use sympy's)
 _TOLERANCE_KEYWORDS = ("margin", "value_at_margin")
 
+# Bounded repetitions: the tasks' own rewards have at most 3 terms in a sum, 2 arguments to min/max and 5
+# comparisons in a condition; unbounded, the 1.5B repeated one term until the token cap cut the answer
+# (docs/RESULTS.md, "The default run"), a minute of background LLM time for a rejected answer.
 _EXPRESSION_RULES = r"""
-sum ::= prod (sp [-+] sp prod)*
-prod ::= unary (sp ("*" | "/") sp unary)*
+sum ::= prod (sp [-+] sp prod){0,7}
+prod ::= unary (sp ("*" | "/") sp unary){0,5}
 unary ::= "-"? power
 power ::= atom ("**" exponent)?
 exponent ::= "-"? num | "(" "-"? num ")"
 atom ::= num | feature | "pi" | call | "(" sp sum sp ")" | "(" sp cond sp ")"
 num ::= [0-9]{1,6} ("." [0-9]{1,10})? ([eE] "-"? [0-9]{1,2})?
-cond ::= comparison (sp ("&" | "|") sp comparison)*
+cond ::= comparison (sp ("&" | "|") sp comparison){0,7}
 comparison ::= sum sp cmp sp sum | "(" sp cond sp ")" | "~(" sp cond sp ")"
 cmp ::= "<" | "<=" | ">" | ">=" | "==" | "!="
 call ::= unaryname "(" sp sum sp ")" |
-  variadicname "(" sp sum (sep sum)+ sp ")" |
+  variadicname "(" sp sum (sep sum){1,3} sp ")" |
   "where(" sp cond sep sum sep sum sp ")" |
   "clip(" sp sum sep sum sep sum sp ")" |
   "hamacher(" sp sum sep sum sp ")" |
   "tolerance(" sp sum sep tolbounds (sep tolarg)* sp ")" |
   "gripper_caging(" sp cagearg (sep cagearg)* sp ")" |
   "rect_prism(" sp sum sep sum sep sum sep triple sep triple sp ")" |
-  "Piecewise(" sp piece (sep piece)* sep "(" sp sum sep "True" sp ")" sp ")"
+  "Piecewise(" sp piece (sep piece){0,3} sep "(" sp sum sep "True" sp ")" sp ")"
 triple ::= "(" sp sum sep sum sep sum sp ")"
 piece ::= "(" sp sum sep cond sp ")"
 tolbounds ::= sum sep sum | "bounds=(" sp sum sep sum sp ")"
