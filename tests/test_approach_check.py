@@ -97,3 +97,16 @@ def test_a_component_that_pays_for_moving_away_is_negated_where_the_intent_is_cl
     again = _check("push-v3", mixed, random_feature_sample(push, steps=150, seed=0))
     assert again.accepted and again.warnings[0].startswith("repaired: negated 'start'"), again.reason
     # terms that cancel are not a sign slip: test_progress_terms_that_cancel_or_never_switch_are_rejected
+
+
+def test_a_small_wrong_signed_component_is_negated_though_the_whole_reward_passes() -> None:
+    task = get_task("reach-v3")
+    reach_sample = random_feature_sample(task, steps=150, seed=0)
+    # a refinement of the task's own reward by the 1.5B model: a raw distance appended as a component
+    answer = {"reach": "10*tolerance(tcp_to_target, bounds=(0, 0.05), margin=initial_hand_to_target, "
+                       "sigmoid='long_tail')", "tcp_to_target": "tcp_to_target", "target_x": "target_x"}
+    fixed = _check("reach-v3", answer, reach_sample)
+    assert fixed.accepted and fixed.canonical["tcp_to_target"] == "-tcp_to_target", fixed.canonical
+    assert fixed.warnings[0] == "repaired: negated 'tcp_to_target', which grew with tcp_to_target (lower is better)"
+    kept = _check("reach-v3", answer, reach_sample, replace(CheckConfig(), repair_sign=False))
+    assert kept.accepted and kept.canonical["tcp_to_target"] == "tcp_to_target"

@@ -15,7 +15,8 @@ unbounded regeneration loop, docs/lares-reference.md §12 item 28):
 8. progress sign on the sample: a wrong-signed distance term is the small model's most common mistake
    (docs/feasibility.md §4.2), and terms that cancel leave the reward blind to progress. Where the intent is
    clear (a component grows with the distance on every sample while another pays for closing it) the component
-   is negated and the repaired reward checked again from the start; its verdict's first warning says so.
+   is negated, also where the reward as a whole passes, and the repaired reward checked again from the start;
+   its verdict's first warning says so.
 
 Between 5 and 6, a term that reads only features the task declares offstage (reach-v3's puck) is rejected: the
 object is in the scene but not in the task, so such a term is constant on the robot's runs and pays nothing (a
@@ -196,11 +197,15 @@ def _repaired(parsed: ParsedReward, task: RewardTask, sample: Mapping[str, np.nd
               taken: Collection[str], config: CheckConfig) -> Verdict | None:
     """The candidate with its wrong-signed components negated, if that version passes every check (its verdict
     says what was changed); None where no component is clearly wrong-signed or the repair still fails. A repair,
-    not a rejection, where the intent is clear: the term names the distance the reward must close."""
-    progress = task.progress_feature
-    rises, falls = progress_monotonicity(compile_reward(parsed), sample, progress)
-    flipped = _wrong_signed(parsed, sample, progress) if rises > 0.5 and rises > falls else []
-    if not flipped:  # terms that cancel, or a threshold alone: the fix is a new term, not a sign
+    not a rejection, where the intent is clear: the term names the distance the reward must close. Also where the
+    reward as a whole has the right sign: a bigger term can hide a small one that still pays for moving away
+    (a refinement of reach-v3's own reward once added `tcp_to_target = tcp_to_target`, docs/RESULTS.md)."""
+    progress, whole = task.progress_feature, compile_reward(parsed)
+    rises, falls = progress_monotonicity(whole, sample, progress)
+    if rises <= falls and _sign_reason(whole, sample, progress) is not None:
+        return None  # terms that cancel, or a threshold alone: the fix is a new term, not a sign
+    flipped = _wrong_signed(parsed, sample, progress)
+    if not flipped:
         return None
     components = {n: f"-({t})" if n in flipped else t for n, t in parsed.canonical.items()}
     fixed = validate({"components": components, "rationale": parsed.rationale}, task, sample, id=id, taken=taken,
@@ -292,9 +297,14 @@ def validate(
         progress = task.progress_feature
         if config.require_progress_sign and progress in sample:
             reason = _sign_reason(reward, sample, progress)
-            if reason is not None and not _human_breaks_sign(human_parsed, parsed, sample, progress):
-                repaired = _repaired(parsed, task, sample, id, taken, config) if config.repair_sign else None
-                return repaired if repaired is not None else reject(reason, numeric)
+            designers = _human_breaks_sign(human_parsed, parsed, sample, progress) if reason is not None else (
+                human_parsed is not None and structure_key(parsed) == structure_key(human_parsed))
+            repaired = _repaired(parsed, task, sample, id, taken, config) if config.repair_sign and not designers \
+                else None
+            if repaired is not None:
+                return repaired
+            if reason is not None and not designers:
+                return reject(reason, numeric)
             advice.extend([reason] if reason is not None else [])
     except RewardRejected as exc:
         return reject(exc.reason)
