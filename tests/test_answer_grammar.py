@@ -18,7 +18,7 @@ from lares_agent.llm.models import KNOWN_MODELS, ensure_model, parts_installed
 from lares_agent.rewards import RewardRejected, allowed_features, answer_grammar, human_components, parse_candidate
 
 SPEC = KNOWN_MODELS["qwen2.5-coder-0.5b"]
-FEATURES = ["tcp_to_obj", "obj_to_target", "tcp_to_obj_xy", "grasped"]
+FEATURES = ["tcp_to_obj", "obj_to_target", "tcp_to_obj_xy", "grasped", "initial_obj_to_target"]
 
 
 def _answer(components: dict[str, str]) -> str:
@@ -123,7 +123,9 @@ def test_from_scratch_the_answer_opens_with_correctly_signed_progress_and_approa
     """Each fixed component is one term that grows as its distance shrinks; the rest stay free."""
     grammar = answer_grammar(FEATURES, 4, progress="obj_to_target", approach="tcp_to_obj")
     for progress in ["-obj_to_target", "-2.5*obj_to_target", "3*exp(-obj_to_target/0.05)",
-                     "(1 - tanh(obj_to_target/0.1))", "tolerance(obj_to_target, 0, 0.05, 0.3, 0.1, 'long_tail')"]:
+                     "(1 - tanh(obj_to_target/0.1))", "tolerance(obj_to_target, 0, 0.05, 0.3, 0.1, 'long_tail')",
+                     "2*exp(-obj_to_target/initial_obj_to_target)",
+                     "tolerance(obj_to_target, 0, 0.05, initial_obj_to_target, sigmoid='long_tail')"]:
         answer = _answer({"progress": progress, "approach": "exp(-tcp_to_obj/0.1)", "bonus": "5*(grasped > 0.5)"})
         assert engine.accepts(grammar, answer), progress
     wrong = [
@@ -133,6 +135,11 @@ def test_from_scratch_the_answer_opens_with_correctly_signed_progress_and_approa
         {"approach": "-tcp_to_obj", "progress": "-obj_to_target"},  # not opening the answer
         {"progress": "-obj_to_target"},  # no approach
         {"progress": "-obj_to_target + 5*grasped", "approach": "-tcp_to_obj"},  # more than one term
+        {"progress": "exp(-obj_to_target/10)", "approach": "-tcp_to_obj"},  # flat over any episode's distance
+        {"progress": "-obj_to_target", "approach": "exp(-tcp_to_obj/0.001)"},  # zero until the last millimetre
+        {"progress": "tolerance(obj_to_target, 0, 0.5, 0.3)", "approach": "-tcp_to_obj"},  # 1 over the whole way
+        {"progress": "tolerance(obj_to_target, 0, 0.05)", "approach": "-tcp_to_obj"},  # no margin: a step
+        {"progress": "-obj_to_target", "approach": "exp(-tcp_to_obj/initial_obj_to_target)"},  # another start
     ]
     for components in wrong:
         assert not engine.accepts(grammar, _answer(components)), components

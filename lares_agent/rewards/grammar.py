@@ -10,8 +10,11 @@ From scratch it also fixes what the small model most often got wrong in meaning 
 without own-task examples, under the grammar"): the answer opens with a "progress" component (and, where the robot
 must reach an object first, an "approach" one), each ONE term over its distance that grows as the distance
 shrinks, in one of the bounded or linear shapes the tasks' own rewards use (-w*d, w*exp(-d/s), w*(1 - tanh(d/s)),
-w*tolerance(d, 0, r, ...)). The model still picks the shape and every constant, and writes the other components
-freely; the grammar only rules out a wrong sign or a missing progress term.
+w*tolerance(d, 0, r, s, ...)). The model still picks the shape and every constant, and writes the other components
+freely; the grammar only rules out a wrong sign, a missing progress term, and a scale s that leaves the term flat
+over the distance an episode closes (s of 0.01 to 0.99 m or the distance at the start, r under 0.1 m): in the
+evidence grid the 1.5B wrote `exp(-obj_to_target/10)`, which changes by 5% between door-close-v3's start and goal,
+in every round-0 slot of a seed that never moved the door (docs/RESULTS.md, "The evidence grid on the current code").
 """
 
 from __future__ import annotations
@@ -55,6 +58,8 @@ call ::= unaryname "(" sp sum sp ")" |
 triple ::= "(" sp sum sep sum sep sum sp ")"
 piece ::= "(" sp sum sep cond sp ")"
 tolbounds ::= sum sep sum | "bounds=(" sp sum sep sum sp ")"
+scale ::= "0." ([1-9] [0-9]? | "0" [1-9] [0-9]?)
+zone ::= "0" | "0.0" [0-9]{1,3}
 tolarg ::= sum | shape | tolkey "=" sum | "sigmoid=" shape
 sep ::= sp "," sp
 sp ::= " "?
@@ -65,12 +70,16 @@ def _alternatives(names: Sequence[str]) -> str:
     return " | ".join(json.dumps(name) for name in names)
 
 
-def _shaped(rule: str, feature: str) -> str:
-    """A rule for one term over a distance `feature` that grows as the distance shrinks (see the module's text)."""
-    d = json.dumps(feature)
+def _shaped(rule: str, feature: str, features: Sequence[str]) -> str:
+    """Rules for one term over a distance `feature` that grows as the distance shrinks (see the module's text),
+    with a scale that shapes the whole way from the start: 0.01 to 0.99 m, or the distance at the episode's start
+    where the task has it (`initial_<feature>`, the margin of the tasks' own `tolerance` terms)."""
+    d, start = json.dumps(feature), f"initial_{feature}"
+    scale = "scale" + (f' | {json.dumps(start)}' if start in features else "")
     return (f'{rule} ::= "-" (num sp "*" sp)? {d} | (num sp "*" sp)? ('
-            f'"exp(-" {d} sp "/" sp num ")" | "(1 - tanh(" {d} sp "/" sp num "))" | '
-            f'"tolerance(" {d} sep "0" sep num (sep tolarg)* sp ")")')
+            f'"exp(-" {d} sp "/" sp {rule}scale ")" | "(1 - tanh(" {d} sp "/" sp {rule}scale "))" | '
+            f'"tolerance(" {d} sep "0" sep zone sep {rule}scale (sep tolarg)* sp ")")\n'
+            f"{rule}scale ::= {scale}")
 
 
 def answer_grammar(features: Sequence[str], max_components: int, rationale_chars: int = 120, *,
@@ -99,7 +108,7 @@ def answer_grammar(features: Sequence[str], max_components: int, rationale_chars
     rules = [
         'root ::= "{" sp "\\"components\\"" sp ":" sp "{" sp ' + body +
         ' sp "}" sep "\\"rationale\\"" sp ":" sp rationale sp "}"',
-        *[_shaped(f"{name}term", feature) for name, feature in fixed],
+        *[_shaped(f"{name}term", feature, ordered) for name, feature in fixed],
         'component ::= "\\"" [a-z] [a-z0-9_]{0,23} "\\"" sp ":" sp "\\"" sum "\\""',
         f'rationale ::= "\\"" [^"\\\\\\n]{{0,{rationale_chars}}} "\\""',
         f"feature ::= {_alternatives(ordered)}",
