@@ -1,0 +1,33 @@
+"""experiments/evidence/updates.py: what each reward update of a grid trial saw and did, read from the committed
+records of the evidence grid."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from helpers import load_script
+
+ROOT = Path(__file__).resolve().parents[1] / "experiments" / "evidence"
+
+
+def test_an_answer_is_told_apart_from_its_source_by_form_and_by_constants() -> None:
+    script = load_script(ROOT / "updates.py")
+    before = {"reach": "exp(-tcp_to_obj/0.1)", "done": "5*success"}
+    after = {"reach": "exp(-tcp_to_obj/0.2)", "close": "-obj_to_target"}
+    assert script.changes(before, after, "door-close-v3") == "+close -done ~reach (constants)"
+    assert script.changes(before, {**before, "reach": "-tcp_to_obj"}, "door-close-v3") == "~reach"
+    assert script.changes(before, dict(before), "door-close-v3") == "no component changed"
+
+
+def test_a_committed_with_init_trial_reads_as_updates_answers_and_what_was_handed_over(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    trial = "door-close-v3-lares-init-s2"
+    if not (ROOT / "runs" / trial / "events.jsonl").is_file():
+        pytest.skip("the evidence grid's records are not in this checkout")
+    assert load_script(ROOT / "updates.py").main([str(ROOT / "runs"), "--pattern", trial]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("| ") and "env steps" not in line]
+    assert len(rows) == 16  # 4 updates x 3 searched slots and the kept learner on the task's own reward
+    assert sum("| own |" in row for row in rows) == 4 and sum("ranked first" in row for row in rows) == 4
+    assert "LLM, from own" in out and "Handed over: nit-s2-r3-a1-2" in out
