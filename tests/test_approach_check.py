@@ -110,3 +110,27 @@ def test_a_small_wrong_signed_component_is_negated_though_the_whole_reward_passe
     assert fixed.warnings[0] == "repaired: negated 'tcp_to_target', which grew with tcp_to_target (lower is better)"
     kept = _check("reach-v3", answer, reach_sample, replace(CheckConfig(), repair_sign=False))
     assert kept.accepted and kept.canonical["tcp_to_target"] == "tcp_to_target"
+
+
+def test_capped_stepped_and_approach_terms_that_pay_for_distance_are_negated() -> None:
+    """Terms a local slope misses, each from a refinement or a scratch answer of the evidence grid."""
+    from lares_agent.rewards import human_components
+
+    door = get_task("door-close-v3")
+    door_sample = random_feature_sample(door, steps=150, seed=0)
+    own = dict(human_components(door) or ())
+    refined = {**own, "grasp": "where(obj_to_target < 0.05, 0, 1)", "tcp_to_obj": "where(tcp_to_obj < 0.05, 0, 1)"}
+    fixed = _check("door-close-v3", refined, door_sample)
+    assert fixed.accepted and fixed.warnings[0] == (
+        "repaired: negated 'grasp', which grew with obj_to_target (lower is better)"), fixed.warnings
+    # no other term pays for reaching the handle, so nothing shows which sign the handle term meant
+    assert fixed.canonical["tcp_to_obj"] == "where(tcp_to_obj < 0.05, 0, 1)"
+    designers = _check("door-close-v3", own, door_sample)  # its hand term is 0 at the goal: left as it is
+    assert designers.accepted and not any(w.startswith("repaired") for w in designers.warnings)
+    drawer = get_task("drawer-open-v3")
+    answer = {"progress": "exp(-obj_to_target/0.1)", "approach": "-tcp_to_obj",
+              "success": "100*Min(0.03, Max(0, obj_to_target))", "near": "-2*exp(-tcp_to_obj/0.144)"}
+    again = _check("drawer-open-v3", answer, random_feature_sample(drawer, steps=150, seed=0))
+    assert again.accepted, again.reason
+    assert again.canonical["near"] == "2*exp(-6.944444444444445*tcp_to_obj)", again.canonical
+    assert again.canonical["success"].startswith("-"), again.canonical

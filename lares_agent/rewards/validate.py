@@ -175,20 +175,38 @@ def _sign_reason(reward: CompiledReward, sample: Mapping[str, np.ndarray], progr
     return None
 
 
-def _wrong_signed(parsed: ParsedReward, sample: Mapping[str, np.ndarray], progress: str) -> list[str]:
-    """The components that grow with the progress distance on (nearly) every sample and never fall with it, where
-    another component already pays for closing it: each pays for moving away from the goal, the small model's
-    commonest slip (`0.5*d` beside `exp(-d/0.05)`)."""
+def _at_goal(reward: CompiledReward, sample: Mapping[str, np.ndarray], feature: str) -> tuple[float, float]:
+    """(share of rows where the reward pays less with `feature` at 0 than where the row is, share where it pays
+    more), over the rows where the two differ; (0, 0) where under a tenth of the rows differ."""
+    goal = dict(sample)
+    goal[feature] = np.zeros_like(np.asarray(sample[feature], dtype=np.float64))
+    base = np.asarray(reward(sample), dtype=np.float64)
+    diff = np.asarray(reward(goal), dtype=np.float64) - base
+    tol = 1e-9 * (1.0 + np.abs(base))
+    moved = np.isfinite(diff) & (np.abs(diff) > tol)
+    n = int(moved.sum())
+    if n < 0.1 * diff.size:
+        return 0.0, 0.0
+    return float(np.sum(moved & (diff < 0)) / n), float(np.sum(moved & (diff > 0)) / n)
+
+
+def _wrong_signed(parsed: ParsedReward, sample: Mapping[str, np.ndarray], feature: str) -> list[str]:
+    """The components that pay for the distance `feature`, where another component already pays for closing it:
+    each grows with it on (nearly) every sample and never falls with it (`0.5*d` beside `exp(-d/0.05)`, the small
+    model's commonest slip), or, reading it alone, pays less at the goal than where (nearly) every sample is and
+    never more, which a local slope misses in a capped or a stepped term (`5*Min(0.02, d)`,
+    `where(d < 0.05, 0, 1)`: both in refinements of the evidence grid, docs/RESULTS.md)."""
     wrong, right = [], []
     for name, expr in parsed.components.items():
         used = frozenset(str(s) for s in expr.free_symbols)
-        if progress not in used:
+        if feature not in used:
             continue
         alone = compile_reward(ParsedReward({name: expr}, {name: parsed.canonical[name]}, 0.0, used))
-        rises, falls = progress_monotonicity(alone, sample, progress)
-        if rises >= 0.9 and falls == 0.0:
+        rises, falls = progress_monotonicity(alone, sample, feature)
+        lower, higher = _at_goal(alone, sample, feature) if used == {feature} else (0.0, 0.0)
+        if (rises >= 0.9 and falls == 0.0) or (lower >= 0.9 and higher == 0.0):
             wrong.append(name)
-        elif falls > rises:
+        elif falls > rises or higher > lower:
             right.append(name)
     return wrong if right else []  # a reward that is all wrong-signed distance shows no intent to restore
 
@@ -197,14 +215,18 @@ def _repaired(parsed: ParsedReward, task: RewardTask, sample: Mapping[str, np.nd
               taken: Collection[str], config: CheckConfig) -> Verdict | None:
     """The candidate with its wrong-signed components negated, if that version passes every check (its verdict
     says what was changed); None where no component is clearly wrong-signed or the repair still fails. A repair,
-    not a rejection, where the intent is clear: the term names the distance the reward must close. Also where the
-    reward as a whole has the right sign: a bigger term can hide a small one that still pays for moving away
-    (a refinement of reach-v3's own reward once added `tcp_to_target = tcp_to_target`, docs/RESULTS.md)."""
+    not a rejection, where the intent is clear: the term names the distance the reward must close (the progress
+    or the approach distance). Also where the reward as a whole has the right sign: a bigger term can hide a small
+    one that still pays for moving away (a refinement of reach-v3's own reward once added
+    `tcp_to_target = tcp_to_target`, docs/RESULTS.md)."""
     progress, whole = task.progress_feature, compile_reward(parsed)
     rises, falls = progress_monotonicity(whole, sample, progress)
     if rises <= falls and _sign_reason(whole, sample, progress) is not None:
         return None  # terms that cancel, or a threshold alone: the fix is a new term, not a sign
-    flipped = _wrong_signed(parsed, sample, progress)
+    features = [f for f in (progress, task.approach_feature) if f is not None and f in sample]
+    flipped: dict[str, str] = {}
+    for feature in features:
+        flipped.update({name: feature for name in _wrong_signed(parsed, sample, feature) if name not in flipped})
     if not flipped:
         return None
     components = {n: f"-({t})" if n in flipped else t for n, t in parsed.canonical.items()}
@@ -212,9 +234,9 @@ def _repaired(parsed: ParsedReward, task: RewardTask, sample: Mapping[str, np.nd
                      config=dataclasses.replace(config, repair_sign=False))
     if not fixed.accepted:
         return None
-    note = (f"repaired: negated {', '.join(repr(n) for n in flipped)}, which grew with {task.progress_feature} "
-            "(lower is better)")
-    return dataclasses.replace(fixed, warnings=(note, *fixed.warnings))
+    notes = "; ".join(f"negated {', '.join(repr(n) for n in flipped if flipped[n] == f)}, which grew with {f} "
+                      "(lower is better)" for f in features if f in flipped.values())
+    return dataclasses.replace(fixed, warnings=(f"repaired: {notes}", *fixed.warnings))
 
 
 def structure_key_of(canonical: Mapping[str, str]) -> str:
