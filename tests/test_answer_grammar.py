@@ -122,7 +122,7 @@ def test_the_small_models_mistakes_cannot_be_decoded(engine: GrammarEngine, expr
 def test_from_scratch_the_answer_opens_with_correctly_signed_progress_and_approach(engine: GrammarEngine) -> None:
     """Each fixed component is one term that grows as its distance shrinks; the rest stay free."""
     grammar = answer_grammar(FEATURES, 4, progress="obj_to_target", approach="tcp_to_obj")
-    for progress in ["-obj_to_target", "-2.5*obj_to_target", "3*exp(-obj_to_target/0.05)",
+    for progress in ["-obj_to_target", "-2.5*obj_to_target", "3*exp(-obj_to_target/0.25)",
                      "(1 - tanh(obj_to_target/0.1))", "tolerance(obj_to_target, 0, 0.05, 0.3, 0.1, 'long_tail')",
                      "2*exp(-obj_to_target/initial_obj_to_target)",
                      "tolerance(obj_to_target, 0, 0.05, initial_obj_to_target, sigmoid='long_tail')"]:
@@ -136,7 +136,7 @@ def test_from_scratch_the_answer_opens_with_correctly_signed_progress_and_approa
         {"progress": "-obj_to_target"},  # no approach
         {"progress": "-obj_to_target + 5*grasped", "approach": "-tcp_to_obj"},  # more than one term
         {"progress": "exp(-obj_to_target/10)", "approach": "-tcp_to_obj"},  # flat over any episode's distance
-        {"progress": "-obj_to_target", "approach": "exp(-tcp_to_obj/0.001)"},  # zero until the last millimetre
+        {"progress": "-obj_to_target", "approach": "exp(-tcp_to_obj/0.05)"},  # 0.0005 at a start 0.38 m away
         {"progress": "tolerance(obj_to_target, 0, 0.5, 0.3)", "approach": "-tcp_to_obj"},  # 1 over the whole way
         {"progress": "tolerance(obj_to_target, 0, 0.05)", "approach": "-tcp_to_obj"},  # no margin: a step
         {"progress": "-obj_to_target", "approach": "exp(-tcp_to_obj/initial_obj_to_target)"},  # another start
