@@ -319,10 +319,12 @@ def validate(
         progress = task.progress_feature
         if config.require_progress_sign and progress in sample:
             reason = _sign_reason(reward, sample, progress)
-            designers = _human_breaks_sign(human_parsed, parsed, sample, progress) if reason is not None else (
-                human_parsed is not None and structure_key(parsed) == structure_key(human_parsed))
-            repaired = _repaired(parsed, task, sample, id, taken, config) if config.repair_sign and not designers \
-                else None
+            if reason is not None:
+                designers = _human_breaks_sign(human_parsed, parsed, sample, progress)
+            else:  # the designer's form is the reference: it and its numeric children keep their terms' signs
+                designers = human_parsed is not None and structure_key(parsed) == structure_key(human_parsed)
+            repaired = None if designers or not config.repair_sign else _repaired(parsed, task, sample, id, taken,
+                                                                                  config)
             if repaired is not None:
                 return repaired
             if reason is not None and not designers:
