@@ -7,8 +7,9 @@ import math
 import numpy as np
 import sympy
 
+from lares_agent.engine.tasks import get_task
 from lares_agent.rewards import allowed_features, parse_expression, validate
-from lares_agent.rewards.mutate import mutable_constants, numeric_children
+from lares_agent.rewards.mutate import mutable_constants, numeric_children, scales_within
 from tests.helpers import point_task
 
 ELITE = {"progress": "-5*dist", "near": "2*exp(-dist/0.05)", "effort": "-0.1*action_norm**2"}
@@ -63,3 +64,16 @@ def test_nothing_to_mutate_or_unparseable_gives_no_children() -> None:
     assert numeric_children({"p": "__import__('os')"}, task, 3, np.random.default_rng(0)) == []
     sqrt_child = numeric_children({"p": "-3*sqrt(dist)"}, task, 1, np.random.default_rng(0))[0]["p"]
     assert "sqrt(dist)" in sqrt_child and "-3*" not in sqrt_child
+
+
+def test_children_of_a_scratch_reward_keep_the_grammars_scale_on_the_opening_terms() -> None:
+    task = get_task("door-close-v3")
+    keep = scales_within({"progress": "obj_to_target", "approach": "tcp_to_obj"}, allowed_features(task))
+    assert keep({"progress": "exp(-2.5*obj_to_target)", "approach": "1 - tanh(5*tcp_to_obj)",
+                 "near": "exp(-50*tcp_to_obj)"})  # a free component may be steep
+    assert not keep({"progress": "exp(-0.0288*obj_to_target)", "approach": "-tcp_to_obj"})  # 35 m: flat
+    assert not keep({"progress": "-obj_to_target", "approach": "2*exp(-20.0*tcp_to_obj)"})  # 0.05 m: zero at the start
+    parent = {"progress": "exp(-1.1*obj_to_target)", "approach": "exp(-9.5*tcp_to_obj)"}  # 0.91 m and 0.105 m
+    free = numeric_children(parent, task, 8, np.random.default_rng(0), sigma=1.0)
+    kept = numeric_children(parent, task, 8, np.random.default_rng(0), sigma=1.0, keep=keep)
+    assert any(not keep(child) for child in free) and kept and all(keep(child) for child in kept)

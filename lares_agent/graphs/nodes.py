@@ -30,9 +30,9 @@ from lares_agent.graphs.prompting import (
 )
 from lares_agent.graphs.state import HUMAN_ELITE, CandidateRecord, EliteInfo, RoundState, step
 from lares_agent.llm.errors import BudgetExceeded, LLMError
-from lares_agent.rewards import answer_grammar, prompt_features, record_key
+from lares_agent.rewards import allowed_features, answer_grammar, prompt_features, record_key
 from lares_agent.rewards import validate as validate_candidate
-from lares_agent.rewards.mutate import numeric_children
+from lares_agent.rewards.mutate import numeric_children, scales_within
 from lares_agent.rewards.prescreen import proxy_score
 from lares_agent.rewards.tuning import tuned_children
 from lares_agent.tools.retrieval import render_cases, retrieve_cases
@@ -117,17 +117,22 @@ def _children(ctx: RunContext, elites: list[EliteInfo], round_: int, attempt: in
     if limits.numeric_children <= 0 or not elites:
         return []
     rng = np.random.default_rng([limits.seed, round_, attempt])
+    keep = None
+    if ctx.human_reward is None:  # from scratch: the children keep the grammar's bounds on the opening terms
+        opening = {name: feature for name, feature in (("progress", ctx.task.progress_feature),
+                                                       ("approach", ctx.task.approach_feature)) if feature}
+        keep = scales_within(opening, allowed_features(ctx.task), limits.checks.limits)
     share = [limits.numeric_children // len(elites) + (1 if i < limits.numeric_children % len(elites) else 0)
              for i in range(len(elites))]
     out: list[CandidateRecord] = []
     for elite, n in zip(elites, share, strict=True):
         comps = dict(elite.get("components") or {})
         children, trials = tuned_children(comps, ctx.task, n, ctx.measured, int(rng.integers(2**31)),
-                                          limits=limits.checks.limits)
+                                          limits=limits.checks.limits, keep=keep)
         how = f"constants by TPE over {trials} measured reward(s) of its structure"
         if not children:
             children = numeric_children(comps, ctx.task, n, rng, sigma=limits.mutation_sigma,
-                                        limits=limits.checks.limits)
+                                        limits=limits.checks.limits, keep=keep)
             how = f"constants x exp(N(0, {limits.mutation_sigma:g}))"
         for child in children:
             rationale = f"numeric child of {elite.get('id', '?')}: {how}"

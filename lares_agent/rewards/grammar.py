@@ -28,7 +28,10 @@ from collections.abc import Sequence
 
 from lares_agent.rewards.shaping import CAGING_PARAMS, SIGMOIDS
 
-__all__ = ["answer_grammar"]
+__all__ = ["SCALE_BOUNDS", "answer_grammar"]
+
+SCALE_BOUNDS = (0.1, 0.99)
+"""The opening terms' scale in metres, as the `scale` rule below writes it ("0." then one or two digits)."""
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _UNARY = ("exp", "log", "sqrt", "tanh", "sigmoid", "abs", "Abs")

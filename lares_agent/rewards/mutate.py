@@ -12,13 +12,14 @@ dedupes it by `reward_key` like an LLM candidate.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 import sympy
 
 from lares_agent.rewards import functions as fn
 from lares_agent.rewards.candidate import canonical_text
+from lares_agent.rewards.grammar import SCALE_BOUNDS
 from lares_agent.rewards.limits import Limits, RewardRejected
 from lares_agent.rewards.parse import parse_expression
 from lares_agent.rewards.task import RewardTask, allowed_features
@@ -85,9 +86,11 @@ def numeric_children(
     sigma: float = 0.5,
     limits: Limits = Limits(),
     max_tries: int = 4,
+    keep: Callable[[Mapping[str, str]], bool] | None = None,
 ) -> list[dict[str, str]]:
     """Up to `n` children of an elite's canonical components (name -> expression), each differing from the parent
-    and from the others in text; [] when the components do not parse or hold no mutable constant."""
+    and from the others in text (and passing `keep`); [] when the components do not parse or hold no mutable
+    constant."""
     try:
         exprs = {name: parse_expression(text, allowed_features(task), limits) for name, text in components.items()}
     except (RewardRejected, ValueError, TypeError):
@@ -95,13 +98,40 @@ def numeric_children(
     if n <= 0 or not any(mutable_constants(e) for e in exprs.values()):
         return []
     return distinct_draws(exprs, lambda: {name: canonical_text(perturb_constants(e, rng, sigma))
-                                          for name, e in exprs.items()}, n, max_tries)
+                                          for name, e in exprs.items()}, n, max_tries, keep)
+
+
+def scales_within(opening: Mapping[str, str], features: Sequence[str],
+                  limits: Limits = Limits()) -> Callable[[Mapping[str, str]], bool]:
+    """A test of a child's components: whether each opening component (name -> its distance feature, the scratch
+    grammar's progress and approach terms) keeps every `exp(-d/s)` and `tanh(d/s)` of its distance at a scale s
+    within `grammar.SCALE_BOUNDS`. A child's constants are its parent's times up to e, so a parent the grammar
+    bounded can have children that are flat over the episode again (docs/RESULTS.md, "The evidence grid on the
+    current code")."""
+    low, high = SCALE_BOUNDS
+
+    def ok(components: Mapping[str, str]) -> bool:
+        for name, feature in opening.items():
+            if name not in components:
+                continue
+            try:
+                expr = parse_expression(components[name], features, limits)
+            except (RewardRejected, ValueError, TypeError):
+                return False
+            for node in sympy.preorder_traversal(expr):
+                if isinstance(node, (sympy.exp, sympy.tanh)):
+                    rate, rest = node.args[0].as_coeff_Mul()
+                    if str(rest) == feature and rate != 0 and not low <= 1 / abs(float(rate)) <= high:
+                        return False
+        return True
+
+    return ok
 
 
 def distinct_draws(parent: Mapping[str, sympy.Basic], draw: Callable[[], dict[str, str]], n: int,
-                   tries: int) -> list[dict[str, str]]:
-    """Up to `n` children from `draw`, each differing in text from the parent and the others, in `n * tries`
-    draws at most; a draw sympy refuses to rebuild is skipped."""
+                   tries: int, keep: Callable[[Mapping[str, str]], bool] | None = None) -> list[dict[str, str]]:
+    """Up to `n` children from `draw`, each differing in text from the parent and the others (and passing `keep`),
+    in `n * tries` draws at most; a draw sympy refuses to rebuild is skipped."""
     seen = {tuple(sorted((k, canonical_text(e)) for k, e in parent.items()))}
     out: list[dict[str, str]] = []
     for _ in range(n * tries):
@@ -112,7 +142,7 @@ def distinct_draws(parent: Mapping[str, sympy.Basic], draw: Callable[[], dict[st
         except (TypeError, ValueError, ArithmeticError):  # sympy refusing a rebuilt node
             continue
         key = tuple(sorted(child.items()))
-        if key not in seen:
+        if key not in seen and (keep is None or keep(child)):
             seen.add(key)
             out.append(child)
     return out

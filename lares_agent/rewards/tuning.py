@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import sympy
 
@@ -66,10 +66,12 @@ def tuned_children(
     *,
     spread: float = 1.0,
     limits: Limits = Limits(),
+    keep: Callable[[Mapping[str, str]], bool] | None = None,
 ) -> tuple[list[dict[str, str]], int]:
     """Up to `n` children of an elite's components and the number of measured rewards of its structure the
     optimiser learned from; ([], 0) when the components do not parse or hold no constant to tune. Each child's
-    constants are the elite's times exp(x), x in [-spread, spread] per constant, rounded to 3 significant digits."""
+    constants are the elite's times exp(x), x in [-spread, spread] per constant, rounded to 3 significant digits;
+    a draw `keep` refuses is drawn again."""
     import optuna
 
     exprs = _parsed(components, task, limits)
@@ -103,4 +105,4 @@ def tuned_children(
             values = iter(float(f"{b * math.exp(params[c]):.3g}") for b, c in zip(base, names, strict=True))
             return {name: canonical_text(replace_constants(exprs[name], values)) for name in sorted(exprs)}
 
-        return distinct_draws(exprs, draw, n, 4), len(trials)
+        return distinct_draws(exprs, draw, n, 4, keep), len(trials)
