@@ -165,7 +165,11 @@ def _offstage_reason(parsed: ParsedReward, task: RewardTask) -> str | None:
 
 def _sign_reason(reward: CompiledReward, sample: Mapping[str, np.ndarray], progress: str) -> str | None:
     """Check 7: the reward must rise as the progress distance shrinks."""
-    rises, falls = progress_monotonicity(reward, sample, progress)
+    return _sign_verdict(*progress_monotonicity(reward, sample, progress), progress)
+
+
+def _sign_verdict(rises: float, falls: float, progress: str) -> str | None:
+    """`_sign_reason` from the shares `progress_monotonicity` measured."""
     if rises > 0.5 and rises > falls:
         return (f"the reward increases as {progress} grows on {rises:.0%} of samples, but {progress} "
                 f"is lower-is-better: use -w*{progress} or w*exp(-{progress}/s)")
@@ -219,11 +223,7 @@ def _repaired(parsed: ParsedReward, task: RewardTask, sample: Mapping[str, np.nd
     or the approach distance). Also where the reward as a whole has the right sign: a bigger term can hide a small
     one that still pays for moving away (a refinement of reach-v3's own reward once added
     `tcp_to_target = tcp_to_target`, docs/RESULTS.md)."""
-    progress, whole = task.progress_feature, compile_reward(parsed)
-    rises, falls = progress_monotonicity(whole, sample, progress)
-    if rises <= falls and _sign_reason(whole, sample, progress) is not None:
-        return None  # terms that cancel, or a threshold alone: the fix is a new term, not a sign
-    features = [f for f in (progress, task.approach_feature) if f is not None and f in sample]
+    features = [f for f in (task.progress_feature, task.approach_feature) if f is not None and f in sample]
     flipped: dict[str, str] = {}
     for feature in features:
         flipped.update({name: feature for name in _wrong_signed(parsed, sample, feature) if name not in flipped})
@@ -318,13 +318,16 @@ def validate(
             return reject(reason, numeric)
         progress = task.progress_feature
         if config.require_progress_sign and progress in sample:
-            reason = _sign_reason(reward, sample, progress)
+            rises, falls = progress_monotonicity(reward, sample, progress)
+            reason = _sign_verdict(rises, falls, progress)
             if reason is not None:
                 designers = _human_breaks_sign(human_parsed, parsed, sample, progress)
             else:  # the designer's form is the reference: it and its numeric children keep their terms' signs
                 designers = human_parsed is not None and structure_key(parsed) == structure_key(human_parsed)
-            repaired = None if designers or not config.repair_sign else _repaired(parsed, task, sample, id, taken,
-                                                                                  config)
+            blind = reason is not None and rises <= falls  # terms that cancel, or a threshold alone: the fix is a
+            # new term, not a sign
+            repaired = None if designers or blind or not config.repair_sign else _repaired(
+                parsed, task, sample, id, taken, config)
             if repaired is not None:
                 return repaired
             if reason is not None and not designers:
