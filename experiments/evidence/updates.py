@@ -16,8 +16,11 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from lares_agent.engine.tasks import get_task
 from lares_agent.report.run_reader import Candidate, RunData, read_run
 from lares_agent.report.selected import HUMAN_REWARD_ID, selected_reward
+from lares_agent.rewards import RewardRejected, allowed_features, human_components, parse_candidate
+from lares_agent.rewards.validate import structure_key_of
 from lares_agent.runs import RewardUpdateRecord
 
 HERE = Path(__file__).resolve().parent
@@ -40,9 +43,6 @@ def kind(candidate: Candidate | None, reward_id: str) -> str:
 def canonical(components: Mapping[str, str], task: str) -> Mapping[str, str]:
     """Components in the language's canonical form (so `2*d` and `d*2` are one text); as written if they do not
     parse."""
-    from lares_agent.engine.tasks import get_task
-    from lares_agent.rewards import RewardRejected, allowed_features, parse_candidate
-
     try:
         return dict(parse_candidate({"components": dict(components), "rationale": ""},
                                     allowed_features(get_task(task))).canonical)
@@ -51,8 +51,6 @@ def canonical(components: Mapping[str, str], task: str) -> Mapping[str, str]:
 
 
 def _form(name: str, components: Mapping[str, str]) -> str:
-    from lares_agent.rewards.validate import structure_key_of
-
     return structure_key_of({name: components[name]})
 
 
@@ -74,9 +72,6 @@ def _num(value: float, digits: int = 2) -> str:
 
 def own_components(data: RunData) -> Mapping[str, str]:
     """The task's own reward as the run's first refinements saw it (empty where the run never showed it)."""
-    from lares_agent.engine.tasks import get_task
-    from lares_agent.rewards import human_components
-
     try:
         return dict(human_components(get_task(data.task)) or ())
     except (KeyError, ValueError):
