@@ -1,7 +1,8 @@
 """What each reward update of the grid's LaRes trials saw and did: the "why" behind a task where LaRes loses.
 
 Offline, from a grid's records (no training). Per trial: each update's env steps and grade, each slot's reward
-(the task's own, an LLM answer, or a numeric child), its success, task return and fitness, the slot ranked first,
+(the task's own, an LLM answer, or a numeric child), its success, the share of the start distance its policies
+closed to the object (approach) and to the goal (progress), task return and fitness, the slot ranked first,
 and what replaced the others; for each LLM answer, the components it added, dropped or changed against the reward it
 was written from; at the end, the reward whose learner the trial handed over.
 
@@ -83,8 +84,9 @@ def trial_report(path: Path) -> str:
     data = read_run(path)
     own = own_components(data)
     lines = [f"### {path.name}", "",
-             "| update | env steps | slot | reward | from | graded by | success | task return | fitness | |",
-             "|---:|---:|---:|---|---|---|---:|---:|---:|---|"]
+             "| update | env steps | slot | reward | from | graded by | success | approach closed | progress closed "
+             "| task return | fitness | |",
+             "|---:|---:|---:|---|---|---|---:|---:|---:|---:|---:|---|"]
     for event in data.events:
         if event.event != "reward_update":
             continue
@@ -95,7 +97,8 @@ def trial_report(path: Path) -> str:
             lines.append(
                 f"| {update.round} | {update.env_steps:,} | {slot.slot} | {slot.reward_id} | "
                 f"{kind(data.candidate(slot.reward_id), slot.reward_id)} | {slot.graded_by or '–'} | "
-                f"{_num(slot.success)} | {_num(slot.task_return, 0)} | {_num(slot.fitness, 3)} | {mark} |")
+                f"{_num(slot.success)} | {_num(slot.approach_closed)} | {_num(slot.progress_closed)} | "
+                f"{_num(slot.task_return, 0)} | {_num(slot.fitness, 3)} | {mark} |")
     answers = [c for c in data.candidates if c.accepted and c.components and not c.rationale.startswith(CHILD)]
     if answers:
         lines += ["", "LLM answers installed (against the reward each was written from):", ""]
