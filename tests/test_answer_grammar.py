@@ -11,11 +11,20 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from lares_agent.engine.tasks import get_task, list_tasks
 from lares_agent.llm.models import KNOWN_MODELS, ensure_model, parts_installed
-from lares_agent.rewards import RewardRejected, allowed_features, answer_grammar, human_components, parse_candidate
+from lares_agent.rewards import (
+    RewardRejected,
+    allowed_features,
+    answer_grammar,
+    human_components,
+    parse_candidate,
+    scale_bounds,
+)
+from lares_agent.rewards.grammar import SCALE_BOUNDS
 
 SPEC = KNOWN_MODELS["qwen2.5-coder-0.5b"]
 FEATURES = ["tcp_to_obj", "obj_to_target", "tcp_to_obj_xy", "grasped", "initial_obj_to_target"]
@@ -145,6 +154,30 @@ def test_from_scratch_the_answer_opens_with_correctly_signed_progress_and_approa
         assert not engine.accepts(grammar, _answer(components)), components
     alone = answer_grammar(FEATURES, 1, progress="obj_to_target")
     assert engine.accepts(alone, _answer({"progress": "-obj_to_target"}))
+
+
+def test_the_scale_bounds_follow_the_sampled_distances() -> None:
+    """From D/ln(10) (a tenth at the start distance D) to 2D (40% change over it), D the 90th percentile."""
+    door = np.r_[np.full(90, 0.486), np.full(10, 0.2)]  # a door 0.49 m from shut, closed part of the way at times
+    assert scale_bounds(door) == (0.22, 0.97)
+    assert scale_bounds(np.full(50, 0.094)) == (0.05, 0.18)  # a button 9 cm away
+    assert scale_bounds(np.full(50, 1.2)) == (0.53, 2.4)
+    assert scale_bounds(None) == scale_bounds(np.full(5, np.nan)) == scale_bounds(np.zeros(5)) == SCALE_BOUNDS
+
+
+@pytest.mark.slow
+def test_from_scratch_the_scale_follows_the_tasks_distances(engine: GrammarEngine) -> None:
+    """`exp(-d/0.1)` for a door 0.49 m from shut is 0.008 at the start: under bounds from the sampled distances
+    the opening terms shape the whole way, and the start distance stays a scale where the task has it."""
+    scales = {"obj_to_target": scale_bounds(np.full(20, 0.486)), "tcp_to_obj": scale_bounds(np.full(20, 0.38))}
+    grammar = answer_grammar(FEATURES, 3, progress="obj_to_target", approach="tcp_to_obj", scales=scales)
+    for progress in ["exp(-obj_to_target/0.30)", "2*(1 - tanh(obj_to_target/0.97))", "-obj_to_target",
+                     "exp(-obj_to_target/initial_obj_to_target)",
+                     "tolerance(obj_to_target, 0, 0.05, 0.50, sigmoid='long_tail')"]:
+        assert engine.accepts(grammar, _answer({"progress": progress, "approach": "exp(-tcp_to_obj/0.17)"})), progress
+    for progress, approach in [("exp(-obj_to_target/0.10)", "-tcp_to_obj"), ("exp(-obj_to_target/0.99)", "-tcp_to_obj"),
+                               ("-obj_to_target", "exp(-tcp_to_obj/0.16)"), ("-obj_to_target", "exp(-tcp_to_obj/0.8)")]:
+        assert not engine.accepts(grammar, _answer({"progress": progress, "approach": approach})), (progress, approach)
 
 
 @pytest.mark.slow

@@ -24,7 +24,7 @@ from lares_agent.graphs.round import run_round
 from lares_agent.graphs.routing import route_after_validate, route_start
 from lares_agent.llm import LLMConfig, make_client
 from lares_agent.memory.cases import Case, CaseStore
-from lares_agent.rewards import compile_record
+from lares_agent.rewards import compile_record, scale_bounds
 from lares_agent.tools.trajectory import Rollout
 
 TASK = described_task(
@@ -312,6 +312,9 @@ def test_temperature_warms_within_a_round_and_the_grammar_reaches_the_backend() 
     assert "response_format" not in options[0] and '"tcp_to_goal"' in options[0]["grammar"]
     # From scratch the answer must open with a progress term on tcp_to_goal; refining the task's own reward, not.
     assert 'progressterm ::= "-" (num sp "*" sp)? "tcp_to_goal"' in options[0]["grammar"]
+    low, high = scale_bounds(deps.sample["tcp_to_goal"])  # its scale follows the round's sampled distances
+    (scale,) = [r for r in options[0]["grammar"].splitlines() if r.startswith("progresstermscale ::= ")]
+    assert f'"{low:.2f}"' in scale and f'"{high:.2f}"' in scale and '"0.05"' not in scale and low < 0.3 < high
     refine = make_deps([GOOD], human_reward={"d": "-tcp_to_goal"})
     refine.llm.kind = "local"
     run_round(build_graph(), {"round": 0, "n_wanted": 1}, "r0", refine)

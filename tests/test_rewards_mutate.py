@@ -77,3 +77,6 @@ def test_children_of_a_scratch_reward_keep_the_grammars_scale_on_the_opening_ter
     free = numeric_children(parent, task, 8, np.random.default_rng(0), sigma=1.0)
     kept = numeric_children(parent, task, 8, np.random.default_rng(0), sigma=1.0, keep=keep)
     assert any(not keep(child) for child in free) and kept and all(keep(child) for child in kept)
+    door = scales_within({"progress": "obj_to_target"}, allowed_features(task),
+                         bounds={"obj_to_target": (0.22, 0.97)})  # the bounds of a door 0.49 m from shut
+    assert door({"progress": "exp(-2.5*obj_to_target)"}) and not door({"progress": "exp(-10*obj_to_target)"})

@@ -11,6 +11,7 @@ sends back to `propose`. Every LLM call is tagged with its node and carries the 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -30,7 +31,7 @@ from lares_agent.graphs.prompting import (
 )
 from lares_agent.graphs.state import HUMAN_ELITE, CandidateRecord, EliteInfo, RoundState, step
 from lares_agent.llm.errors import BudgetExceeded, LLMError
-from lares_agent.rewards import allowed_features, answer_grammar, prompt_features, record_key
+from lares_agent.rewards import allowed_features, answer_grammar, prompt_features, record_key, scale_bounds
 from lares_agent.rewards import validate as validate_candidate
 from lares_agent.rewards.mutate import numeric_children, scales_within
 from lares_agent.rewards.prescreen import proxy_score
@@ -61,7 +62,19 @@ def _grammar(ctx: RunContext, n: int, max_components: int) -> str | None:
     progress = ctx.task.progress_feature if ctx.task.progress_feature in features else None
     room = progress and max_components >= 2  # the approach term comes second
     approach = ctx.task.approach_feature if room and ctx.task.approach_feature in features else None
-    return answer_grammar(features, max_components, progress=progress, approach=approach)
+    return answer_grammar(features, max_components, progress=progress, approach=approach,
+                          scales=_scale_bounds(ctx, _opening(ctx).values()))
+
+
+def _opening(ctx: RunContext) -> dict[str, str]:
+    """The scratch grammar's opening components and their distance features."""
+    return {name: feature for name, feature in (("progress", ctx.task.progress_feature),
+                                                ("approach", ctx.task.approach_feature)) if feature}
+
+
+def _scale_bounds(ctx: RunContext, features: Iterable[str]) -> dict[str, tuple[float, float]]:
+    """Each opening feature's scale bounds from the distances in the round's sample (`grammar.scale_bounds`)."""
+    return {f: scale_bounds(ctx.sample.get(f)) for f in features}
 
 
 def _ask(ctx: RunContext, node: str, state: RoundState, user: str, attempt: int, **kw: Any) -> str:
@@ -119,9 +132,9 @@ def _children(ctx: RunContext, elites: list[EliteInfo], round_: int, attempt: in
     rng = np.random.default_rng([limits.seed, round_, attempt])
     keep = None
     if ctx.human_reward is None:  # from scratch: the children keep the grammar's bounds on the opening terms
-        opening = {name: feature for name, feature in (("progress", ctx.task.progress_feature),
-                                                       ("approach", ctx.task.approach_feature)) if feature}
-        keep = scales_within(opening, allowed_features(ctx.task), limits.checks.limits)
+        opening = _opening(ctx)
+        keep = scales_within(opening, allowed_features(ctx.task), limits.checks.limits,
+                             _scale_bounds(ctx, opening.values()))
     share = [limits.numeric_children // len(elites) + (1 if i < limits.numeric_children % len(elites) else 0)
              for i in range(len(elites))]
     out: list[CandidateRecord] = []

@@ -98,8 +98,8 @@ def task_examples(progress: str, approach: str | None) -> str:
 
 BUILDING_BLOCKS = """Building blocks (d: a distance feature; d0: its value when the episode starts, if a feature says):
 - bounded closeness: tolerance(d, 0, r, d0, 0.1, 'long_tail') is 1 within r of the goal and falls toward 0 over d0
-- decaying closeness: exp(-d/s) or (1 - tanh(d/s)) with s near d0 (0.1 to 0.99, or d0 itself); far above d0 the
-  term hardly changes over the episode, far below it pays only at the goal
+- decaying closeness: exp(-d/s) or (1 - tanh(d/s)) with s from about half of d0 to twice d0 (or d0 itself); far
+  above d0 the term hardly changes over the episode, far below it pays only at the goal
 - staged terms: a later stage pays only once an earlier one holds, where(d < r, later, earlier)
 - soft AND of two terms in [0, 1]: hamacher(a, b) is high only when both are
 - a success bonus on the task's own success test, and small effort costs such as -0.01*action_norm"""

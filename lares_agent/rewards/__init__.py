@@ -16,7 +16,7 @@ from lares_agent.rewards.candidate import (
 )
 from lares_agent.rewards.compile import CompiledReward, FeatureError, compile_record, compile_reward, load_reward
 from lares_agent.rewards.complexity import ComplexityWeights, expression_complexity, total_complexity
-from lares_agent.rewards.grammar import answer_grammar
+from lares_agent.rewards.grammar import answer_grammar, scale_bounds
 from lares_agent.rewards.limits import Limits, RewardRejected
 from lares_agent.rewards.numeric import NumericThresholds, check_numeric
 from lares_agent.rewards.parse import CONSTANT_NAMES, FUNCTION_NAMES, feature_symbol, parse_expression
@@ -71,6 +71,7 @@ __all__ = [
     "prompt_features",
     "record_key",
     "reward_key",
+    "scale_bounds",
     "synthetic_sample",
     "total_complexity",
     "validate",

@@ -12,26 +12,52 @@ must reach an object first, an "approach" one), each ONE term over its distance 
 shrinks, in one of the bounded or linear shapes the tasks' own rewards use (-w*d, w*exp(-d/s), w*(1 - tanh(d/s)),
 w*tolerance(d, 0, r, s, ...)). The model still picks the shape and every constant, and writes the other components
 freely; the grammar only rules out a wrong sign, a missing progress term, and a scale s that leaves the term flat
-over the distance an episode closes (s of 0.1 to 0.99 m or the distance at the start, r under 0.1 m). In the
-evidence grid's two door-close-v3 seeds that never moved the door (docs/RESULTS.md, "The evidence grid on the
-current code") the 1.5B wrote `exp(-obj_to_target/10)`, which changes by 5% between the start and the goal, and
-`exp(-tcp_to_obj/0.05)`, which is 0.0005 at the handle's start distance of 0.38 m: either way no gradient until the
-goal is nearly reached. The tasks' start distances lie between 0.09 and 0.5 m; a term for precision near the goal
-is `tolerance`'s zone r, with the margin for the way there.
+over the distance an episode closes (r under 0.1 m; s within `scale_bounds` of the distances the run has seen, or
+the distance at the start where the task has it as a feature). In the evidence grid's two door-close-v3 seeds
+that never moved the door (docs/RESULTS.md, "The evidence grid on the current code") the 1.5B wrote
+`exp(-obj_to_target/10)`, which changes by 5% between the start and the goal, and `exp(-tcp_to_obj/0.05)`, which is
+0.0005 at the handle's start distance of 0.38 m: either way no gradient until the goal is nearly reached. A fixed
+0.1 to 0.99 m still let it write `exp(-obj_to_target/0.1)` for a door 0.49 m from shut (0.008 at the start; the
+hand reached the handle and never pushed), so the bounds follow the task's own distances. A term for precision
+near the goal is `tolerance`'s zone r, with the margin for the way there.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+
+import numpy as np
 
 from lares_agent.rewards.shaping import CAGING_PARAMS, SIGMOIDS
 
-__all__ = ["SCALE_BOUNDS", "answer_grammar"]
+__all__ = ["SCALE_BOUNDS", "answer_grammar", "scale_bounds"]
 
 SCALE_BOUNDS = (0.1, 0.99)
-"""The opening terms' scale in metres, as the `scale` rule below writes it ("0." then one or two digits)."""
+"""The opening terms' scale in metres where no distances were sampled, as the `scale` rule below writes it ("0."
+then one or two digits)."""
+
+
+def scale_bounds(values: np.ndarray | None) -> tuple[float, float]:
+    """The scales s an opening term `exp(-d/s)` may take for a distance whose sampled values are `values`: from
+    D/ln(10), where the term is still a tenth of its top at the distance D episodes start from, to 2D, over which
+    it changes by 40%; D is the 90th percentile of the sample (the distances fall from where episodes start),
+    the bounds rounded inward to the 0.01 m the grammar writes. `SCALE_BOUNDS` without a usable sample."""
+    finite = np.asarray(values, np.float64)[np.isfinite(values)] if values is not None else np.zeros(0)
+    far = float(np.quantile(finite, 0.9)) if finite.size else 0.0
+    if not far >= 0.01:  # nothing sampled, or distances too small to shape at the grammar's resolution
+        return SCALE_BOUNDS
+    low = min(max(math.ceil(100 * far / math.log(10)) / 100, 0.01), 9.9)
+    return low, min(max(math.floor(20 * far) / 10 if 2 * far >= 1 else math.floor(200 * far) / 100, low), 9.9)
+
+
+def _scale_literals(bounds: tuple[float, float]) -> list[str]:
+    """Every scale the grammar writes between the bounds: 0.01 m steps below 1 m, 0.1 m steps from 1 to 9.9 m."""
+    low, high = (round(100 * b) for b in bounds)
+    return [f"{v / 100:.2f}" if v < 100 else f"{v / 100:.1f}"
+            for v in range(low, high + 1) if v < 100 or v % 10 == 0]
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _UNARY = ("exp", "log", "sqrt", "tanh", "sigmoid", "abs", "Abs")
@@ -76,12 +102,14 @@ def _alternatives(names: Sequence[str]) -> str:
     return " | ".join(json.dumps(name) for name in names)
 
 
-def _shaped(rule: str, feature: str, features: Sequence[str]) -> str:
+def _shaped(rule: str, feature: str, features: Sequence[str], bounds: tuple[float, float] | None) -> str:
     """Rules for one term over a distance `feature` that grows as the distance shrinks (see the module's text),
-    with a scale that shapes the whole way from the start: 0.1 to 0.99 m, or the distance at the episode's start
-    where the task has it (`initial_<feature>`, the margin of the tasks' own `tolerance` terms)."""
+    with a scale that shapes the whole way from the start: within `bounds` (`scale_bounds`; without them 0.1 to
+    0.99 m), or the distance at the episode's start where the task has it (`initial_<feature>`, the margin of the
+    tasks' own `tolerance` terms)."""
     d, start = json.dumps(feature), f"initial_{feature}"
-    scale = "scale" + (f' | {json.dumps(start)}' if start in features else "")
+    scale = "scale" if bounds is None else _alternatives(_scale_literals(bounds))
+    scale += f' | {json.dumps(start)}' if start in features else ""
     return (f'{rule} ::= "-" (num sp "*" sp)? {d} | (num sp "*" sp)? ('
             f'"exp(-" {d} sp "/" sp {rule}scale ")" | "(1 - tanh(" {d} sp "/" sp {rule}scale "))" | '
             f'"tolerance(" {d} sep "0" sep zone sep {rule}scale (sep tolarg)* sp ")")\n'
@@ -89,11 +117,13 @@ def _shaped(rule: str, feature: str, features: Sequence[str]) -> str:
 
 
 def answer_grammar(features: Sequence[str], max_components: int, rationale_chars: int = 120, *,
-                   progress: str | None = None, approach: str | None = None) -> str:
+                   progress: str | None = None, approach: str | None = None,
+                   scales: Mapping[str, tuple[float, float]] | None = None) -> str:
     """GBNF of one propose answer, ``{"components": {"name": "expression", ...}, "rationale": "..."}``, with 1 to
     ``max_components`` components whose expressions use only ``features`` (the answer the schema of
     `graphs/prompting.proposal_schema` describes for one candidate). With `progress` (and `approach`) the answer
-    opens with those components, each one correctly signed shaped term over its feature (the module's text)."""
+    opens with those components, each one correctly signed shaped term over its feature (the module's text), its
+    scale within ``scales[feature]`` (`scale_bounds`) where given."""
     bad = [name for name in features if not _NAME.fullmatch(name)]
     if not features or bad:
         raise ValueError(f"features must be identifiers, got {bad or 'none'}")
@@ -114,7 +144,7 @@ def answer_grammar(features: Sequence[str], max_components: int, rationale_chars
     rules = [
         'root ::= "{" sp "\\"components\\"" sp ":" sp "{" sp ' + body +
         ' sp "}" sep "\\"rationale\\"" sp ":" sp rationale sp "}"',
-        *[_shaped(f"{name}term", feature, ordered) for name, feature in fixed],
+        *[_shaped(f"{name}term", feature, ordered, (scales or {}).get(feature)) for name, feature in fixed],
         'component ::= "\\"" [a-z] [a-z0-9_]{0,23} "\\"" sp ":" sp "\\"" sum "\\""',
         f'rationale ::= "\\"" [^"\\\\\\n]{{0,{rationale_chars}}} "\\""',
         f"feature ::= {_alternatives(ordered)}",

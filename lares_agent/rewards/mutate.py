@@ -101,19 +101,19 @@ def numeric_children(
                                           for name, e in exprs.items()}, n, max_tries, keep)
 
 
-def scales_within(opening: Mapping[str, str], features: Sequence[str],
-                  limits: Limits = Limits()) -> Callable[[Mapping[str, str]], bool]:
+def scales_within(opening: Mapping[str, str], features: Sequence[str], limits: Limits = Limits(),
+                  bounds: Mapping[str, tuple[float, float]] | None = None) -> Callable[[Mapping[str, str]], bool]:
     """A test of a child's components: whether each opening component (name -> its distance feature, the scratch
     grammar's progress and approach terms) keeps every `exp(-d/s)` and `tanh(d/s)` of its distance at a scale s
-    within `grammar.SCALE_BOUNDS`. A child's constants are its parent's times up to e, so a parent the grammar
-    bounded can have children that are flat over the episode again (docs/RESULTS.md, "The evidence grid on the
-    current code")."""
-    low, high = SCALE_BOUNDS
+    within the grammar's bounds for that feature (``bounds``, `grammar.scale_bounds`; `grammar.SCALE_BOUNDS` where
+    none is given). A child's constants are its parent's times up to e, so a parent the grammar bounded can have
+    children that are flat over the episode again (docs/RESULTS.md, "The evidence grid on the current code")."""
 
     def ok(components: Mapping[str, str]) -> bool:
         for name, feature in opening.items():
             if name not in components:
                 continue
+            low, high = (bounds or {}).get(feature, SCALE_BOUNDS)
             try:
                 expr = parse_expression(components[name], features, limits)
             except (RewardRejected, ValueError, TypeError):
