@@ -17,9 +17,9 @@ the distance at the start where the task has it as a feature). In the evidence g
 that never moved the door (docs/RESULTS.md, "The evidence grid on the current code") the 1.5B wrote
 `exp(-obj_to_target/10)`, which changes by 5% between the start and the goal, and `exp(-tcp_to_obj/0.05)`, which is
 0.0005 at the handle's start distance of 0.38 m: either way no gradient until the goal is nearly reached. A fixed
-0.1 to 0.99 m still let it write `exp(-obj_to_target/0.1)` for a door 0.49 m from shut (0.008 at the start; the
-hand reached the handle and never pushed), so the bounds follow the task's own distances. A term for precision
-near the goal is `tolerance`'s zone r, with the margin for the way there.
+0.1 to 0.99 m still let it write `exp(-obj_to_target/0.1)` for a door 0.49 m from shut (0.008 at the start; docs/
+RESULTS.md, "From scratch with the scale bounded"), so the bounds follow the task's own distances. A term for
+precision near the goal is `tolerance`'s zone r, with the margin for the way there.
 """
 
 from __future__ import annotations
@@ -45,12 +45,14 @@ def scale_bounds(values: np.ndarray | None) -> tuple[float, float]:
     D/ln(10), where the term is still a tenth of its top at the distance D episodes start from, to 2D, over which
     it changes by 40%; D is the 90th percentile of the sample (the distances fall from where episodes start),
     the bounds rounded inward to the 0.01 m the grammar writes. `SCALE_BOUNDS` without a usable sample."""
-    finite = np.asarray(values, np.float64)[np.isfinite(values)] if values is not None else np.zeros(0)
+    sampled = np.asarray(values if values is not None else (), np.float64)
+    finite = sampled[np.isfinite(sampled)]
     far = float(np.quantile(finite, 0.9)) if finite.size else 0.0
     if not far >= 0.01:  # nothing sampled, or distances too small to shape at the grammar's resolution
         return SCALE_BOUNDS
     low = min(max(math.ceil(100 * far / math.log(10)) / 100, 0.01), 9.9)
-    return low, min(max(math.floor(20 * far) / 10 if 2 * far >= 1 else math.floor(200 * far) / 100, low), 9.9)
+    high = math.floor(20 * far) / 10 if 2 * far >= 1 else math.floor(200 * far) / 100  # `_scale_literals`' steps
+    return low, min(max(high, low), 9.9)
 
 
 def _scale_literals(bounds: tuple[float, float]) -> list[str]:
