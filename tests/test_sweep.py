@@ -30,11 +30,12 @@ TINY = ["--set", "warmup_steps=150", "--set", "eval_every=150", "--set", "eval_e
         "--set", "batch_size=32", "--set", "checkpoint_every=150"]
 
 
-def lares(*args: str, home: Path) -> subprocess.Popen[str]:
+def lares(*args: str, home: Path, cwd: Path | None = None) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "LARES_HOME": str(home), "OMP_NUM_THREADS": "1",
            "RAY_AUTH_MODE": "disabled"}
-    return subprocess.Popen([sys.executable, "-c", "from lares_agent.cli.app import main; main()", *args],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    # -P: the driver imports this checkout (PYTHONPATH), never a package in its working directory
+    return subprocess.Popen([sys.executable, "-P", "-c", "from lares_agent.cli.app import main; main()", *args],
+                            env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
 
 
@@ -63,8 +64,13 @@ def steps(run: Path) -> list[int]:
 
 def test_sweep_runs_the_grid_and_reports_it(tmp_path: Path) -> None:
     out = tmp_path / "sweep"
+    # Started inside another checkout: Ray puts the driver's cwd first on its workers' path, and the trials must
+    # still run the driver's lares_agent, not this decoy.
+    decoy = tmp_path / "other-checkout" / "lares_agent"
+    decoy.mkdir(parents=True)
+    (decoy / "__init__.py").write_text("raise ImportError('a trial imported the checkout it was started in')\n")
     log = finish(lares("sweep", "--tasks", "Reacher-v5,window-close-v3", "--methods", "human,sparse", "--seeds", "0",
-                       "--set", "budget=300", *TINY, "--out", str(out), home=tmp_path / "home"))
+                       "--set", "budget=300", *TINY, "--out", str(out), home=tmp_path / "home", cwd=decoy.parent))
     assert "4/4 trials finished" in log
     runs = sorted(p.name for p in (out / "runs").iterdir())
     assert runs == ["Reacher-v5-human-s0", "Reacher-v5-sparse-s0", "window-close-v3-human-s0",

@@ -16,7 +16,9 @@ own reward (the init arm keeps one), the retrain trains on the task's own reward
     python experiments/evidence/retrain.py table experiments/evidence/retrain.json runs/retrain-C \\
         --csv experiments/evidence/results/retrain_policies.csv
 
-Run steps 2 and 3 with the grid's commit on PYTHONPATH (its worktree), as the grid itself ran.
+Run steps 2 and 3 with the grid's commit on PYTHONPATH (its worktree), as the grid itself ran, and from outside
+the checkout (`cd runs`, paths adjusted): on a commit before Ray started in the sweep's folder, Ray's workers import
+the lares_agent of the driver's working directory first.
 """
 
 from __future__ import annotations

@@ -131,22 +131,28 @@ def _trial_name(trial: Any) -> str:
     return Trial(str(cfg["task"]), cfg["method"], int(cfg["seed"])).id
 
 
-def _init_ray(ray_address: str | None) -> None:
+def _init_ray(ray_address: str | None, layout: SweepLayout) -> None:
     """A local Ray with one CPU per core this process may use (one trial per core at --cpus-per-trial 1), or
-    the cluster at `ray_address`."""
+    the cluster at `ray_address`.
+
+    Ray puts the driver's working directory first on its workers' path and makes it their cwd, so a sweep
+    started inside another checkout would run that checkout's lares_agent in its trials, not the driver's (the
+    code its run folders would then record). Ray starts in the sweep's folder instead; the options' paths are
+    absolute by then (`sweep_spec.parse_sets`)."""
     import ray
 
     os.environ.setdefault("RAY_CHDIR_TO_TRIAL_DIR", "0")  # trials keep the sweep's folder as their cwd
     if ray.is_initialized():
         return
-    if ray_address:
-        ray.init(address=ray_address, include_dashboard=False, log_to_driver=False)
-        return
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
-    ray.init(num_cpus=cores, include_dashboard=False, log_to_driver=False)
+    with contextlib.chdir(layout.root):
+        if ray_address:
+            ray.init(address=ray_address, include_dashboard=False, log_to_driver=False)
+            return
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except AttributeError:  # not Linux
+            cores = os.cpu_count() or 1
+        ray.init(num_cpus=cores, include_dashboard=False, log_to_driver=False)
 
 
 def _tuner(spec: SweepSpec, layout: SweepLayout) -> Any:
@@ -194,7 +200,7 @@ def start_sweep(spec: SweepSpec, out: Path, ray_address: str | None = None) -> S
     except OSError as exc:
         raise LaresError(f"cannot create the sweep folder {out}: {exc.strerror or exc}") from None
     spec.save(layout.spec)
-    _init_ray(ray_address)
+    _init_ray(ray_address, layout)
     _tuner(spec, layout).fit()
     return _outcome(layout, spec)
 
@@ -223,7 +229,7 @@ def resume_sweep(out: Path, ray_address: str | None = None) -> SweepOutcome:
 
     layout = SweepLayout.open(out.resolve())
     spec = SweepSpec.load(layout.spec)
-    _init_ray(ray_address)
+    _init_ray(ray_address, layout)
     if tune.Tuner.can_restore(str(layout.tune)):
         with _quiet(_RESTORE_LOGGER):
             tuner = tune.Tuner.restore(str(layout.tune), _trainable(spec), resume_unfinished=True,
