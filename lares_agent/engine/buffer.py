@@ -10,6 +10,7 @@ rows are scaled alike (no drift, §12 item 4).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -132,14 +133,15 @@ class ReplayBuffer:
 
     # ------------------------------------------------------------------ reward columns
     def set_column(self, j: int, fn: RewardFunction, reference: int | None, relabel: bool = True,
-                   allow_constant: bool = False, normalisation: RewardNormalisation = "affine") -> ColumnMap:
+                   allow_constant: bool = False, normalisation: RewardNormalisation = "affine",
+                   scale: float = 1.0) -> ColumnMap:
         """Relabel column j over every stored row with `fn`, and fix its `ColumnMap` for life.
 
         `normalisation` 'sigmoid'/'tanh' first squashes the raw reward standardised by its buffer mean/std
         (fixed now, like the rest of the map; a constant column, allowed only without a reference, uses std 1).
         With a `reference` column, the (squashed) column's mean/std over the buffer are then matched to the
         reference column's *scaled* mean/std (LaRes, docs/lares-reference.md §6); without one that affine part
-        is the identity.
+        is a product by `scale` (1: the reward as written; `reward_gain.gain_scale` chooses another).
         `relabel=False` (ablation of LaRes' relabelling) fixes the map from `fn`'s statistics as usual but
         leaves the stored rows with the values they already had (as learners sampled them); only rows added
         later get `fn`'s reward. An unset column is always labelled (its rows have no value yet).
@@ -147,6 +149,8 @@ class ReplayBuffer:
         constant reward without a reference (the sparse baseline's success indicator, 0 on all warm-up steps).
         """
         self._check_column(j)
+        if not (np.isfinite(scale) and scale > 0) or (reference is not None and scale != 1.0):
+            raise ValueError(f"a column's scale is a positive factor given without a reference, not {scale}")
         ref_mean = ref_std = 0.0
         if reference is not None:
             self._check_column(reference)
@@ -179,7 +183,7 @@ class ReplayBuffer:
         mean = float(pre.mean()) if self.size else 0.0
         std = float(pre.std()) if self.size else 0.0
         if reference is None:
-            affine = squash
+            affine = dataclasses.replace(squash, scale=scale)
         else:  # (x - m_j) * sigma_E / sigma_j + mu_E, docs/lares-reference.md §6 (x squashed, if asked)
             if std <= _CONSTANT_RTOL * max(1.0, abs(mean)):  # only a squash saturated on every row gets here
                 raise ConstantRewardError(f"reward {fn.id!r} is constant on the buffer after its {normalisation}")

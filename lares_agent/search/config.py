@@ -158,6 +158,7 @@ class SearchConfig:
     task_examples: TaskExamples = "none"  # GraphLimits.task_examples: "none" shows no example answer (reference)
     personas: tuple[str, ...] = ()  # the critic ensemble (--personas a,b); () : `persona` critiques alone
     reward_normalisation: RewardNormalisation = "affine"  # ReplayConfig.reward_normalisation (SAC/CrossQ only)
+    reward_gain: float | None = None  # ReplayConfig.reward_gain (SAC/CrossQ only); never the sparse success reward
     learners_per_reward: int = 1  # ReplayConfig.learners_per_reward (SAC/CrossQ only)
     tensorboard: bool = False  # scalars in <run>/tensorboard/, mirrored from the records (runs/tensorboard.py)
     device: Device = "cpu"  # ReplayConfig.device (SAC/CrossQ only; option_checks refuses it for ES)
@@ -239,6 +240,10 @@ class SearchConfig:
             # ES has no buffer whose statistics could fix a squash per column (populations/es.py swaps rewards only)
             problems.append(f"--reward-normalisation {self.reward_normalisation} applies to the replay-buffer "
                             "engine (--learner sac or crossq)")
+        if self.reward_gain is not None and not (math.isfinite(self.reward_gain) and self.reward_gain > 0):
+            problems.append(f"--reward-gain must be a positive number, not {self.reward_gain}")
+        elif self.reward_gain is not None and self.learner == "es":
+            problems.append("--reward-gain scales the replay buffer's reward columns (--learner sac or crossq)")
         if not 1 <= self.learners_per_reward <= 16:
             problems.append(f"--learners-per-reward must be between 1 and 16, not {self.learners_per_reward}")
         elif self.learners_per_reward > 1 and self.learner == "es":
@@ -340,6 +345,8 @@ def engine_config(cfg: SearchConfig) -> EngineConfig:
             anchor_weight=0.0 if "no-constraint" in cfg.ablations else cfg.anchor_weight,
             scale_to_best="no-scaling" not in cfg.ablations, relabel="no-relabel" not in cfg.ablations,
             thompson="no-thompson" not in cfg.ablations, reward_normalisation=cfg.reward_normalisation,
+            # the sparse baseline is the success indicator as it is (1 per successful step)
+            reward_gain=None if cfg.setting == "baseline" and cfg.baseline_reward == "success" else cfg.reward_gain,
             device=cfg.device,
         )
     return EngineConfig(

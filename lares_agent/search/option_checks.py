@@ -54,6 +54,10 @@ _IGNORED = (
                        "such call: add --analysis llm, or leave --personas out"),
     _Ignored("personas", ("ablations",), lambda c: bool(c.personas) and "no-reflection" in c.ablations,
              lambda c: "--personas critique in the critique step, which --ablations no-reflection removes"),
+    _Ignored("reward_gain", ("setting", "baseline_reward"),
+             lambda c: c.reward_gain is not None and c.setting == "baseline" and not c.reward_components,
+             lambda c: "--reward-gain scales the rewards a search writes or a found reward (--reward-from, "
+                       f"--reward-file); --reward {c.baseline_reward} alone is taken as it is"),
     _Ignored("device", ("learner",), lambda c: c.device != "cpu" and c.learner == "es",
              lambda c: f"--device {c.device} places --learner sac or crossq; ES policies compute in numpy on the "
                        "CPU: leave --device out"),

@@ -9,6 +9,7 @@ or ``ESPopulationConfig`` (one OpenAI-ES policy per slot). Each setting is named
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -69,6 +70,10 @@ class ReplayConfig:
     """How a reward column's raw values become stored rewards (``engine/column_map.py``): 'affine' is LaRes' map
     alone; 'sigmoid' / 'tanh' first squash the reward standardised by its buffer mean/std (fixed when the column
     is set), then match the reference as usual (the seed text's section 3.2: for wildly fluctuating rewards)."""
+    reward_gain: float | None = None
+    """Each reward the run starts with, other than the task's own, is scaled on the warm-up buffer so that it pays
+    this much more at the goal than at the stored states (``engine/reward_gain.py``); later rewards are matched to
+    the best survivor as LaRes'. None: taken as written, as LaRes."""
     device: str = "cpu"
     """Where the learners compute (``engine/devices.py``): 'cpu', 'cuda' (or 'cuda:N'), or 'auto' (cuda where torch
     sees a GPU). Kept as named, so a checkpoint of an 'auto' run resumes on a machine without a GPU; whether this
@@ -87,6 +92,8 @@ class ReplayConfig:
         _check_ranges(self, 1, ("ts_window", "buffer_capacity"))
         if self.anchor_weight < 0:
             raise ConfigError("anchor_weight must be >= 0")
+        if self.reward_gain is not None and not (math.isfinite(self.reward_gain) and self.reward_gain > 0):
+            raise ConfigError(f"reward_gain must be a positive number, not {self.reward_gain}")
         if not is_device_name(self.device):
             raise ConfigError(f"unknown device {self.device!r}; choose one of {', '.join(DEVICES)}")
 

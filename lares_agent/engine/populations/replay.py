@@ -35,6 +35,7 @@ from lares_agent.engine.loop.slots import learner_count
 from lares_agent.engine.populations.groups import LearnerGroups
 from lares_agent.engine.populations.thompson import ThompsonSampler
 from lares_agent.engine.protocols import PopulationLearner, StepInfo
+from lares_agent.engine.reward_gain import start_scale
 from lares_agent.engine.rollouts.episodes import (
     TRAIN_STREAM,
     WARMUP_STREAM,
@@ -173,7 +174,7 @@ class ReplayPopulation:
             try:
                 # the baseline's one reward is taken as it is: a sparse success reward is 0 on random warm-up data
                 self.buffer.set_column(j, fn, reference=None, allow_constant=self.config.setting == "baseline",
-                                       normalisation=normalisation)
+                                       normalisation=normalisation, scale=self._start_scale(fn))
             except RewardColumnError as exc:
                 self.event({"event": "candidate_rejected", "slot": j, "reward_id": fn.id, "reason": exc.reason})
                 rejected.append(j)
@@ -181,7 +182,8 @@ class ReplayPopulation:
         for j in rejected:
             if not donors:
                 raise EngineError("no initial reward candidate is usable on the warm-up data")
-            self.buffer.set_column(j, rewards[donors[0]], reference=None, normalisation=normalisation)
+            self.buffer.set_column(j, rewards[donors[0]], reference=None, normalisation=normalisation,
+                                   scale=self._start_scale(rewards[donors[0]]))
             rewards[j] = rewards[donors[0]]
             for learner in self.groups.learners(j):
                 self._quarantine(learner, f"initial reward rejected; sharing slot {donors[0]}'s reward until the "
@@ -189,6 +191,12 @@ class ReplayPopulation:
         self.counters.warmed_up = True
         self.event({"event": "warmup", "steps": stored, "rewards": [fn.id for fn in rewards],
                     "device": str(self.device)})
+
+    def _start_scale(self, fn: RewardFunction) -> float:
+        scale, event = start_scale(fn, self.buffer.feature_view(), self.task, self.replay.reward_gain)
+        if event is not None:
+            self.event(event)
+        return scale
 
     # ------------------------------------------------------------------ acting and learning
     def step(self, env_steps: int) -> StepInfo:
