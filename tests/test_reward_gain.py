@@ -18,6 +18,7 @@ from lares_agent.engine import EngineConfig, HumanReward, ReplayConfig, SACConfi
 from lares_agent.engine.buffer import ReplayBuffer
 from lares_agent.engine.reward_gain import GAIN_SCALE_BOUNDS, gain_scale, goal_features, goal_gain, start_scale
 from lares_agent.errors import ConfigError
+from lares_agent.runs import RunLayout, read_jsonl
 from lares_agent.search.config import SearchConfig, engine_config
 from lares_agent.search.option_checks import ignored_options
 
@@ -60,8 +61,8 @@ def test_the_tasks_own_reward_and_no_target_keep_the_reward_as_it_is() -> None:
     f = {**rows(), "human_reward": np.ones(400)}
     assert start_scale(HumanReward(), f, TASK, 10.0) == (1.0, None)
     assert start_scale(SMALL, f, TASK, None) == (1.0, None)
-    scale, event = start_scale(SMALL, f, TASK, 10.0)
-    assert event is not None and event["reward_id"] == "small" and event["scale"] == scale > 1
+    scale, record = start_scale(SMALL, f, TASK, 10.0)
+    assert record is not None and record["reward_id"] == "small" and record["scale"] == scale > 1
 
 
 def test_the_buffer_multiplies_a_column_without_a_reference() -> None:
@@ -88,13 +89,15 @@ def _engine_config(**fields: Any) -> EngineConfig:
 
 
 @pytest.mark.parametrize("setting", ["scratch", "init"])
-def test_the_engine_scales_the_starting_rewards_to_the_gain(setting: str) -> None:
+def test_the_engine_scales_the_starting_rewards_to_the_gain(setting: str, run_layout: RunLayout) -> None:
     rewards: list[Any] = [FeatureReward("dist", 0.1), FeatureReward("dist", 5.0)]  # 50x apart as written
-    engine = make_engine(point_task(), _engine_config(reward_gain=3.0, setting=setting), rewards)
+    engine = make_engine(point_task(), _engine_config(reward_gain=3.0, setting=setting), rewards,
+                         run_dir=run_layout.root)
     try:
         engine.run(until_steps=1)
         buf = engine.population.buffer
-        n = next(e["steps"] for e in engine.events if e["event"] == "warmup")
+        warmup = next(e for e in read_jsonl(run_layout.events) if e["event"] == "warmup")  # as the record keeps it
+        n = warmup["steps"]
         view = buf.feature_view(n)
         for j in range(2):  # each column now pays 3 more at the goal than at the warm-up states, on average
             m = buf.affine(j)
@@ -102,8 +105,8 @@ def test_the_engine_scales_the_starting_rewards_to_the_gain(setting: str) -> Non
             gain = np.mean(m.scale * rewards[j](goal_features(view, point_task())) - buf.rewards(j)[:n])
             assert gain == pytest.approx(3.0, rel=1e-3)
         np.testing.assert_allclose(buf.rewards(0), buf.rewards(1), rtol=1e-4, atol=1e-5)
-        logged = [e for e in engine.events if e["event"] == "reward_gain"]
-        assert [e["reward_id"] for e in logged] == [r.id for r in rewards]  # not the init setting's own reward
+        # every written reward is recorded, not the init setting's own
+        assert [e["reward_id"] for e in warmup["reward_gain"]] == [r.id for r in rewards]
         if setting == "init":
             human = buf.affine(2)
             assert human is not None and human.scale == 1.0

@@ -62,11 +62,10 @@ def gain_scale(gain: float, target: float) -> float:
 
 def start_scale(fn: RewardFunction, features: Mapping[str, np.ndarray], task: TaskSpec,
                 target: float | None) -> tuple[float, dict[str, Any] | None]:
-    """A starting reward's factor (`ReplayConfig.reward_gain`) and the event that records it; (1, None) for the
-    task's own reward, which is taken as the environment gives it, and where no target is set."""
+    """A starting reward's factor (`ReplayConfig.reward_gain`) and the record of it the warm-up event keeps; (1,
+    None) for the task's own reward, which is taken as the environment gives it, and where no target is set."""
     if target is None or isinstance(fn, HumanReward):
         return 1.0, None
     gain = goal_gain(fn, features, task)
     scale = gain_scale(gain, target)
-    return scale, {"event": "reward_gain", "reward_id": fn.id, "gain": gain if np.isfinite(gain) else None,
-                   "target": target, "scale": scale}
+    return scale, {"reward_id": fn.id, "gain": gain if np.isfinite(gain) else None, "target": target, "scale": scale}

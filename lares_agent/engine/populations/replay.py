@@ -170,11 +170,12 @@ class ReplayPopulation:
             stored += int(batch.lengths.sum())
         rejected: list[int] = []
         normalisation = self.replay.reward_normalisation
+        gains: list[dict[str, Any]] = []  # each scaled reward's gain and factor (ReplayConfig.reward_gain)
         for j, fn in enumerate(rewards):
             try:
                 # the baseline's one reward is taken as it is: a sparse success reward is 0 on random warm-up data
                 self.buffer.set_column(j, fn, reference=None, allow_constant=self.config.setting == "baseline",
-                                       normalisation=normalisation, scale=self._start_scale(fn))
+                                       normalisation=normalisation, scale=self._start_scale(fn, gains))
             except RewardColumnError as exc:
                 self.event({"event": "candidate_rejected", "slot": j, "reward_id": fn.id, "reason": exc.reason})
                 rejected.append(j)
@@ -183,19 +184,18 @@ class ReplayPopulation:
             if not donors:
                 raise EngineError("no initial reward candidate is usable on the warm-up data")
             self.buffer.set_column(j, rewards[donors[0]], reference=None, normalisation=normalisation,
-                                   scale=self._start_scale(rewards[donors[0]]))
+                                   scale=self._start_scale(rewards[donors[0]], gains))
             rewards[j] = rewards[donors[0]]
             for learner in self.groups.learners(j):
                 self._quarantine(learner, f"initial reward rejected; sharing slot {donors[0]}'s reward until the "
                                           "next update", 0)
         self.counters.warmed_up = True
         self.event({"event": "warmup", "steps": stored, "rewards": [fn.id for fn in rewards],
-                    "device": str(self.device)})
+                    "device": str(self.device), **({"reward_gain": gains} if gains else {})})
 
-    def _start_scale(self, fn: RewardFunction) -> float:
-        scale, event = start_scale(fn, self.buffer.feature_view(), self.task, self.replay.reward_gain)
-        if event is not None:
-            self.event(event)
+    def _start_scale(self, fn: RewardFunction, gains: list[dict[str, Any]]) -> float:
+        scale, record = start_scale(fn, self.buffer.feature_view(), self.task, self.replay.reward_gain)
+        gains.extend([record] if record is not None else [])
         return scale
 
     # ------------------------------------------------------------------ acting and learning
