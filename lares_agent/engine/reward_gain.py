@@ -2,9 +2,9 @@
 makes a written reward's gain a chosen size.
 
 Why: the learner's entropy bonus (alpha * |A| per step at the start) competes with what the reward pays along
-the task. The tasks' own MetaWorld rewards pay about 10 more at the goal than at the start; a small model writes
-rewards that pay 1 to 3 more, and those learn late or never where the same reward times 8 learns as fast as the
-task's own (docs/RESULTS.md, "A found reward's scale"). LaRes matches a new reward to the best survivor's column
+the task. The small model's rewards often pay a fraction of what the tasks' own MetaWorld rewards pay for the
+goal, and such a reward learns late or never where the same reward scaled up learns as fast as the task's own
+(docs/RESULTS.md, "A reward's scale"). LaRes matches a new reward to the best survivor's column
 (docs/lares-reference.md §6), which leaves the first rewards as written; this gives them a scale to start from.
 
 The goal is where the task's progress distance is 0 and its success test holds; every other feature keeps the
