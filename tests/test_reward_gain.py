@@ -1,6 +1,6 @@
 """--reward-gain: a starting reward scaled on the warm-up buffer so that it pays a chosen amount more at the goal
-(progress distance 0, success 1) than at the stored states; the task's own reward and the sparse baseline are
-taken as they are."""
+(progress and approach distances 0, success 1) than at the stored states; the task's own reward and the sparse
+baseline are taken as they are."""
 
 from __future__ import annotations
 
@@ -35,19 +35,20 @@ def rows(n: int = 400, seed: int = 0) -> dict[str, np.ndarray]:
             "speed": rng.uniform(0.0, 1.0, n), "success": np.zeros(n), "next:dist": rng.uniform(0.5, 2.0, n)}
 
 
-def test_the_goal_zeroes_progress_and_sets_success_only() -> None:
+def test_the_goal_zeroes_progress_and_approach_and_sets_success() -> None:
     f = rows()
     goal = goal_features(f, TASK)
-    assert np.all(goal["dist"] == 0) and np.all(goal["next:dist"] == 0) and np.all(goal["success"] == 1)
-    # what the goal does not fix keeps its value: reaching the object is on the way, not the task
-    np.testing.assert_array_equal(goal["action_norm"], f["action_norm"])
-    np.testing.assert_array_equal(goal["speed"], f["speed"])
+    assert np.all(goal["dist"] == 0) and np.all(goal["next:dist"] == 0) and np.all(goal["action_norm"] == 0)
+    assert np.all(goal["success"] == 1)
+    np.testing.assert_array_equal(goal["speed"], f["speed"])  # what the goal does not fix keeps its value
     assert np.all(f["dist"] > 0) and np.all(f["success"] == 0)  # the rows themselves are not changed
+    without_approach = goal_features(f, point_task())
+    np.testing.assert_array_equal(without_approach["action_norm"], f["action_norm"])
 
 
 def test_the_gain_is_what_the_reward_pays_more_at_the_goal() -> None:
     f = rows()
-    expected = np.mean(0.05 * np.asarray(f["dist"]))  # the approach term pays on the way, not for the task
+    expected = np.mean(0.05 * np.asarray(f["dist"]) + 0.02 * np.asarray(f["action_norm"]))
     assert goal_gain(SMALL, f, TASK) == pytest.approx(expected)
     assert gain_scale(goal_gain(SMALL, f, TASK), 3.0) == pytest.approx(3.0 / expected)
     # a reward that pays more away from the goal, or nothing for it, keeps its scale; a tiny gain is capped

@@ -7,11 +7,11 @@ goal, and such a reward learns late or never where the same reward scaled up lea
 (docs/RESULTS.md, "A reward's scale"). LaRes matches a new reward to the best survivor's column
 (docs/lares-reference.md §6), which leaves the first rewards as written; this gives them a scale to start from.
 
-The goal is where the task's progress distance is 0 and its success test holds; every other feature keeps the
-value the state had, so the gain is what the reward pays for the task itself, not for what it pays on the way:
-reaching the object (the approach distance), effort, speed. A reward that pays mostly for reaching the object
-would otherwise be scaled as if it paid for the task, and its learner reaches the object and stops there
-(docs/RESULTS.md, the same section).
+The goal is where the task's progress and approach distances are 0 and its success test holds: the object in
+place with the hand at it, as at the end of a solved episode (the tasks' own rewards pay for progress only with
+the hand at the object). Every other feature keeps the value the state had, so the gain leaves out what a reward
+pays for effort or speed. A factor fixes a reward's size, not its shape: one that pays mostly for reaching the
+object stays so (docs/RESULTS.md, the same section).
 """
 
 from __future__ import annotations
@@ -31,12 +31,13 @@ GAIN_SCALE_BOUNDS = (0.01, 100.0)
 
 
 def goal_features(features: Mapping[str, np.ndarray], task: TaskSpec) -> dict[str, np.ndarray]:
-    """``features`` with the task's progress distance at 0 (now and at the next step, where the rows carry it)
-    and its success indicator at 1."""
+    """``features`` with the task's progress and approach distances at 0 (now and at the next step, where the rows
+    carry it) and its success indicator at 1."""
     goal = dict(features)
-    for key in (task.progress_feature, NEXT_PREFIX + task.progress_feature):
-        if key in goal:
-            goal[key] = np.zeros_like(np.asarray(goal[key], np.float64))
+    for name in (task.progress_feature, task.approach_feature):
+        for key in (name, NEXT_PREFIX + name) if name else ():
+            if key in goal:
+                goal[key] = np.zeros_like(np.asarray(goal[key], np.float64))
     if SUCCESS in goal:
         goal[SUCCESS] = np.ones_like(np.asarray(goal[SUCCESS], np.float64))
     return goal

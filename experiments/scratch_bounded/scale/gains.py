@@ -1,5 +1,5 @@
 """What each handed-over reward paid for the task where it trained: its gain from random-action states to the goal
-(progress distance 0, success 1; `lares_agent.engine.reward_gain`), times the scale its buffer column
+(progress and approach distances 0, success 1; `lares_agent.engine.reward_gain`), times the scale its buffer column
 had in the run (1 for a starting reward, the best survivor's match for a later one), beside the trial's success.
 
     python experiments/scratch_bounded/scale/gains.py experiments/evidence/runs --pattern '*-lares-scratch-*' \\
