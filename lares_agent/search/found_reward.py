@@ -11,8 +11,8 @@ folder exists, on the sample `lares reward check` and `--rewards-file` use.
 The reward a run handed over is the one `lares export` writes by default (`report/selected.py`). When that is
 the task's own reward (the init setting's kept learner ranked first), the retrain trains on it, as `lares baseline
 --reward human` does, and says so: a researcher retraining "what the best seed handed over" gets exactly that.
-The reward is taken as it is written: a search rescales a new reward to its best elite's scale on the buffer,
-and a learner alone has no elite.
+The reward is taken as it is written (or scaled to `reward_gain`, as a search's starting rewards are, where that is
+set): a search rescales a new reward to its best elite's scale on the buffer, and a learner alone has no elite.
 """
 
 from __future__ import annotations
