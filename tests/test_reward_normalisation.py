@@ -158,13 +158,14 @@ def test_search_config_maps_and_refuses() -> None:
     assert SearchConfig.from_json({"task": "reach-v3"}).reward_normalisation == "affine"
 
 
-def test_cli_refuses_a_bad_value_in_one_line_before_any_run_folder(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("flag", "value"), [("--reward-normalisation", "cubic"), ("--reward-gain", "-3")])
+def test_cli_refuses_a_bad_value_in_one_line_before_any_run_folder(tmp_path: Path, flag: str, value: str) -> None:
     runs = tmp_path / "runs"
     result = CliRunner().invoke(app, ["run", "--task", "Reacher-v5", "--budget", "300", "--no-retrieval",
-                                      "--no-report", "--run-dir", str(runs), "--reward-normalisation", "cubic"])
+                                      "--no-report", "--run-dir", str(runs), flag, value])
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert result.exit_code == 2, result.output
-    assert len(lines) == 1 and lines[0].startswith("error: ") and "--reward-normalisation" in lines[0]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and flag in lines[0]
     assert not runs.exists() or not any(runs.iterdir())
 
 
