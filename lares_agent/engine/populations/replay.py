@@ -1,15 +1,15 @@
 """SAC or CrossQ learners sharing one replay buffer: the population of the LaRes paper (docs/lares-reference.md
 §3-9, with §12's fixes).
 
-Warm-up fills the buffer with uniform-random episodes (not counted in the budget, as the reference) and labels
-every reward column (identity map, §6). Each step Thompson sampling picks distinct learners (§8); each plays one
-stochastic episode; the steps enter the buffer with every feature and every column's reward, and the learners'
-running observation statistics see them (warm-up and training steps only, never evaluation). Then every open
-learner does ``utd_ratio * steps`` updates on its own column (§9 UTD, §12 item 13), as one batched computation
-(``learners/``). A reward update installs a candidate by relabelling its column over the whole buffer, scaled to
-the best elite's (§5-6; the buffer refuses a constant or non-finite column), and the slot's learners inherit the
-best learner with an L2 pull toward it (§7). A learner whose policy, reward or loss goes non-finite is
-quarantined: it stops acting and learning until the next update resets it.
+Warm-up fills the buffer with uniform-random episodes (not counted in the budget, as the reference) and labels every
+reward column (identity map, §6, or the factor `reward_gain.py` chooses). Each step Thompson sampling picks distinct
+learners (§8); each plays one stochastic episode; the steps enter the buffer with every feature and every column's
+reward, and the learners' running observation statistics see them (warm-up and training steps only, never
+evaluation). Then every open learner does ``utd_ratio * steps`` updates on its own column (§9 UTD, §12 item 13), as
+one batched computation (``learners/``). A reward update installs a candidate by relabelling its column over the
+whole buffer, scaled to the best elite's (§5-6; the buffer refuses a constant or non-finite column), and the slot's
+learners inherit the best learner with an L2 pull toward it (§7). A learner whose policy, reward or loss goes
+non-finite is quarantined: it stops acting and learning until the next update resets it.
 """
 
 from __future__ import annotations
