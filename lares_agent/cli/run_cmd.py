@@ -216,8 +216,8 @@ def run_command(
              "standardised on the buffer first (for wildly varying rewards; --learner sac or crossq).")] = "affine",
     reward_gain: Annotated[float | None, typer.Option(
         help="Scale each starting reward the LLM wrote (or --reward-from/--reward-file) on the warm-up buffer so "
-             "that it pays this much more at the goal than there (the MetaWorld tasks' own rewards: about 10); "
-             "later rewards follow the best one's scale. Default: as written (LaRes).")] = None,
+             "that it pays this much more at the goal than there (docs/RESULTS.md, \"A reward's scale\", measures "
+             "the tasks' own); later rewards follow the best one's scale. Default: as written (LaRes).")] = None,
     learners_per_reward: Annotated[int, typer.Option(
         help="Learners (distinct seeds) per reward candidate, all on its buffer column; a candidate's fitness is "
              "their mean (1: LaRes; --learner sac or crossq). Total learners = --population x this.")] = 1,

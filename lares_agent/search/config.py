@@ -345,8 +345,8 @@ def engine_config(cfg: SearchConfig) -> EngineConfig:
             anchor_weight=0.0 if "no-constraint" in cfg.ablations else cfg.anchor_weight,
             scale_to_best="no-scaling" not in cfg.ablations, relabel="no-relabel" not in cfg.ablations,
             thompson="no-thompson" not in cfg.ablations, reward_normalisation=cfg.reward_normalisation,
-            # the sparse baseline is the success indicator as it is (1 per successful step)
-            reward_gain=None if cfg.setting == "baseline" and cfg.baseline_reward == "success" else cfg.reward_gain,
+            # a baseline on the task's own or the success reward takes it as it is (option_checks says so)
+            reward_gain=None if cfg.setting == "baseline" and not cfg.reward_components else cfg.reward_gain,
             device=cfg.device,
         )
     return EngineConfig(

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import csv
 import fnmatch
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -21,7 +20,9 @@ from lares_agent.engine import get_task
 from lares_agent.engine.reward_gain import goal_gain
 from lares_agent.engine.rollouts.sampling import random_feature_sample
 from lares_agent.engine.tasks.human_rewards import METAWORLD_HUMAN
+from lares_agent.errors import ConfigError
 from lares_agent.rewards import load_reward
+from lares_agent.runs import RunLayout, read_jsonl
 from lares_agent.search.found_reward import from_run
 
 SAMPLE_STEPS, SAMPLE_SEED = 2000, 0
@@ -29,11 +30,8 @@ SAMPLE_STEPS, SAMPLE_SEED = 2000, 0
 
 def column_scale(run: Path, reward_id: str) -> float:
     """The scale the run's column map gave `reward_id` when it was installed (1: a starting reward)."""
-    for line in (run / "events.jsonl").read_text().splitlines():
-        event = json.loads(line)
-        if event.get("event") == "candidate_accepted" and event.get("reward_id") == reward_id:
-            return float(event["scale"])
-    return 1.0
+    return next((float(e["scale"]) for e in read_jsonl(RunLayout(run).events)
+                 if e.get("event") == "candidate_accepted" and e.get("reward_id") == reward_id), 1.0)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -47,20 +45,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         with args.replay.open() as fh:
             success = {row["trial"]: float(row["success"]) for row in csv.DictReader(fh)
                        if int(row["episodes"]) == 30}
-    samples: dict[str, dict[str, np.ndarray]] = {}
+    samples: dict[str, tuple[dict[str, np.ndarray], float]] = {}  # per task: its sample, its own reward's gain
     print("| trial | handed over | gain as written | column scale | gain trained | the task's own reward's gain | "
           "success (30 episodes) |")
     print("|---|---|---:|---:|---:|---:|---:|")
     for run in sorted(p for p in args.runs.iterdir() if fnmatch.fnmatch(p.name, args.pattern)):
-        found = from_run(str(run))
+        try:
+            found = from_run(str(run))
+        except ConfigError:  # a trial stopped before it held a reward (an archive keeps unfinished trials too)
+            continue
         if found.task is None:
             continue
         task = get_task(found.task)
         if found.task not in samples:
-            samples[found.task] = random_feature_sample(task, SAMPLE_STEPS, SAMPLE_SEED)
-        sample = samples[found.task]
-        human = load_reward({"id": "human", "components": dict(METAWORLD_HUMAN[found.task])}, list(sample))
-        own = goal_gain(human, sample, task)
+            sample = random_feature_sample(task, SAMPLE_STEPS, SAMPLE_SEED)
+            human = load_reward({"id": "human", "components": dict(METAWORLD_HUMAN[found.task])}, list(sample))
+            samples[found.task] = sample, goal_gain(human, sample, task)
+        sample, own = samples[found.task]
         if found.is_human:
             print(f"| {run.name} | the task's own | {own:.2f} | 1 | {own:.2f} | {own:.2f} | "
                   f"{success.get(run.name, float('nan')):.0%} |")

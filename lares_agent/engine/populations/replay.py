@@ -171,11 +171,12 @@ class ReplayPopulation:
         rejected: list[int] = []
         normalisation = self.replay.reward_normalisation
         gains: list[dict[str, Any]] = []  # each scaled reward's gain and factor (ReplayConfig.reward_gain)
+        scales = [self._start_scale(fn, gains) for fn in rewards]
         for j, fn in enumerate(rewards):
             try:
                 # the baseline's one reward is taken as it is: a sparse success reward is 0 on random warm-up data
                 self.buffer.set_column(j, fn, reference=None, allow_constant=self.config.setting == "baseline",
-                                       normalisation=normalisation, scale=self._start_scale(fn, gains))
+                                       normalisation=normalisation, scale=scales[j])
             except RewardColumnError as exc:
                 self.event({"event": "candidate_rejected", "slot": j, "reward_id": fn.id, "reason": exc.reason})
                 rejected.append(j)
@@ -184,7 +185,7 @@ class ReplayPopulation:
             if not donors:
                 raise EngineError("no initial reward candidate is usable on the warm-up data")
             self.buffer.set_column(j, rewards[donors[0]], reference=None, normalisation=normalisation,
-                                   scale=self._start_scale(rewards[donors[0]], gains))
+                                   scale=scales[donors[0]])
             rewards[j] = rewards[donors[0]]
             for learner in self.groups.learners(j):
                 self._quarantine(learner, f"initial reward rejected; sharing slot {donors[0]}'s reward until the "
