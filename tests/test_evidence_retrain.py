@@ -1,8 +1,12 @@
 """experiments/evidence/retrain.py: each (task, arm)'s best replayed seed is picked, its sweep is started or
-continued, and a source run's interval decides whether the fresh seeds reproduce it."""
+continued, a source run's interval decides whether the fresh seeds reproduce it, and its Ray cluster is its own."""
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -73,3 +77,31 @@ def test_a_reward_not_retrained_yet_reads_not_run(tmp_path: Path) -> None:
     text = _script().table(retrain_plan, tmp_path, None)
     assert "| door-close-v3 | lares-init | door-close-v3-lares-init-s0 (the task's own) | 50% [33%, 67%] | - | - " \
            "| not run |" in text
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_run_stops_the_cluster_it_started_and_leaves_another_running(tmp_path: Path) -> None:
+    """`ray stop` would end every Ray process of the machine (a grid beside the retraining): run owns its cluster."""
+    script = _script()
+    ray = str(Path(sys.executable).with_name("ray"))
+    env = {**os.environ, "RAY_AUTH_MODE": "token"}
+    other_port, own_port = _free_port(), _free_port()
+    other = subprocess.Popen([ray, "start", "--head", "--block", f"--port={other_port}", "--num-cpus=1",
+                              "--include-dashboard=false"], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+                             env=env)
+    try:
+        script._wait_for_cluster(ray, f"127.0.0.1:{other_port}", other, env)
+        assert script.run({"rewards": []}, tmp_path / "out", cpus=1, port=own_port) == 0
+        with pytest.raises(ConnectionRefusedError):  # its GCS is gone (`ray status` would retry for 40 s)
+            socket.create_connection(("127.0.0.1", own_port), timeout=5).close()
+        assert other.poll() is None
+        assert subprocess.run([ray, "status", f"--address=127.0.0.1:{other_port}"], capture_output=True,
+                              env=env).returncode == 0
+    finally:
+        other.terminate()
+        other.wait(timeout=120)

@@ -31,6 +31,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
@@ -134,24 +135,44 @@ def folder_of(out: Path, entry: Mapping[str, Any]) -> Path:
 
 
 def run(retrain_plan: Mapping[str, Any], out: Path, cpus: int, port: int = 6390) -> int:
-    """Every entry's sweep at once on one local Ray cluster of `cpus` CPUs (Ray queues the trials). `ray stop`
-    at the end stops every Ray process of this machine: run it when no other sweep runs."""
+    """Every entry's sweep at once on one local Ray cluster of `cpus` CPUs (Ray queues the trials). The cluster is
+    a `ray start --block` this function owns: terminating it stops that cluster's processes only (`ray stop`
+    would stop every Ray process of the machine, a grid running beside it included)."""
     lares = shutil.which("lares") or str(Path(sys.executable).with_name("lares"))
     ray = shutil.which("ray") or str(Path(sys.executable).with_name("ray"))
     out.mkdir(parents=True, exist_ok=True)
     address = f"127.0.0.1:{port}"
-    subprocess.run([ray, "start", "--head", f"--port={port}", f"--num-cpus={cpus}", "--include-dashboard=false"],
-                   check=True)
+    # Ray 2.60 turns token authentication on for a `ray start` cluster where a token exists, and a client given
+    # an explicit address does not: every process here is told, after a token is made where none exists yet
+    # (what `get-auth-token` prints is the token: not logged).
+    env = {**os.environ, "RAY_AUTH_MODE": "token"}
+    subprocess.run([ray, "get-auth-token", "--generate"], check=True, capture_output=True, env=env)
+    head = subprocess.Popen([ray, "start", "--head", "--block", f"--port={port}", f"--num-cpus={cpus}",
+                             "--include-dashboard=false"], stdout=(out / "ray-head.log").open("a", encoding="utf-8"),
+                            stderr=subprocess.STDOUT, env=env)
     try:
+        _wait_for_cluster(ray, address, head, env)
         procs = []
         for entry in retrain_plan["rewards"]:
             folder = folder_of(out, entry)
             log = (out / f"{folder.name}.log").open("a", encoding="utf-8")
             procs.append(subprocess.Popen([lares, *sweep_args(entry, retrain_plan, folder), "--ray-address",
-                                           address], stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy()))
+                                           address], stdout=log, stderr=subprocess.STDOUT, env=env))
         return max((p.wait() for p in procs), default=0)
     finally:
-        subprocess.run([ray, "stop"], check=False)
+        head.terminate()  # SIGTERM: the blocked `ray start` shuts its own node down
+        head.wait(timeout=120)
+
+
+def _wait_for_cluster(ray: str, address: str, head: subprocess.Popen[bytes], env: Mapping[str, str],
+                      timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while subprocess.run([ray, "status", f"--address={address}"], capture_output=True, env=env).returncode != 0:
+        if head.poll() is not None:
+            raise RuntimeError(f"ray start exited ({head.returncode}): see ray-head.log")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"no Ray cluster at {address} after {timeout_s:.0f} s")
+        time.sleep(2)
 
 
 def table(retrain_plan: Mapping[str, Any], out: Path, csv_path: Path | None) -> str:
