@@ -274,6 +274,7 @@ def test_init_setting_extra_learner_always_acts_and_is_ranked() -> None:
     hook = Proposer()
     cfg = tiny_config(setting="init", total_steps=150)
     engine = make_engine(tiny_task(), cfg, scratch_rewards(), hook)
+    assert engine.best_slot == 3  # before any ranking, the learner on the task's own reward is handed over
     infos = []
     engine.run(progress=infos.append)
     assert engine.population.num_learners == 4 and engine.population.extra == 3

@@ -73,7 +73,11 @@ class LaResEngine:
         # inherited, as the reference's with_init), but its reward is never replaced.
         self.num_ranked = len(self.rewards)
         self.rng, self.log = rng, log
-        self.counters = Counters(next_eval=config.eval_every or None, next_checkpoint=config.checkpoint_every or None)
+        # The handed-over policy (docs/lares-reference.md §12 item 16) until the first ranking: in the init setting
+        # the learner on the task's own reward (§3 keeps it), the expert's prior, not slot 0's untried LLM reward.
+        first = config.num_slots if config.setting == "init" else 0
+        self.counters = Counters(best_slot=first, next_eval=config.eval_every or None,
+                                 next_checkpoint=config.checkpoint_every or None)
         # "auto" resolved against the task once (a ConfigError for success-then-return without a human reward)
         self.use_task_return, self.fitness_rule = grading(config.setting, config.fitness, task.has_human_reward)
         self.proposals = ProposalRunner()

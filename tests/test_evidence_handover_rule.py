@@ -1,0 +1,24 @@
+"""experiments/evidence/handover_rule.py: the with-init curve with the task-reward learner handed over before the
+first update, read from the committed records of the evidence grid."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from helpers import load_script
+
+RUNS = Path(__file__).resolve().parents[1] / "experiments" / "evidence" / "runs"
+
+
+def test_before_the_first_update_the_task_reward_learners_evaluations_replace_slot_0s() -> None:
+    init, human = RUNS / "door-close-v3-lares-init-s1", RUNS / "door-close-v3-human-s1"
+    if not (init / "metrics.jsonl").is_file() or not (human / "metrics.jsonl").is_file():
+        pytest.skip("the evidence grid's records are not in this checkout")
+    script = load_script(RUNS.parent / "handover_rule.py")
+    steps, recorded, rule = script.curves(init)
+    first = steps.index(10_200)  # seed 1's first update started at 10,200 (its events)
+    assert recorded[:first] != rule[:first] and max(recorded[:first]) == 0.2 and max(rule[:first]) == 1.0
+    assert recorded[first:] == rule[first:]  # from the first ranking on, the records decide
+    _, h_recorded, h_rule = script.curves(human)
+    assert h_recorded == h_rule  # a baseline has no update and no extra learner: unchanged
