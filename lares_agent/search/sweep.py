@@ -152,7 +152,9 @@ def _init_ray(ray_address: str | None, layout: SweepLayout) -> None:
             cores = len(os.sched_getaffinity(0))
         except AttributeError:  # not Linux
             cores = os.cpu_count() or 1
-        ray.init(num_cpus=cores, include_dashboard=False, log_to_driver=False)
+        # "local": a new instance even where a `ray start` left its address on this machine (Ray would join that
+        # cluster, with its CPUs, or fail once it is gone)
+        ray.init(address="local", num_cpus=cores, include_dashboard=False, log_to_driver=False)
 
 
 def _tuner(spec: SweepSpec, layout: SweepLayout) -> Any:

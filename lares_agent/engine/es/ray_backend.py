@@ -60,7 +60,8 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = 2) -> bool:
     if address is None:
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
+                 logging_level="ERROR")  # "local": never the cluster a `ray start` left its address for
     else:
         ray.init(address=address, log_to_driver=False, logging_level="ERROR")
     return True
