@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from types import ModuleType
 
@@ -91,9 +92,11 @@ def test_run_stops_the_cluster_it_started_and_leaves_another_running(tmp_path: P
     ray = str(Path(sys.executable).with_name("ray"))
     env = {**os.environ, "RAY_AUTH_MODE": "token"}
     other_port, own_port = _free_port(), _free_port()
-    other = subprocess.Popen([ray, "start", "--head", "--block", f"--port={other_port}", "--num-cpus=1",
-                              "--include-dashboard=false"], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
-                             env=env)
+    address_file = Path("/tmp/ray/ray_current_cluster")  # Ray's record of the last `ray start` of this machine
+    before = address_file.read_text() if address_file.is_file() else None
+    temp = tempfile.TemporaryDirectory(prefix="ray-")  # not tmp_path: Ray's socket paths must stay short
+    other = subprocess.Popen(script.ray_head(ray, other_port, 1, temp.name), stdout=subprocess.DEVNULL,
+                             stderr=subprocess.STDOUT, env=env)
     try:
         script._wait_for_cluster(ray, f"127.0.0.1:{other_port}", other, env)
         assert script.run({"rewards": []}, tmp_path / "out", cpus=1, port=own_port) == 0
@@ -102,6 +105,8 @@ def test_run_stops_the_cluster_it_started_and_leaves_another_running(tmp_path: P
         assert other.poll() is None
         assert subprocess.run([ray, "status", f"--address=127.0.0.1:{other_port}"], capture_output=True,
                               env=env).returncode == 0
+        assert (address_file.read_text() if address_file.is_file() else None) == before  # later ray.init()s unmisled
     finally:
         other.terminate()
         other.wait(timeout=120)
+        temp.cleanup()

@@ -31,6 +31,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -147,8 +148,8 @@ def run(retrain_plan: Mapping[str, Any], out: Path, cpus: int, port: int = 6390)
     # (what `get-auth-token` prints is the token: not logged).
     env = {**os.environ, "RAY_AUTH_MODE": "token"}
     subprocess.run([ray, "get-auth-token", "--generate"], check=True, capture_output=True, env=env)
-    head = subprocess.Popen([ray, "start", "--head", "--block", f"--port={port}", f"--num-cpus={cpus}",
-                             "--include-dashboard=false"], stdout=(out / "ray-head.log").open("a", encoding="utf-8"),
+    temp = tempfile.mkdtemp(prefix="ray-")
+    head = subprocess.Popen(ray_head(ray, port, cpus, temp), stdout=(out / "ray-head.log").open("a", encoding="utf-8"),
                             stderr=subprocess.STDOUT, env=env)
     try:
         _wait_for_cluster(ray, address, head, env)
@@ -162,6 +163,15 @@ def run(retrain_plan: Mapping[str, Any], out: Path, cpus: int, port: int = 6390)
     finally:
         head.terminate()  # SIGTERM: the blocked `ray start` shuts its own node down
         head.wait(timeout=120)
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def ray_head(ray: str, port: int, cpus: int, temp: str) -> list[str]:
+    """`ray start` of a head this process owns. Its own temp folder (short: Ray's socket paths live in it) keeps
+    its address out of the machine's /tmp/ray/ray_current_cluster, which a later `ray.init()` without an address
+    would try to join."""
+    return [ray, "start", "--head", "--block", f"--port={port}", f"--num-cpus={cpus}", "--include-dashboard=false",
+            f"--temp-dir={temp}"]
 
 
 def _wait_for_cluster(ray: str, address: str, head: subprocess.Popen[bytes], env: Mapping[str, str],
