@@ -1,4 +1,4 @@
-"""How much of a sweep's LaRes rewards is the prompt's own example (docs/RESULTS.md,
+"""How much of a sweep's LaRes rewards is the prompt's own example (docs/results-archive.md,
 "Sample efficiency on five MetaWorld tasks (50k steps)").
 
 The system prompt shows two answers for the task itself (`graphs/prompting.task_examples`); the first is

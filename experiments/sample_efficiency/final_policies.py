@@ -1,7 +1,7 @@
 """The grid's final success on more episodes: each finished trial's handed-over policy replayed on fresh resets.
 
 The sweep table's "final success" is the run's last evaluation: 5 episodes, so one trial's number moves by 20
-points an episode (docs/RESULTS.md, "Sample efficiency on five MetaWorld tasks (50k steps)", has a trial at 40%
+points an episode (docs/results-archive.md, "Sample efficiency on five MetaWorld tasks (50k steps)", has a trial at 40%
 there and 80% on 30 fresh episodes at the same env steps). This plays every finished trial's `policies/final.pt`
 (what `lares eval --policy final` plays: the policy the run hands over, after its last env step) on
 ``--episodes`` deterministic episodes from resets no run used (seed ``--seed``), and averages per task and method.

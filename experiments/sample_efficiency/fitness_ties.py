@@ -8,11 +8,12 @@ reward per evaluation episode, mean over the episodes). The grid ran success-the
 succeeded.
 
 An update is a *tie* when the values its slots were graded on (fitness + complexity penalty, quarantined slots
-left out) lie within ``--tie`` of each other: the complexity penalty alone then ranked the slots (docs/RESULTS.md,
-"Sample efficiency on five MetaWorld tasks": "equal in every slot"). It *still ties by return* when the slots'
-task returns lie within ``--return-tie`` of the update's largest |return| (a relative tolerance: returns run from
-about 7 to about 1,000 across these tasks). Under success-then-return a success-graded tie stays graded on success,
-so the table counts those apart from the progress-graded ties, which the return grade would rank.
+left out) lie within ``--tie`` of each other: the complexity penalty alone then ranked the slots
+(docs/results-archive.md, "Sample efficiency on five MetaWorld tasks": "equal in every slot"). It *still ties by
+return* when the slots' task returns lie within ``--return-tie`` of the update's largest |return| (a relative
+tolerance: returns run from about 7 to about 1,000 across these tasks). Under success-then-return a success-graded
+tie stays graded on success, so the table counts those apart from the progress-graded ties, which the return grade
+would rank.
 
     python experiments/sample_efficiency/fitness_ties.py                      # the committed grid
     python experiments/sample_efficiency/fitness_ties.py RUNS --tie 0.01      # another folder, the approach threshold

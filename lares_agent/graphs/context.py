@@ -29,9 +29,9 @@ AnalysisMode = Literal["facts", "llm"]
 ANALYSIS_MODES: tuple[AnalysisMode, ...] = get_args(AnalysisMode)
 # Which example answers the system prompt shows: "none" (runs' default), the building blocks only, as the
 # reference shows no answer; "other": also one answer for a different task; "own": also two for the run's task. The
-# 1.5B model copies whichever example it is shown (docs/RESULTS.md, "Sample efficiency on five MetaWorld tasks (50k
-# steps)" and "Proposals without own-task examples, under the grammar"), and a result that depends on an example
-# we wrote is not a result of the search.
+# 1.5B model copies whichever example it is shown (docs/results-archive.md, "Sample efficiency on five MetaWorld
+# tasks (50k steps)"; docs/RESULTS.md, "Proposals without own-task examples, under the grammar"), and a result that
+# depends on an example we wrote is not a result of the search.
 TaskExampleMode = Literal["none", "other", "own"]
 TASK_EXAMPLE_MODES: tuple[TaskExampleMode, ...] = get_args(TaskExampleMode)
 

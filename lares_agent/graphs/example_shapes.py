@@ -1,4 +1,4 @@
-"""How close a reward is to the system prompt's own examples for its task, by shape (docs/RESULTS.md,
+"""How close a reward is to the system prompt's own examples for its task, by shape (docs/results-archive.md,
 "Sample efficiency on five MetaWorld tasks (50k steps)").
 
 The prompt shows two answers for the task itself (`prompting.task_examples`, with `--task-examples own`), and the

@@ -65,7 +65,7 @@ def _expr(elites: Sequence[Mapping[str, Any]], fact: Fact) -> str:
 
 def _reach(facts: Sequence[Fact], feature: str) -> tuple[float, float] | None:
     """(the policies' best value of ``feature``, a bonus threshold the policies reach): 1.5x the best, but below
-    where the episodes start, or the bonus would fire from the first step and be a constant (docs/RESULTS.md,
+    where the episodes start, or the bonus would fire from the first step and be a constant (docs/results-archive.md,
     "Sample efficiency on five MetaWorld tasks (50k steps)": door-close-v3)."""
     found = [f for f in facts if f.kind == "progress" and f.subject == feature]
     if not found:

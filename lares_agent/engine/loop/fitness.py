@@ -20,7 +20,7 @@ Every slot of one update is graded the same way, so fitness values of one update
 grades what the share closed cannot: a hand that comes nearer the object, a grasp, an object lifted but not yet
 moved toward the goal all earn MetaWorld's staged reward, while the share closed stays at what the object did by
 itself (on door-close-v3 the door swings partly shut after every reset, so every slot closed the same share at
-every update: docs/RESULTS.md, "Sample efficiency on five MetaWorld tasks"). The approach grade was the progress
+every update: docs/results-archive.md, "Sample efficiency on five MetaWorld tasks"). The approach grade was the progress
 rule's answer to that; the return grade is the reference's, and it uses the human reward in the scratch setting
 too, as the reference did (a score, never an expression the LLM could copy).
 
