@@ -86,8 +86,8 @@ def test_missing_progress_grades_as_nothing_closed() -> None:
 
 
 def test_approach_grades_when_the_progress_shares_tie() -> None:
-    # door-close-v3 in the 50k-step grid (docs/RESULTS.md): the door swings shut a little by itself, so every slot
-    # closed the same share (0.132 here)
+    # door-close-v3 in the 92194cf grid (docs/results-archive.md): the door swings shut a little by itself, so every
+    # slot closed the same share (0.132 here)
     rewards = [Cx(5.0, "a"), Cx(9.0, "b"), Cx(5.0, "c")]
     evals = [ev(0, 0.0, 0.132, approach_closed=0.2), ev(1, 0.0, 0.135, approach_closed=0.6),
              ev(2, 0.0, 0.132, approach_closed=0.4)]
