@@ -243,6 +243,29 @@ def test_next_rows_follow_the_episode_and_stop_at_its_end_and_at_the_ring_seam()
     assert half.next_rows(np.arange(3))[0].tolist() == [1, 2, 2]  # always a filled row (feature_view indexes)
 
 
+def test_feature_sample_copies_rows_drops_names_and_pairs_each_row_with_its_next_step() -> None:
+    from lares_agent.engine import NEXT_PREFIX
+
+    buf = ReplayBuffer(10, OBS, ACT, NAMES, num_columns=1)
+    rng = np.random.default_rng(6)
+    for n in (4, 4):
+        ep = rows(rng, n)
+        ep["truncated"] = np.arange(n) == n - 1  # type: ignore[index]
+        buf.add(**ep)  # type: ignore[arg-type]
+    whole = buf.feature_sample(100, np.random.default_rng(0), drop=frozenset({"human_reward"}))
+    dist = buf.feature_view()["dist"]
+    assert sorted(whole) == sorted(["dist", "speed", NEXT_PREFIX + "dist", NEXT_PREFIX + "speed"])
+    np.testing.assert_array_equal(whole["dist"], dist)  # n above the size: every row once, in row order
+    np.testing.assert_array_equal(whole[NEXT_PREFIX + "dist"][[0, 1, 2, 4, 5, 6]], dist[[1, 2, 3, 5, 6, 7]])
+    assert np.isnan(whole[NEXT_PREFIX + "dist"][[3, 7]]).all()  # each episode's last step
+    whole["dist"][0] = -1.0
+    assert dist[0] != -1.0  # copies, not views of the buffer
+    part = buf.feature_sample(3, np.random.default_rng(0))
+    assert len(part["dist"]) == 3 and "human_reward" in part and np.all(np.diff(np.flatnonzero(
+        np.isin(dist, part["dist"]))) > 0)
+    assert len(ReplayBuffer(10, OBS, ACT, NAMES, num_columns=1).feature_sample(5, rng)["dist"]) == 0
+
+
 def test_random_sample_carries_each_features_next_step_within_its_episode() -> None:
     from lares_agent.engine import NEXT_PREFIX, random_feature_sample
     from lares_agent.rewards.prescreen import NEXT_PREFIX as READ_PREFIX

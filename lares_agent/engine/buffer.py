@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from lares_agent.engine.column_map import REWARD_NORMALISATIONS, Affine, ColumnMap, RewardNormalisation
-from lares_agent.engine.contracts import Batch, RewardFunction
+from lares_agent.engine.contracts import NEXT_PREFIX, Batch, RewardFunction
 from lares_agent.engine.errors import ConstantRewardError, NonFiniteRewardError, RewardColumnError
 
 __all__ = ["Affine", "ColumnMap", "ReplayBuffer"]
@@ -220,6 +220,18 @@ class ReplayBuffer:
         """The first n filled rows (default: all) of every feature, by name; views, not copies."""
         n = self.size if n is None else min(n, self.size)
         return {name: self.features[:n, i] for i, name in enumerate(self.feature_names)}
+
+    def feature_sample(self, n: int, rng: np.random.Generator,
+                       drop: frozenset[str] = frozenset()) -> dict[str, np.ndarray]:
+        """Up to n random filled rows (copies, in row order) of every feature but ``drop``, and each feature at the
+        row's next step as ``NEXT_PREFIX`` + name (NaN where there is none, `next_rows`)."""
+        idx = np.sort(rng.choice(self.size, size=min(n, self.size), replace=False)) if self.size else np.zeros(0, int)
+        view = {k: v for k, v in self.feature_view().items() if k not in drop}
+        nxt, has_next = self.next_rows(idx)
+        out = {k: np.asarray(v[idx], np.float64) for k, v in view.items()}
+        for k, v in view.items():
+            out[NEXT_PREFIX + k] = np.where(has_next, np.asarray(v[nxt], np.float64), np.nan)
+        return out
 
     def next_rows(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For stored rows `idx`: the row of the same episode's next step, and whether it exists (the step did

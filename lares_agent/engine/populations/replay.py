@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from lares_agent.engine.buffer import ReplayBuffer
-from lares_agent.engine.contracts import HUMAN_REWARD_FEATURE, NEXT_PREFIX, Diversity, MemberEvaluation, RewardFunction
+from lares_agent.engine.contracts import HUMAN_REWARD_FEATURE, Diversity, MemberEvaluation, RewardFunction
 from lares_agent.engine.devices import resolve_device
 from lares_agent.engine.errors import EngineError, RewardColumnError
 from lares_agent.engine.learners.factory import LEARNER_NAMES, make_population
@@ -318,19 +318,10 @@ class ReplayPopulation:
         return self.groups.slot_view(evals, self.ranked[: self.num_slots], out)
 
     def feature_sample(self, n: int) -> dict[str, np.ndarray]:
-        """Random stored rows (copies) of every feature, for the proposer's numeric validation of candidates
-        (without the human reward in the scratch setting), and each feature at the row's next step as
-        ``next:<name>`` (NaN where there is none; `NEXT_PREFIX`), for the proposer's offline pre-screen."""
-        view = self.buffer.feature_view()
-        size = len(self.buffer)
-        idx = np.sort(self.rng.choice(size, size=min(n, size), replace=False)) if size else np.zeros(0, np.int64)
-        drop = {HUMAN_REWARD_FEATURE} if self.config.setting == "scratch" else set()
-        nxt, has_next = self.buffer.next_rows(idx)
-        out = {k: np.asarray(v[idx], np.float64) for k, v in view.items() if k not in drop}
-        for k, v in view.items():
-            if k not in drop:
-                out[NEXT_PREFIX + k] = np.where(has_next, np.asarray(v[nxt], np.float64), np.nan)
-        return out
+        """Random stored rows of every feature (without the human reward in the scratch setting) and their next
+        steps (`NEXT_PREFIX`), for the proposer's numeric validation and offline pre-screen of candidates."""
+        drop = frozenset({HUMAN_REWARD_FEATURE}) if self.config.setting == "scratch" else frozenset()
+        return self.buffer.feature_sample(n, self.rng, drop)
 
     def diversity(self, evals: Sequence[MemberEvaluation], rewards: Sequence[RewardFunction]) -> Diversity | None:
         return None  # not measured here: the proposer judges from the rewards and rollouts it is given
