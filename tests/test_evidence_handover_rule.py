@@ -22,3 +22,18 @@ def test_before_the_first_update_the_task_reward_learners_evaluations_replace_sl
     assert recorded[first:] == rule[first:]  # from the first ranking on, the records decide
     _, h_recorded, h_rule = script.curves(human)
     assert h_recorded == h_rule  # a baseline has no update and no extra learner: unchanged
+
+
+def test_a_trial_still_training_is_left_out(tmp_path: Path) -> None:
+    init = RUNS / "door-close-v3-lares-init-s1"
+    if not (init / "metrics.jsonl").is_file():
+        pytest.skip("the evidence grid's records are not in this checkout")
+    script = load_script(RUNS.parent / "handover_rule.py")
+    running = tmp_path / "door-close-v3-lares-init-s0"
+    running.mkdir()
+    lines = (init / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
+    (running / "metrics.jsonl").write_text("\n".join(lines[:5]) + "\n", encoding="utf-8")
+    events = [e for e in (init / "events.jsonl").read_text(encoding="utf-8").splitlines() if '"run_end"' not in e]
+    (running / "events.jsonl").write_text("\n".join(events) + "\n", encoding="utf-8")
+    (tmp_path / init.name).symlink_to(init)
+    assert [name for name, *_ in script.areas(sorted(tmp_path.glob("*")))] == [init.name]

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from lares_agent.report.sweep_stats import bootstrap_difference, success_auc
-from lares_agent.runs import RunLayout, RunLog
+from lares_agent.runs import RunLayout, RunLog, recorded_outcome
 
 
 def curves(run: Path) -> tuple[list[int], list[float], list[float]]:
@@ -41,8 +41,11 @@ def curves(run: Path) -> tuple[list[int], list[float], list[float]]:
 
 
 def areas(runs: Sequence[Path]) -> list[tuple[str, float, float]]:
+    """(name, area as run, area under the rule) of each finished run (one still training has no final area)."""
     out = []
     for run in runs:
+        if not recorded_outcome(RunLog(RunLayout(run))).finished:
+            continue
         steps, recorded, rule = curves(run)
         out.append((run.name, success_auc(steps, recorded), success_auc(steps, rule)))
     return out
