@@ -72,12 +72,46 @@ def test_a_new_retrain_sweep_gets_the_grids_options_and_a_started_one_resumes(tm
 
 
 def test_a_reward_not_retrained_yet_reads_not_run(tmp_path: Path) -> None:
-    retrain_plan = {"episodes": 30, "replay_seed": 2000, "rewards": [
+    retrain_plan = {"episodes": 30, "replay_seed": 2000, "seeds": [3, 4, 5], "rewards": [
         {"task": "door-close-v3", "method": "lares-init", "trial": "door-close-v3-lares-init-s0", "success": 0.5,
          "reward_id": "human", "own_reward": True}]}
     text = _script().table(retrain_plan, tmp_path, None)
     assert "| door-close-v3 | lares-init | door-close-v3-lares-init-s0 (the task's own) | 50% [33%, 67%] | - | - " \
-           "| not run |" in text
+           "| not run | - |" in text
+
+
+def test_the_tasks_own_reward_on_the_fresh_seeds_is_one_sweep_read_beside_every_found_reward(tmp_path: Path) -> None:
+    script = _script()
+    retrain_plan = {"grid": "/g", "preset": "demo", "options": {"budget": 50000}, "seeds": [3, 4, 5],
+                    "episodes": 30, "replay_seed": 2000, "rewards": [
+                        {"task": "door-close-v3", "method": "lares-scratch", "trial": "door-close-v3-lares-scratch-s2",
+                         "success": 1.0, "reward_id": "tch", "own_reward": False},
+                        {"task": "door-close-v3", "method": "lares-init", "trial": "door-close-v3-lares-init-s0",
+                         "success": 1.0, "reward_id": "human", "own_reward": True},
+                        {"task": "drawer-open-v3", "method": "lares-init", "trial": "drawer-open-v3-lares-init-s0",
+                         "success": 0.0, "reward_id": "nit", "own_reward": False}]}
+    human = tmp_path / script.HUMAN
+    args = script.sweep_args(None, retrain_plan, human)
+    assert args[:7] == ["sweep", "--tasks", "door-close-v3,drawer-open-v3", "--seeds", "3,4,5", "--methods", "human"]
+    assert not any(a.startswith("reward_from=") for a in args) and args[-1] == str(human)
+    human.mkdir()
+    SweepSpec(tasks=("door-close-v3", "drawer-open-v3"), seeds=(3, 4, 5), methods=("human",),
+              options={"budget": 50000}).save(human / "sweep.json")
+    found = script.folder_of(tmp_path, retrain_plan["rewards"][0])
+    found.mkdir()
+    # the table reads a sweep's trials, whatever trains them (a retrain spec would need a real source run)
+    SweepSpec(tasks=("door-close-v3",), seeds=(3, 4, 5), methods=("sparse",)).save(found / "sweep.json")
+    csv = tmp_path / "replays.csv"  # replays already kept: nothing is played again (no policy files here)
+    kept = {"human-fresh/door-close-v3-human-s3": 1, "human-fresh/door-close-v3-human-s5": 0,
+            "door-close-v3-lares-scratch/door-close-v3-sparse-s3": 0}
+    csv.write_text("trial,episodes,seed,success\n" + "".join(f"{k},30,2000,{v}\n" for k, v in kept.items()),
+                   encoding="utf-8")
+    text = script.table(retrain_plan, tmp_path, csv)
+    assert "| 100% [89%, 100%] | 0%, -, - | 0% [0%, 0%] | no so far (1 of 3 seeds) | 100%, -, 0% |" in text
+    assert "(the task's own) | 100% [89%, 100%] | 100%, -, 0% | 50% [0%, 100%] | no so far (2 of 3 seeds) " \
+           "| 100%, -, 0% |" in text  # its retraining is that sweep itself
+    assert "| drawer-open-v3 | lares-init | drawer-open-v3-lares-init-s0 (nit) | 0% [0%, 11%] | - | - | not run | - |" \
+        in text
 
 
 def _free_port() -> int:

@@ -5,7 +5,9 @@ Eureka-style papers retrain a found reward to tell a good reward from a lucky se
 handed-over policy succeeded most on the grid's replay episodes (`final_policies.py --csv`; ties: the lower
 seed). The retrained reward counts as reproduced when its fresh seeds' mean success lies within or above the
 source run's 95% Wilson interval over those episodes. Where the best seed handed over the learner on the task's
-own reward (the init arm keeps one), the retrain trains on the task's own reward and the plan says so.
+own reward (the init arm keeps one), its retraining is the task's own reward on the fresh seeds: `run` trains that
+once per task (`human-fresh`, a `human` sweep over the plan's tasks), and `table` shows it beside every found reward
+of the task, so each is compared with the expert's reward on the same seeds.
 
     # 1. which reward each (task, arm) retrains, from the grid and its replay
     python experiments/evidence/retrain.py plan runs/evidence-C \\
@@ -51,6 +53,8 @@ from lares_agent.search.sweep_spec import SEARCH_METHODS, SweepSpec
 FRESH_SEEDS = (3, 4, 5)  # the grid ran 0, 1, 2
 _SEARCH_SHAPE = ("setting", "population", "elites")  # what method retrain fixes for a learner alone
 _REPLAY = Path(__file__).resolve().parents[1] / "sample_efficiency" / "final_policies.py"
+HUMAN = "human-fresh"
+"""The task's own reward on the fresh seeds (a `human` sweep; folders named ``human-fresh*`` are all read)."""
 
 
 def _replay_module() -> ModuleType:
@@ -120,14 +124,19 @@ def alone_options(spec: SweepSpec) -> dict[str, Any]:
     return {k: v for k, v in options.items() if k not in ignored}
 
 
-def sweep_args(entry: Mapping[str, Any], retrain_plan: Mapping[str, Any], folder: Path) -> list[str]:
-    """`lares sweep` arguments that retrain one entry's reward in `folder` (or continue it there)."""
+def sweep_args(entry: Mapping[str, Any] | None, retrain_plan: Mapping[str, Any], folder: Path) -> list[str]:
+    """`lares sweep` arguments that retrain one entry's reward in `folder` (or continue it there); entry None: the
+    task's own reward on every task of the plan (`HUMAN`)."""
     if SweepLayout(folder).is_sweep():
         return ["sweep", "--resume", str(folder)]
     sets = [f"{k}={v}" for k, v in retrain_plan["options"].items()]
-    sets.append(f"reward_from={Path(retrain_plan['grid']) / 'runs' / entry['trial']}")
-    return ["sweep", "--tasks", entry["task"], "--seeds", ",".join(str(s) for s in retrain_plan["seeds"]),
-            "--methods", "retrain", "--preset", retrain_plan["preset"], *(x for s in sets for x in ("--set", s)),
+    if entry is None:
+        tasks, method = list(dict.fromkeys(e["task"] for e in retrain_plan["rewards"])), "human"
+    else:
+        tasks, method = [entry["task"]], "retrain"
+        sets.append(f"reward_from={Path(retrain_plan['grid']) / 'runs' / entry['trial']}")
+    return ["sweep", "--tasks", ",".join(tasks), "--seeds", ",".join(str(s) for s in retrain_plan["seeds"]),
+            "--methods", method, "--preset", retrain_plan["preset"], *(x for s in sets for x in ("--set", s)),
             "--out", str(folder)]
 
 
@@ -154,8 +163,9 @@ def run(retrain_plan: Mapping[str, Any], out: Path, cpus: int, port: int = 6390)
     try:
         _wait_for_cluster(ray, address, head, env)
         procs = []
-        for entry in retrain_plan["rewards"]:
-            folder = folder_of(out, entry)
+        jobs = [(folder_of(out, e), e) for e in retrain_plan["rewards"] if not e["own_reward"]]
+        human = [(out / HUMAN, None)] if retrain_plan["rewards"] else []
+        for folder, entry in [*human, *jobs]:
             log = (out / f"{folder.name}.log").open("a", encoding="utf-8")
             procs.append(subprocess.Popen([lares, *sweep_args(entry, retrain_plan, folder), "--ray-address",
                                            address], stdout=log, stderr=subprocess.STDOUT, env=env))
@@ -194,28 +204,44 @@ def table(retrain_plan: Mapping[str, Any], out: Path, csv_path: Path | None) -> 
     kept = {row["trial"]: float(row["success"]) for row in lines
             if (int(row["episodes"]), int(row["seed"])) == (episodes, seed)}
     rows: list[tuple[str, str, str, float]] = []
-    rng = np.random.default_rng(0)
-    md = ["| task | arm | source trial (its reward) | source success [95% interval] | fresh seeds | mean "
-          "[bootstrap 95%] | reproduced |", "|---|---|---|---|---|---|---|"]
-    for entry in retrain_plan["rewards"]:
-        folder = folder_of(out, entry)
+
+    def replayed(folder: Path) -> list[tuple[str, str, str, float]]:
         prefix = f"{folder.name}/"
         mine = {k[len(prefix):]: v for k, v in kept.items() if k.startswith(prefix)}
         done = replay.rows_of(folder, episodes, seed, mine) if SweepLayout(folder).is_sweep() else []
-        rows += [(t, m, prefix + trial, s) for t, m, trial, s in done]
-        values = [s for *_, s in done]
+        rows.extend((t, m, prefix + trial, s) for t, m, trial, s in done)
+        return done
+
+    def by_seed(done: Sequence[tuple[str, str, str, float]]) -> dict[int, float]:
+        return {int(trial.rsplit("-s", 1)[1]): success for *_, trial, success in done}
+
+    def shown_by_seed(values: Mapping[int, float]) -> str:  # the plan's seeds in order, "-" where none yet
+        return ", ".join(f"{values[s]:.0%}" if s in values else "-" for s in retrain_plan["seeds"]) if values else "-"
+
+    own: dict[str, dict[int, float]] = {}
+    for folder in sorted(out.glob(f"{HUMAN}*")):
+        for done in replayed(folder):
+            own.setdefault(done[0], {}).update(by_seed([done]))
+    rng = np.random.default_rng(0)
+    md = ["| task | arm | source trial (its reward) | source success [95% interval] | fresh seeds | mean "
+          "[bootstrap 95%] | reproduced | the task's own reward, same seeds |", "|---|---|---|---|---|---|---|---|"]
+    for entry in retrain_plan["rewards"]:
+        fresh_seeds = own.get(entry["task"], {}) if entry["own_reward"] else by_seed(replayed(folder_of(out, entry)))
+        values = list(fresh_seeds.values())
         lo, hi = wilson(entry["success"] * episodes, episodes)
         reward = "the task's own" if entry["own_reward"] else entry["reward_id"]
         if values:
             mean = float(np.mean(values))
             blo, bhi = bootstrap_interval(values, rng)
             verdict = "yes" if reproduced(values, entry["success"], episodes) else "no"
-            fresh = ", ".join(f"{v:.0%}" for v in values)
+            if len(values) < len(retrain_plan["seeds"]):
+                verdict += f" so far ({len(values)} of {len(retrain_plan['seeds'])} seeds)"
             shown = f"{mean:.0%} [{blo:.0%}, {bhi:.0%}]"
         else:
-            verdict, fresh, shown = "not run", "-", "-"
+            verdict, shown = "not run", "-"
         md.append(f"| {entry['task']} | {entry['method']} | {entry['trial']} ({reward}) | {entry['success']:.0%} "
-                  f"[{lo:.0%}, {hi:.0%}] | {fresh} | {shown} | {verdict} |")
+                  f"[{lo:.0%}, {hi:.0%}] | {shown_by_seed(fresh_seeds)} | {shown} | {verdict} | "
+                  f"{shown_by_seed(own.get(entry['task'], {}))} |")
     if csv_path is not None:
         replay.write_kept(csv_path, lines, rows, episodes, seed)
     return "\n".join(md) + "\n"
