@@ -26,8 +26,8 @@ from lares_agent.graphs.context import GraphLimits, RunContext
 from lares_agent.graphs.round import run_round
 from lares_agent.graphs.routing import route_start
 from lares_agent.llm.client import LLMClient
-from lares_agent.search.config import SearchConfig, engine_config
-from lares_agent.search.live_run import reflects, uses_retrieval
+from lares_agent.search.config import SearchConfig, engine_config, resolved_for_task
+from lares_agent.search.live_run import asks_llm, reflects, uses_retrieval
 from lares_agent.search.options import ABLATIONS
 from lares_agent.tools.trajectory import Rollout
 
@@ -190,13 +190,42 @@ def test_graph_without_reflection_goes_straight_to_propose(scripted_llm: Callabl
     assert route_start({"n_wanted": 0}, reflect=False) == "__end__"
 
 
+def test_graph_without_the_llm_fills_every_slot_with_numeric_children(scripted_llm: Callable[..., LLMClient]) -> None:
+    human = {"approach": "-2.0*tcp_to_goal", "bonus": "5.0*success"}
+    elite = {"id": "human", "components": human, "stats": {}}
+    rng = np.random.default_rng(0)
+    sample = {"tcp_to_goal": rng.uniform(0, 0.5, 64), "success": rng.integers(0, 2, 64).astype(float)}
+    good = json.dumps({"components": {"approach": "-3*tcp_to_goal"}, "rationale": "t"})
+    for asks in (True, False):
+        llm = scripted_llm([good])
+        deps = RunContext(llm=llm, task=GRAPH_TASK, sample=sample, human_reward=human,
+                          limits=GraphLimits(reflect=False, llm_proposals=asks, numeric_children=0))
+        result = run_round(build_graph(), {"round": 0, "elites": [elite], "n_wanted": 2}, f"init-{asks}", deps)
+        calls = llm.chat_model.calls  # type: ignore[attr-defined]
+        if asks:  # the switch is what keeps the LLM out: with it on, the same round asks
+            assert calls >= 1
+            continue
+        assert calls == 0
+        assert len(result.accepted) == 2
+        assert all(r.get("origin") == "child" and r.get("parent_id") == "human" for r in result.accepted)
+        assert all(set(r["components"]) == set(human) and r["components"] != human for r in result.accepted)
+
+
+def test_no_llm_needs_a_reward_to_perturb() -> None:
+    with pytest.raises(LaresError, match="no-llm"):
+        SearchConfig(setting="scratch", ablations=("no-llm",))
+    with pytest.raises(LaresError, match="no-llm"):  # "auto" is scratch on a task without its own reward
+        resolved_for_task(SearchConfig(ablations=("no-llm",)), has_human_reward=False)
+    assert resolved_for_task(SearchConfig(ablations=("no-llm",)), has_human_reward=True).setting == "init"
+
+
 # ---------------------------------------------------------------------------------------------- search config
 def test_search_config_maps_every_ablation_onto_its_switch() -> None:
     full = SearchConfig()
     ecfg = engine_config(full).learners
     assert isinstance(ecfg, ReplayConfig)
     assert (ecfg.relabel, ecfg.thompson, ecfg.scale_to_best, ecfg.anchor_weight) == (True, True, True, 1.0)
-    assert uses_retrieval(full) and reflects(full)
+    assert uses_retrieval(full) and reflects(full) and asks_llm(full)
     expected = {
         "no-relabel": lambda c, s: not c.relabel,
         "no-thompson": lambda c, s: not c.thompson,
@@ -204,6 +233,7 @@ def test_search_config_maps_every_ablation_onto_its_switch() -> None:
         "no-constraint": lambda c, s: c.anchor_weight == 0.0,
         "no-reflection": lambda c, s: not reflects(s),
         "no-retrieval": lambda c, s: not uses_retrieval(s),
+        "no-llm": lambda c, s: not asks_llm(s),
     }
     assert set(expected) == set(ABLATIONS)
     for name, check in expected.items():

@@ -264,7 +264,8 @@ def run_command(
         help="LLM sampling temperature.", rich_help_panel=MORE)] = None,
     ablations: Annotated[str | None, typer.Option(
         help="Parts of LaRes switched off, comma-separated: no-relabel, no-thompson, no-scaling, no-constraint, "
-             "no-reflection, no-retrieval.", rich_help_panel=MORE)] = None,
+             "no-reflection, no-retrieval, no-llm (numeric children of the elites only).",
+        rich_help_panel=MORE)] = None,
     llm: Annotated[str | None, typer.Option(hidden=True)] = None,  # OLD_NAMES
     model: Annotated[str | None, typer.Option(hidden=True)] = None,
     rewards: Annotated[Path | None, typer.Option(hidden=True)] = None,

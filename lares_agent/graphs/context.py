@@ -81,6 +81,7 @@ class GraphLimits:
     # gets numeric children, and validate keeps as many valid ones as there are free slots.
     oversample: float = 1.0  # LLM candidates asked per free slot (SearchConfig.candidates_per_slot sets runs')
     numeric_children: int = 0  # numeric children of the elites per propose pass (rewards/mutate.py)
+    llm_proposals: bool = True  # False (ablation): no LLM call; the elites' numeric children fill every free slot
     mutation_sigma: float = 0.5  # children's constants times exp(N(0, sigma))
     # rank valid candidates by the proxy; False (default): keep them in proposal order, the proxy only logged, as the
     # runs show no signal in it (benchmarks/prescreen_signal.py, docs/RESULTS.md)

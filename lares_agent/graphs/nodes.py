@@ -121,13 +121,13 @@ def _temperature(limits: GraphLimits, explore: bool, made: int) -> float:
 
 
 def _children(ctx: RunContext, elites: list[EliteInfo], round_: int, attempt: int, first: int,
-              critique_id: str | None) -> list[CandidateRecord]:
+              critique_id: str | None, count: int) -> list[CandidateRecord]:
     """Numeric children of the elites, best first in turn: structure from the LLM, constants drawn by TPE from the
     fitness measured for rewards of the elite's structure (rewards/tuning.py), or perturbed at random
     (rewards/mutate.py) where the elite has no constant to tune that way. Seeded by (seed, round, attempt): a
     resumed round makes the same ones."""
     limits = ctx.limits
-    if limits.numeric_children <= 0 or not elites:
+    if count <= 0 or not elites:
         return []
     rng = np.random.default_rng([limits.seed, round_, attempt])
     keep = None
@@ -135,8 +135,7 @@ def _children(ctx: RunContext, elites: list[EliteInfo], round_: int, attempt: in
         opening = _opening(ctx)
         keep = scales_within(opening, allowed_features(ctx.task), limits.checks.limits,
                              _scale_bounds(ctx, opening.values()))
-    share = [limits.numeric_children // len(elites) + (1 if i < limits.numeric_children % len(elites) else 0)
-             for i in range(len(elites))]
+    share = [count // len(elites) + (1 if i < count % len(elites) else 0) for i in range(len(elites))]
     out: list[CandidateRecord] = []
     for elite, n in zip(elites, share, strict=True):
         comps = dict(elite.get("components") or {})
@@ -172,7 +171,7 @@ def propose(state: RoundState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     rejected = list(state.get("rejected") or [])
     missing = max(int(state.get("n_wanted", 0)) - len(accepted), 0)
     asked = math.ceil(missing * limits.oversample - 1e-9)  # LLM candidates this pass (the pool validate screens)
-    calls = min(math.ceil(asked / limits.per_call), limits.max_calls_per_pass)
+    calls = min(math.ceil(asked / limits.per_call), limits.max_calls_per_pass) if limits.llm_proposals else 0
     update: dict[str, Any] = {}
     cases = state.get("cases")
     if cases is None:
@@ -228,7 +227,10 @@ def propose(state: RoundState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     # that keeps repeating one answer then fills the slots with its structure, not with the built-in fallback.
     parents = elites or [EliteInfo(id=str(r.get("id", "?")), components=dict(r.get("components") or {}))
                          for r in accepted if r.get("origin") != "child"]
-    children = _children(ctx, parents, round_, attempt, len(pending), state.get("critique_id")) if missing else []
+    # without the LLM (ablation) the children are the whole pool, as many as it would have asked for
+    count = limits.numeric_children if limits.llm_proposals else max(limits.numeric_children, asked)
+    children = (_children(ctx, parents, round_, attempt, len(pending), state.get("critique_id"), count)
+                if missing else [])
     summary = (f"attempt {attempt}: {calls} call(s), {len(pending) - bad} proposal(s), {bad} unusable answer(s), "
                f"{len(children)} numeric child(ren)")
     return step("propose", attempt, summary, pending=pending + children, attempts=1, **update)

@@ -221,6 +221,8 @@ class SearchConfig:
         unknown = [a for a in self.ablations if a not in ABLATIONS]
         if unknown:
             problems.append(f"unknown ablation(s) {', '.join(unknown)}; choose from {', '.join(ABLATIONS)}")
+        if "no-llm" in self.ablations and self.setting == "scratch":
+            problems.append(_NO_LLM_FROM_SCRATCH)
         name = _GRADIENT_NAMES.get(self.learner)
         if name is not None:
             if self.selection == "tournament":
@@ -254,8 +256,10 @@ class SearchConfig:
         if problems:
             raise ConfigError("; ".join(problems))
         # raises ConfigError on what only the engine checks (e.g. warmup_steps, horizon); "auto" is checked as
-        # scratch, which the engine checks as it checks init (only the task decides between them)
-        engine_config(self if self.setting != "auto" else dataclasses.replace(self, setting="scratch"))
+        # scratch, which the engine checks as it checks init (only the task decides between them; no-llm,
+        # which needs init, was checked above)
+        engine_config(self if self.setting != "auto" else dataclasses.replace(
+            self, setting="scratch", ablations=tuple(a for a in self.ablations if a != "no-llm")))
         llm_config(self)
 
     def to_json(self) -> dict[str, Any]:
@@ -359,6 +363,10 @@ def engine_config(cfg: SearchConfig) -> EngineConfig:
     )
 
 
+_NO_LLM_FROM_SCRATCH = ("--ablations no-llm perturbs the constants of the task's own reward, and from scratch there is "
+                        "none to perturb: use --setting init")
+
+
 def resolved_for_task(cfg: SearchConfig, has_human_reward: bool) -> SearchConfig:
     """`cfg` with its "auto" choices resolved against the task. The setting: init where the task has a human
     reward (the paper's main setting, and the common case of a user with a reward that almost works), else scratch.
@@ -377,6 +385,8 @@ def resolved_for_task(cfg: SearchConfig, has_human_reward: bool) -> SearchConfig
         raise ConfigError(f"--setting init refines the task's own (human) reward, and task {cfg.task!r} has none; "
                           "use --setting scratch (or leave the default, auto)")
     setting = cfg.setting if cfg.setting != "auto" else ("init" if has_human_reward else "scratch")
+    if setting == "scratch" and "no-llm" in cfg.ablations:
+        raise ConfigError(f"task {cfg.task!r}: {_NO_LLM_FROM_SCRATCH}")
     rule = fitness_rule(cfg.fitness, has_human_reward)
     if (setting, rule) == (cfg.setting, cfg.fitness):
         return cfg

@@ -39,7 +39,7 @@ if TYPE_CHECKING:  # imported at run time only where used, so that `lares baseli
     from lares_agent.memory.cases import CaseStore
     from lares_agent.search.proposer import GraphProposer
 
-__all__ = ["Search", "reflects", "uses_retrieval"]
+__all__ = ["Search", "asks_llm", "reflects", "uses_retrieval"]
 
 
 def uses_retrieval(cfg: SearchConfig) -> bool:
@@ -50,6 +50,12 @@ def uses_retrieval(cfg: SearchConfig) -> bool:
 def reflects(cfg: SearchConfig) -> bool:
     """Whether the round graph runs analyse/critique before propose (off with the `no-reflection` ablation)."""
     return "no-reflection" not in cfg.ablations
+
+
+def asks_llm(cfg: SearchConfig) -> bool:
+    """Whether the LLM writes rewards (off with the `no-llm` ablation: numeric children of the elites only, the
+    baseline that tells the LLM's part of a refinement from tuning the expert's constants)."""
+    return "no-llm" not in cfg.ablations
 
 
 
@@ -118,7 +124,8 @@ class Search:
             cases=self._cases,
             run_id=self.run.root.name,
             id_prefix=f"{self.run.root.name[-6:]}-",
-            limits=GraphLimits(reflect=reflects(cfg), analysis=cfg.analysis, oversample=cfg.candidates_per_slot,
+            limits=GraphLimits(reflect=reflects(cfg) and asks_llm(cfg), llm_proposals=asks_llm(cfg),
+                               analysis=cfg.analysis, oversample=cfg.candidates_per_slot,
                                numeric_children=cfg.numeric_children, seed=cfg.seed, task_examples=cfg.task_examples,
                                prescreen=cfg.prescreen),
             critics=tuple(resolve_persona(p) for p in cfg.personas),
@@ -213,7 +220,8 @@ class Search:
         wall = earlier + session
         best[0] = max(best[0], _best_success(engine))
         usage = self.llm.usage if self.llm is not None else {}
-        health = llm_health(self.log) if self.cfg.setting != "baseline" else None
+        # no LLM health where no LLM was asked: the no-llm ablation's rewards are numeric children by design
+        health = llm_health(self.log) if self.cfg.setting != "baseline" and asks_llm(self.cfg) else None
         extra: dict[str, object] = {"stopped_by": self.stop.name} if self.stop() else {}
         if engine.abandoned is not None:
             extra["abandoned_round"] = engine.abandoned

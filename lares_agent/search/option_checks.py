@@ -54,6 +54,8 @@ _IGNORED = (
                        "such call: add --analysis llm, or leave --personas out"),
     _Ignored("personas", ("ablations",), lambda c: bool(c.personas) and "no-reflection" in c.ablations,
              lambda c: "--personas critique in the critique step, which --ablations no-reflection removes"),
+    _Ignored("personas", ("ablations",), lambda c: bool(c.personas) and "no-llm" in c.ablations,
+             lambda c: "--personas critique for the LLM's proposals, and --ablations no-llm asks it for none"),
     _Ignored("reward_gain", ("setting", "baseline_reward"),
              lambda c: c.reward_gain is not None and c.setting == "baseline" and not c.reward_components,
              lambda c: "--reward-gain scales the rewards a search writes or a found reward (--reward-from, "

@@ -58,7 +58,8 @@ FITNESS_RULES: tuple[Fitness, ...] = get_args(Fitness)
 Device = Literal["auto", "cpu", "cuda"]
 DEVICES: tuple[Device, ...] = get_args(Device)
 # Ablations of LaRes' parts; each switches one part off, default none (full LaRes).
-Ablation = Literal["no-relabel", "no-thompson", "no-scaling", "no-constraint", "no-reflection", "no-retrieval"]
+Ablation = Literal["no-relabel", "no-thompson", "no-scaling", "no-constraint", "no-reflection", "no-retrieval",
+                   "no-llm"]
 SETTINGS: tuple[Setting, ...] = get_args(Setting)
 LEARNERS: tuple[Learner, ...] = get_args(Learner)
 BACKENDS: tuple[Backend, ...] = get_args(Backend)
@@ -73,5 +74,7 @@ ABLATIONS: dict[Ablation, str] = {
     "no-constraint": "no L2 pull toward the inherited parameters (anchor_weight=0)",
     "no-reflection": "no analyse/critique nodes: the graph goes straight to propose (GraphLimits.reflect=False)",
     "no-retrieval": "no past cases retrieved for the proposer (same as retrieval=False)",
+    "no-llm": "the LLM writes no reward: every free slot gets a numeric child of the elites, so in the init setting "
+              "the task's own reward with its constants tuned or perturbed (GraphLimits.llm_proposals=False)",
 }
 ENGINE_ABLATIONS: tuple[Ablation, ...] = ("no-relabel", "no-thompson", "no-scaling", "no-constraint")
