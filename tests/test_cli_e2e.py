@@ -186,6 +186,31 @@ def test_crossq_run_and_baseline_through_the_cli(server: FakeServer, tmp_path: P
     assert json.loads((only_run(tmp_path / "base") / "config.json").read_text())["learner"] == "crossq"
 
 
+def test_no_llm_ablation_runs_the_init_loop_without_asking_the_llm(server: FakeServer, tmp_path: Path) -> None:
+    """The expert's constants searched alone: every installed reward is a numeric child, the server is never asked,
+    and neither the finished run nor its resume reads as a search whose LLM failed."""
+    before = server.requests
+    args = [*TINY_ANY, "--setting", "init", "--ablations", "no-llm", "--llm-backend", "openai", "--llm-model", "fake",
+            "--base-url", server.url, "--run-dir", str(tmp_path / "runs")]
+    # Reacher-v5's own reward (-fingertip_to_target - action_norm**2) has no constant to search: refused at once
+    refused = lares("run", *args, home=tmp_path / "home")
+    assert refused.exit_code != 0 and "has none to change" in refused.output, refused.output
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+    args[args.index("Reacher-v5")] = "reach-v3"
+    result = lares("run", *args, "--horizon", "50", home=tmp_path / "home")  # episodes end before each update
+    assert result.exit_code == 0, result.output
+    assert server.requests == before
+    run = only_run(tmp_path / "runs")
+    rows = [r for r in read_jsonl(run / "candidates.jsonl") if r.get("verdict") == "accepted"]
+    assert {r["round"] for r in rows} == {0, 1}
+    assert all(r.get("origin") == "child" for r in rows)
+    assert not (run / "llm_calls.jsonl").exists() or not read_jsonl(run / "llm_calls.jsonl")
+    (end,) = [e for e in read_jsonl(run / "events.jsonl") if e.get("event") == "run_end"]
+    assert "only_fallbacks" not in end
+    again = lares("resume", str(run), home=tmp_path / "home")
+    assert again.exit_code == 0, again.output
+
+
 def test_progress_line_fits_80_columns_and_shows_the_ranked_learner(capsys: pytest.CaptureFixture[str],
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     from lares_agent.cli.run_cmd import _progress

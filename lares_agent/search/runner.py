@@ -19,11 +19,17 @@ from lares_agent.runs.oserrors import run_file_error
 from lares_agent.search.config import SearchConfig, missing_keys, resolved_for_task
 from lares_agent.search.found_reward import found_rewards
 from lares_agent.search.given_rewards import load_rewards_file
-from lares_agent.search.live_run import Search, uses_retrieval
+from lares_agent.search.live_run import Search, asks_llm, uses_retrieval
 from lares_agent.search.outcome import NotifyFn, ProgressFn, RunOutcome
 from lares_agent.search.resume_checks import prepare_resume
 from lares_agent.search.signals import graceful_signals
-from lares_agent.search.start_checks import check_case_store, check_device, check_llm, device_for_resume
+from lares_agent.search.start_checks import (
+    check_case_store,
+    check_constants_to_search,
+    check_device,
+    check_llm,
+    device_for_resume,
+)
 
 
 def read_config(run: RunLayout) -> SearchConfig:
@@ -51,6 +57,8 @@ def check_start(cfg: SearchConfig) -> None:
     if cfg.setting == "baseline":
         found_rewards(cfg, task)  # a found reward passes the one validator
         return
+    if not asks_llm(cfg):
+        check_constants_to_search(task)
     from lares_agent.search.personas import resolve_persona
 
     resolve_persona(cfg.persona)
@@ -109,8 +117,10 @@ def finished_outcome(run: RunLayout) -> RunOutcome | None:
     done = recorded_outcome(RunLog(run))
     if not done.finished:
         return None
-    return RunOutcome(run, done.env_steps, True, done.best_success, done.wall_s, llm=llm_health(RunLog(run)),
-                      already_finished=True)
+    cfg = read_config(run)
+    asked = cfg.setting != "baseline" and asks_llm(cfg)  # as the run's own end judged it (live_run.py)
+    return RunOutcome(run, done.env_steps, True, done.best_success, done.wall_s,
+                      llm=llm_health(RunLog(run)) if asked else None, already_finished=True)
 
 
 def resume_run(path: Path, progress: ProgressFn | None = None, extra_minutes: float | None = None,

@@ -9,12 +9,17 @@ import socket
 import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lares_agent.errors import ConfigError, LaresError
 from lares_agent.runs.oserrors import cause_of
 from lares_agent.search.config import SearchConfig, llm_config
 
-__all__ = ["check_case_store", "check_device", "check_llm", "device_for_resume", "probe_endpoint"]
+if TYPE_CHECKING:
+    from lares_agent.engine import TaskSpec
+
+__all__ = ["check_case_store", "check_constants_to_search", "check_device", "check_llm", "device_for_resume",
+           "probe_endpoint"]
 
 
 def check_case_store() -> None:
@@ -58,6 +63,19 @@ def device_for_resume(cfg: SearchConfig, notify: Callable[[str], None]) -> Searc
         return cfg
     notify(f"this run trained with --device {cfg.device}, and torch sees no CUDA GPU here: it continues on the CPU")
     return dataclasses.replace(cfg, device="cpu")
+
+
+def check_constants_to_search(task: TaskSpec) -> None:
+    """The `no-llm` ablation searches the constants of the task's own reward: one without any would leave every
+    slot to the built-in fallback."""
+    import numpy as np
+
+    from lares_agent.rewards.mutate import numeric_children
+
+    if not numeric_children(dict(task.human_components or ()), task, 1, np.random.default_rng(0)):
+        shown = "; ".join(f"{name} = {expr}" for name, expr in task.human_components or ())
+        raise ConfigError(f"--ablations no-llm searches the constants of the task's own reward, and {task.name}'s "
+                          f"has none to change ({shown}): use a task whose reward has constants, or leave no-llm out")
 
 
 def check_llm(cfg: SearchConfig) -> None:
