@@ -3,8 +3,7 @@
 relabel=False leaves old buffer rows as they were, thompson=False ignores successes, scale_to_best=False and
 anchor_weight=0 skip the scaling and the L2 pull, GraphLimits.reflect=False skips analyse/critique,
 GraphLimits.llm_proposals=False asks the LLM nothing, and the search config maps every ablation name onto those
-switches. The engine tests use a 2-D point mass (no
-MuJoCo, milliseconds per episode).
+switches. The engine tests use a 2-D point mass (no MuJoCo, milliseconds per episode).
 """
 
 from __future__ import annotations
