@@ -53,9 +53,10 @@ def reflects(cfg: SearchConfig) -> bool:
 
 
 def asks_llm(cfg: SearchConfig) -> bool:
-    """Whether the LLM writes rewards (off with the `no-llm` ablation: numeric children of the elites only, the
-    baseline that tells the LLM's part of a refinement from tuning the expert's constants)."""
-    return "no-llm" not in cfg.ablations
+    """Whether the LLM writes rewards: not for a learner alone (`setting="baseline"`), nor with the `no-llm`
+    ablation (numeric children of the elites only, the baseline that tells the LLM's part of a refinement from
+    tuning the expert's constants). Where it does not, no run is judged by its LLM's health."""
+    return cfg.setting != "baseline" and "no-llm" not in cfg.ablations
 
 
 
@@ -220,8 +221,7 @@ class Search:
         wall = earlier + session
         best[0] = max(best[0], _best_success(engine))
         usage = self.llm.usage if self.llm is not None else {}
-        # no LLM health where no LLM was asked: the no-llm ablation's rewards are numeric children by design
-        health = llm_health(self.log) if self.cfg.setting != "baseline" and asks_llm(self.cfg) else None
+        health = llm_health(self.log) if asks_llm(self.cfg) else None
         extra: dict[str, object] = {"stopped_by": self.stop.name} if self.stop() else {}
         if engine.abandoned is not None:
             extra["abandoned_round"] = engine.abandoned

@@ -117,10 +117,8 @@ def finished_outcome(run: RunLayout) -> RunOutcome | None:
     done = recorded_outcome(RunLog(run))
     if not done.finished:
         return None
-    cfg = read_config(run)
-    asked = cfg.setting != "baseline" and asks_llm(cfg)  # as the run's own end judged it (live_run.py)
     return RunOutcome(run, done.env_steps, True, done.best_success, done.wall_s,
-                      llm=llm_health(RunLog(run)) if asked else None, already_finished=True)
+                      llm=llm_health(RunLog(run)) if asks_llm(read_config(run)) else None, already_finished=True)
 
 
 def resume_run(path: Path, progress: ProgressFn | None = None, extra_minutes: float | None = None,
