@@ -3,7 +3,6 @@ continued, a source run's interval decides whether the fresh seeds reproduce it,
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import sys
@@ -120,11 +119,16 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_run_stops_the_cluster_it_started_and_leaves_another_running(tmp_path: Path) -> None:
-    """`ray stop` would end every Ray process of the machine (a grid beside the retraining): run owns its cluster."""
+def test_run_stops_the_cluster_it_started_and_leaves_another_running(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """`ray stop` would end every Ray process of the machine (a grid beside the retraining): run owns its cluster.
+    Under an empty home folder, as on a machine where Ray never ran (no token file there)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
     script = _script()
     ray = str(Path(sys.executable).with_name("ray"))
-    env = {**os.environ, "RAY_AUTH_MODE": "token"}
+    env = script.cluster_env()  # the other cluster's own token
     other_port, own_port = _free_port(), _free_port()
     address_file = Path("/tmp/ray/ray_current_cluster")  # Ray's record of the last `ray start` of this machine
     before = address_file.read_text() if address_file.is_file() else None

@@ -30,6 +30,7 @@ import importlib.util
 import json
 import math
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -152,11 +153,7 @@ def run(retrain_plan: Mapping[str, Any], out: Path, cpus: int, port: int = 6390)
     ray = shutil.which("ray") or str(Path(sys.executable).with_name("ray"))
     out.mkdir(parents=True, exist_ok=True)
     address = f"127.0.0.1:{port}"
-    # Ray 2.60 turns token authentication on for a `ray start` cluster where a token exists, and a client given
-    # an explicit address does not: every process here is told, after a token is made where none exists yet
-    # (what `get-auth-token` prints is the token: not logged).
-    env = {**os.environ, "RAY_AUTH_MODE": "token"}
-    subprocess.run([ray, "get-auth-token", "--generate"], check=True, capture_output=True, env=env)
+    env = cluster_env()
     temp = tempfile.mkdtemp(prefix="ray-")
     head = subprocess.Popen(ray_head(ray, port, cpus, temp), stdout=(out / "ray-head.log").open("a", encoding="utf-8"),
                             stderr=subprocess.STDOUT, env=env)
@@ -174,6 +171,14 @@ def run(retrain_plan: Mapping[str, Any], out: Path, cpus: int, port: int = 6390)
         head.terminate()  # SIGTERM: the blocked `ray start` shuts its own node down
         head.wait(timeout=120)
         shutil.rmtree(temp, ignore_errors=True)
+
+
+def cluster_env() -> dict[str, str]:
+    """The environment of one cluster's processes (its head, and every client and trial of it): token
+    authentication with a token made here for this cluster, passed by environment (Ray reads `RAY_AUTH_TOKEN`
+    before any file). Ray's default token file lives in the home folder, which a new machine lacks (`ray start`
+    then exits), and the head listens on every interface, so no authentication is not an option."""
+    return {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
 
 
 def ray_head(ray: str, port: int, cpus: int, temp: str) -> list[str]:
