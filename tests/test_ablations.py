@@ -153,10 +153,11 @@ def test_without_scaling_a_new_column_keeps_its_own_scale() -> None:
 
 
 def test_without_constraint_inherited_learners_get_no_pull() -> None:
-    engine, ctx, _ = run_to_first_update(anchor_weight=0.0)
+    # the reference's inheritance, so that the refilled learners inherit whether or not the best one succeeded
+    engine, ctx, _ = run_to_first_update(anchor_weight=0.0, inherit="always")
     assert all(float(engine.population.learners.anchor_weight[s]) == 0.0 for s in ctx.refill)
     engine.close()
-    anchored, ctx2, _ = run_to_first_update()
+    anchored, ctx2, _ = run_to_first_update(inherit="always")
     assert all(float(anchored.population.learners.anchor_weight[s]) == 1.0 for s in ctx2.refill)
     anchored.close()
 

@@ -73,7 +73,7 @@ def test_a_slot_whose_learners_all_diverged_grades_as_broken() -> None:
 
 
 def test_scratch_run_with_two_learners_per_reward(tmp_path: Path) -> None:
-    cfg = tiny_config(learners_per_reward=2, max_rounds=1, total_steps=120)
+    cfg = tiny_config(learners_per_reward=2, max_rounds=1, total_steps=120, inherit="always")  # the reference's
     engine = make_engine(tiny_task(), cfg, scratch_rewards(), Proposer(), run_dir=tmp_path)
     try:
         pop = engine.population

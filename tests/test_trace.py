@@ -297,7 +297,7 @@ def test_the_trace_says_which_grade_ranked_each_update_and_what_each_slot_was_ma
     shown = _invoke(str(run), "--candidate", x.id).output
     assert "evaluated at round 2: fitness 412.29 (return 412.3 - 0.01 cx), success 0.0, task return 412.3" in shown
     # the run's own round-1 evaluation (graded on success, slot 0's spread over its two learners)
-    assert "evaluated at round 1: fitness 0.5 (success 0.50 - 0.00 cx), success 0.5" in shown
+    assert "evaluated at round 1: fitness 0.5 (success 0.50), success 0.5" in shown  # the fitness is the graded value
     data = json.loads(_invoke(str(run), "--json", "--round", "1").output)
     assert [s["graded_by"] for s in data["updates"][0]["slots"]] == ["return", "return"]
     assert read_trace(run).update(1) is not None and read_trace(run).update(2) is None

@@ -7,8 +7,8 @@ reward per evaluation episode, mean over the episodes). The grid ran success-the
 (the reference's rule, ``engine/loop/fitness.py``) grades the same updates on the task return when no slot
 succeeded.
 
-An update is a *tie* when the values its slots were graded on (fitness + complexity penalty, quarantined slots
-left out) lie within ``--tie`` of each other: the complexity penalty alone then ranked the slots
+An update is a *tie* when the values its slots were graded on (``SlotFitness.graded``, quarantined slots left
+out) lie within ``--tie`` of each other: the complexity penalty alone then ranked the slots
 (docs/results-archive.md, "Sample efficiency on five MetaWorld tasks": "equal in every slot"). It *still ties by
 return* when the slots' task returns lie within ``--return-tie`` of the update's largest |return| (a relative
 tolerance: returns run from about 7 to about 1,000 across these tasks). Under success-then-return a success-graded
@@ -40,7 +40,7 @@ class Update:
     trial: str
     round: int
     grade: str  # "success", "progress" (or "approach", "return" in later runs); "/"-joined if mixed
-    graded_spread: float  # max - min of the graded values (fitness + penalty) of the healthy slots
+    graded_spread: float  # max - min of the graded values of the healthy slots
     return_spread: float  # max - min of their task returns
     return_scale: float  # the largest |task return| among them
 
@@ -69,8 +69,7 @@ def updates(trial: Path) -> list[Update]:
         slots = _healthy(rec.slots)
         if len(slots) < 2:
             continue
-        penalty = [s.complexity_penalty if math.isfinite(s.complexity_penalty) else 0.0 for s in slots]
-        graded = [s.fitness + p for s, p in zip(slots, penalty, strict=True)]
+        graded = [s.graded for s in slots]  # from the record's fields, whichever rule made its fitness
         returns = [s.task_return for s in slots]
         out.append(Update(trial.name, rec.round, "/".join(sorted({s.graded_by or "success" for s in slots})),
                           _spread(graded), _spread(returns), max(abs(r) for r in returns)))

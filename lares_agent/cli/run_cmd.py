@@ -157,11 +157,16 @@ def run_command(
         help="Reward-population selection: truncation (LaRes), tournament (--learner es only) or pareto "
              "(non-dominated over fitness, smooth actions, simple rewards).")] = "truncation",
     complexity_lambda: Annotated[float | None, typer.Option(
-        help="Fitness = graded value - this x reward complexity (default 0.001).")] = None,
+        help="Complexity penalty, this x reward complexity: > 0 lets the simpler reward win an exact tie of fitness "
+             "and tie-break, 0 ranks without complexity (the reference's); default 0.001.")] = None,
     fitness: Annotated[str, typer.Option(
         help="What ranks the rewards before any policy succeeds: success-then-return (the task's own reward per "
              "episode, as the LaRes reference), success-then-progress (the share of the start distance closed) or "
              "auto (the first where the task has its own reward, else the second).")] = "auto",
+    inherit: Annotated[str, typer.Option(
+        help="When a replaced reward's learner starts from the best learner, pulled toward it: on-success (only "
+             "once that learner has succeeded; before, it keeps its own weights) or always (the LaRes "
+             "reference).")] = "on-success",
     setting: Annotated[str, typer.Option(
         help="init (refine the task's own reward and keep a learner on it, as the paper's \"with init\"), scratch "
              "(every reward written from the task description) or auto (init where the task has its own reward, "

@@ -1,7 +1,7 @@
 """`lares trace RUN [--node N] [--round R] [--candidate ID] [--json]`: what the agent graph did, step by step.
 
 Without options: one row per node execution (time, node, persona, summary, LLM use), the reward updates (what
-graded each one's slots, each slot's graded value and penalty) and the accepted candidates with their lineage.
+graded each one's slots and each slot's graded value) and the accepted candidates with their lineage.
 `--node` / `--round` select steps and show each one's prompts, answers and verdicts (`--round` the round's reward
 update first); `--candidate` shows one candidate's verdict, every fitness it got and what it was made of, lineage
 (elite and critique it came from) and the prompt and answer that produced it. `--json` prints the same selection
@@ -130,7 +130,7 @@ def _show_steps(trace: Any, steps: tuple[Any, ...], detailed: bool, round_select
             _show_detail(console, s)
     else:
         if trace.updates:
-            console.print(Text("reward updates (what ranked the slots; each slot's graded value - penalty):"))
+            console.print(Text("reward updates (what ranked the slots; each slot's graded value):"))
             for u in trace.updates:
                 console.print(Text(wrap.fill(update_line(u))))
         _show_candidates(console, trace)
@@ -195,7 +195,7 @@ def _show_detail(console: Any, step: Any) -> None:
 
 
 def evaluation_breakdown(e: Any) -> str:
-    """What one evaluated line's fitness was made of ("return 412.3 - 0.01 cx"; "" where the run did not say)."""
+    """What one evaluated line's fitness was made of ("return 412.3"; "" where the run did not say)."""
     from lares_agent.runs.events import fitness_breakdown, graded_value
 
     def num(key: str) -> float:
@@ -206,7 +206,7 @@ def evaluation_breakdown(e: Any) -> str:
     if not isinstance(grade, str):
         return ""
     graded = graded_value(grade, num("success"), num("progress_closed"), num("approach_closed"), num("task_return"))
-    return fitness_breakdown(grade, graded, num("complexity_penalty"))
+    return fitness_breakdown(grade, graded, num("complexity_penalty"), fitness=num("fitness"))
 
 
 def _components(components: Any) -> str:

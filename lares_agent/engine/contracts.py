@@ -117,12 +117,18 @@ class HumanReward:
     """The task's own (human-designed) reward, read from the `human_reward` feature.
 
     Used for the "with human reward" setting and as a baseline; it is never shown to the LLM in the
-    from-scratch setting (docs/ARCHITECTURE.md, engine/tasks).
+    from-scratch setting (docs/ARCHITECTURE.md, engine/tasks). ``complexity`` is that of the task's own reward
+    expression (``TaskSpec.human_components``, measured by the search layer, which parses rewards), so the init
+    setting's learner on it is ranked by the rule every slot is (``loop/fitness.py``); 0 where the task's reward
+    has no written expression (nothing to measure).
     """
 
     id: str = "human"
     key: str = "human"
-    complexity: float = 0.0
+    complexity: float
+
+    def __init__(self, complexity: float = 0.0) -> None:
+        self.complexity = float(complexity)
 
     def __call__(self, features: Mapping[str, np.ndarray]) -> np.ndarray:
         """Return `features["human_reward"]` as float64 (a copy, so callers cannot alias buffer memory)."""
@@ -139,7 +145,7 @@ class HumanReward:
         return {"id": self.id, "kind": "human", "complexity": self.complexity}
 
     def __repr__(self) -> str:
-        return "HumanReward()"
+        return f"HumanReward(complexity={self.complexity:g})" if self.complexity else "HumanReward()"
 
 
 LoadReward = Callable[[Mapping[str, Any]], RewardFunction]
@@ -220,10 +226,10 @@ class SlotEvaluation:
     """Mean progress feature at the last step (lower is better)."""
     complexity: float
     fitness: float
-    """Graded value - complexity_penalty (-inf for a quarantined slot): the graded value is the success rate
-    when any slot of this update succeeds, else (``graded_by``) the task return (``success-then-return``) or the
-    share of the start distance closed (``success-then-progress``: of the progress feature, or of the approach
-    feature when the progress shares do not separate the slots)."""
+    """The graded value (-inf for a quarantined slot): the success rate when any slot of this update succeeds,
+    else (``graded_by``) the task return (``success-then-return``) or the share of the start distance closed
+    (``success-then-progress``: of the progress feature, or of the approach feature when the progress shares do
+    not separate the slots). Records of runs before the one ranking rule hold graded value - complexity_penalty."""
     tie_break: float
     """Secondary key (higher is better): task return or -final_progress, depending on the setting."""
     component_stats: Mapping[str, ComponentStats] = field(default_factory=dict)
@@ -235,7 +241,7 @@ class SlotEvaluation:
     approach_closed: float = float("nan")
     """``MemberEvaluation.approach_closed`` of the slot's policy."""
     complexity_penalty: float = 0.0
-    """complexity_lambda * complexity, subtracted from the graded value."""
+    """complexity_lambda * complexity: orders slots equal in fitness and tie-break (``loop/fitness.py``)."""
     action_jerk: float = float("nan")
     """``MemberEvaluation.action_jerk`` of the slot's policy (Pareto selection's smoothness objective)."""
     learner_success: tuple[float, ...] = ()
@@ -243,7 +249,7 @@ class SlotEvaluation:
 
     @property
     def graded(self) -> float:
-        """The value the fitness was graded on, before the complexity penalty."""
+        """The value the fitness was graded on (the fitness itself, for a slot that is not quarantined)."""
         return graded_value(self.graded_by, self.success_rate, self.progress_closed, self.approach_closed,
                             self.task_return)
 

@@ -40,7 +40,7 @@ FIGURES: tuple[tuple[str, str], ...] = (
         "Reward population per round: one box per slot and reward update, colour is fitness, text gives the reward "
         "id, fitness and complexity, and what the fitness was made of: the success rate once any policy succeeds at "
         "that update, before that the share of the start distance closed (progress; approach when the progress "
-        "shares tie), minus the complexity penalty; "
+        "shares tie); between equal ones the task return, then the simpler reward ranks higher; "
         "thick frames survived as elites, red dashed ones were replaced by the id after the arrow; the star marks "
         "the best.",
     ),

@@ -131,7 +131,8 @@ def _short(text: str, n: int) -> str:
 
 def plot_lineage(run: RunData, out_dir: Path) -> Path | None:
     """Slots x rounds grid: colour = fitness, thick frame = elite (survived), red dashed = replaced; the text gives
-    what the fitness was made of (graded by success, return, progress or approach, minus the complexity penalty).
+    what the fitness was made of (graded by success, return, progress or approach; runs before the one ranking rule
+    subtracted the complexity penalty).
     When the run mixes the return grade (hundreds) with another (0 to 1), one colour scale would show only the
     return rounds, so each round's fitness is then scaled to its own range (0: the round's worst, 1: its best)."""
     from matplotlib.colors import Normalize
@@ -188,7 +189,7 @@ def plot_lineage(run: RunData, out_dir: Path) -> Path | None:
     ax.set_xticks(range(len(rounds)), [str(r) for r in rounds])
     ax.set_yticks(range(len(slots)), [f"slot {s}" for s in slots])
     ax.set_xlabel("reward-update round")
-    how = f"fitness: {', then '.join(grades)} - cx penalty" if grades else "fitness, complexity, survival"
+    how = f"fitness: {', then '.join(grades)}; cx breaks ties" if grades else "fitness, complexity, survival"
     ax.set_title(f"{run.task}: reward population per round\n({how})")
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)

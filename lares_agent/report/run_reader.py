@@ -92,7 +92,8 @@ class RewardUpdate:
     judged: Mapping[int, str] = field(default_factory=dict)
     complexity: Mapping[int, float] = field(default_factory=dict)
     component_stats: Mapping[int, Mapping[str, Mapping[str, float]]] = field(default_factory=dict)
-    # what each slot's fitness was made of (runs before graded fitness have none): graded value - penalty
+    # what each slot's fitness was made of (runs before graded fitness have none): the graded value (minus the
+    # penalty in runs before the one ranking rule)
     graded_by: Mapping[int, str] = field(default_factory=dict)  # "success", "return", "progress" or "approach"
     graded: Mapping[int, float] = field(default_factory=dict)  # the success rate, task return or a share closed
     complexity_penalty: Mapping[int, float] = field(default_factory=dict)

@@ -44,9 +44,10 @@ class LineageCell:
 
     @property
     def breakdown(self) -> str:
-        """What the fitness was made of, e.g. "progress 0.37 - 0.03 cx" or "return 412.3 - 0.01 cx" ("" when the
+        """What the fitness was made of, e.g. "progress 0.37" or "return 412.3" ("" when the
         run did not record it; ``runs.events.fitness_breakdown``, the words `lares trace` uses too)."""
-        return fitness_breakdown(self.graded_by, self.graded, self.complexity_penalty, self.learner_success)
+        return fitness_breakdown(self.graded_by, self.graded, self.complexity_penalty, self.learner_success,
+                                 self.fitness)
 
 
 @dataclass(frozen=True)

@@ -117,14 +117,17 @@ def graded_value(grade: str | None, success: float, progress_closed: float, appr
 
 
 def fitness_breakdown(graded_by: str | None, graded: float, penalty: float,
-                      learner_success: tuple[float, ...] = ()) -> str:
-    """What a slot's fitness was made of, "<graded_by> <value> - <penalty> cx" (docs/DESIGN.md, "Graded
-    fitness"), with the learners' success spread when a slot has several, e.g. "success 0.60 [0.20-1.00 over 3] -
-    0.01 cx" or "return 412.3 - 0.01 cx"; "" without a grade. Shared by the report and `lares trace`, so both say
-    it in the same words. A return is shown to one decimal: it runs to the hundreds, rates and shares to 1."""
+                      learner_success: tuple[float, ...] = (), fitness: float = math.nan) -> str:
+    """What a slot's fitness was made of (docs/DESIGN.md, "Graded fitness"): "<graded_by> <value>", with the
+    learners' success spread when a slot has several, e.g. "success 0.60 [0.20-1.00 over 3]" or "return 412.3"; ""
+    without a grade. The fitness is the graded value; a record of a run before the one ranking rule, whose
+    ``fitness`` lies a complexity penalty below it, says so: "success 0.60 - 0.01 cx". Shared by the report and
+    `lares trace`, so both say it in the same words. A return is shown to one decimal: it runs to the hundreds,
+    rates and shares to 1."""
     if graded_by is None or not math.isfinite(graded):
         return ""
-    cx = f" - {penalty:.2f} cx" if math.isfinite(penalty) else ""
+    charged = math.isfinite(penalty) and penalty > 0 and math.isfinite(fitness) and graded - fitness > penalty / 2
+    cx = f" - {penalty:.2f} cx" if charged else ""
     values = [v for v in learner_success if math.isfinite(v)]
     spread = f" [{min(values):.2f}-{max(values):.2f} over {len(values)}]" if len(values) > 1 else ""
     value = f"{graded:.1f}" if graded_by == "return" else f"{graded:.2f}"
@@ -145,7 +148,8 @@ class SlotFitness:
     complexity: float = math.nan
     quarantined: bool = False
     components: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # component -> mean/std/share
-    # what the fitness was made of (absent in runs before graded fitness): graded value - complexity_penalty
+    # what the fitness was made of (absent in runs before graded fitness): the graded value (graded value -
+    # complexity_penalty in runs before the one ranking rule, loop/fitness.py)
     graded_by: str | None = None  # "success", "progress", "approach" or "return" (one per update)
     progress_closed: float = math.nan
     approach_closed: float = math.nan  # absent in runs before the approach grade
@@ -164,7 +168,8 @@ class SlotFitness:
     @property
     def breakdown(self) -> str:
         """What the fitness was made of (``fitness_breakdown``; "" for a record without a grade)."""
-        return fitness_breakdown(self.graded_by, self.graded, self.complexity_penalty, self.learner_success)
+        return fitness_breakdown(self.graded_by, self.graded, self.complexity_penalty, self.learner_success,
+                                 self.fitness)
 
     def to_json(self) -> dict[str, Any]:
         graded = {} if self.graded_by is None else {

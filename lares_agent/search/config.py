@@ -21,6 +21,7 @@ from lares_agent.search.options import (
     DEVICES,
     ENGINE_ABLATIONS,
     FITNESS_RULES,
+    INHERIT_RULES,
     LEARNERS,
     PRESET_NAMES,
     REWARD_NORMALISATIONS,
@@ -33,6 +34,7 @@ from lares_agent.search.options import (
     BaselineReward,
     Device,
     Fitness,
+    Inherit,
     Learner,
     Preset,
     RewardNormalisation,
@@ -46,9 +48,10 @@ if TYPE_CHECKING:
 
 _GRADIENT_NAMES = {"sac": "SAC", "crossq": "CrossQ"}
 COMPLEXITY_LAMBDA = 0.001
-"""Fitness = graded value - lambda x complexity: small enough that complexity separates near-ties only, never a
-one-episode success difference (docs/RESULTS.md, "The complexity penalty's size"). The reference has no penalty
-(lambda 0); the engine's config keeps that default."""
+"""The complexity penalty, lambda x complexity: it orders only slots equal in fitness and tie-break (engine/loop/
+fitness.py), so any lambda > 0 lets the simpler reward win an exact tie; its size is only recorded (it was once
+subtracted from the fitness: docs/RESULTS.md, "The complexity penalty's size"). The reference ranks without
+complexity (lambda 0); the engine's config keeps that default."""
 __all__ = [
     "COMPLEXITY_LAMBDA",
     "SearchConfig",
@@ -117,6 +120,7 @@ class SearchConfig:
     anchor_weight: float = 1.0
     complexity_lambda: float = COMPLEXITY_LAMBDA
     fitness: Fitness = "auto"  # EngineConfig.fitness; "auto" is resolved against the task (`resolved_for_task`)
+    inherit: Inherit = "on-success"  # EngineConfig.inherit: when replaced learners start from the best learner
     ts_window: int = 50
     es_population: int = 16  # ES perturbations per generation (--learner es)
     selection: Selection = "truncation"  # "tournament": ES only; "pareto": any learner
@@ -176,6 +180,7 @@ class SearchConfig:
             *_choice("--task-examples", self.task_examples, TASK_EXAMPLES),
             *_choice("--reward-normalisation", self.reward_normalisation, REWARD_NORMALISATIONS),
             *_choice("--fitness", self.fitness, FITNESS_RULES),
+            *_choice("--inherit", self.inherit, INHERIT_RULES),
             *_choice("--device", self.device, DEVICES),
         ]
         if self.baseline_reward != "human" and self.setting != "baseline":
@@ -284,6 +289,8 @@ class SearchConfig:
             kwargs.pop("selection", None)
         # Runs from before the fitness rule was an option graded by success, then progress: resume them so.
         kwargs.setdefault("fitness", "success-then-progress")
+        # Runs from before --inherit let every replaced learner inherit the best one: resume them so.
+        kwargs.setdefault("inherit", "always")
         # Runs from before --task-examples was an option were shown answers for their own task: resume them so.
         kwargs.setdefault("task_examples", "own")
         for key in ("hidden", "critic_hidden", "ablations", "personas"):
@@ -357,7 +364,8 @@ def engine_config(cfg: SearchConfig) -> EngineConfig:
         setting=cfg.setting, population=cfg.population, elites=cfg.elites, total_steps=cfg.budget,
         reward_period=cfg.reward_period, eval_every=cfg.eval_every, eval_episodes=cfg.eval_episodes,
         update_eval_episodes=cfg.eval_episodes, checkpoint_every=cfg.checkpoint_every,
-        complexity_lambda=cfg.complexity_lambda, fitness=cfg.fitness, horizon=cfg.horizon, seed=cfg.seed,
+        complexity_lambda=cfg.complexity_lambda, fitness=cfg.fitness, inherit=cfg.inherit, horizon=cfg.horizon,
+        seed=cfg.seed,
         selection=SelectionConfig(method=cfg.selection, tournament_size=cfg.tournament_size),
         propose_in_background=cfg.learner != "es" and not cfg.sync_llm, learners=learners,
     )

@@ -13,6 +13,7 @@ from lares_agent.engine import (
     LaResEngine,
     RewardFunction,
     StepInfo,
+    TaskSpec,
     get_task,
     make_engine,
     random_feature_sample,
@@ -168,7 +169,8 @@ class Search:
             initial = found_rewards(self.cfg, self.task)
         elif self.cfg.baseline_reward == "success":
             initial = [success_reward(self.task)]
-        return make_engine(self.task, ecfg, initial, self.proposer, self.run.root)
+        return make_engine(self.task, ecfg, initial, self.proposer, self.run.root,
+                           human_complexity=_human_complexity(self.task))
 
     def restored_engine(self, checkpoint: Path) -> LaResEngine:
         from lares_agent.rewards import allowed_features, load_reward
@@ -263,3 +265,12 @@ def _ranked_success(engine: LaResEngine) -> float | None:
     last = engine.last_metrics or {}
     value = last.get("success_best_slot")
     return float(value) if value is not None else None
+
+
+def _human_complexity(task: TaskSpec) -> float:
+    """The complexity of the task's own reward expression, which its learner carries into the ranking as every
+    slot carries its reward's (engine/loop/fitness.py); 0 where the task has no expression written."""
+    from lares_agent.rewards import human_reference
+
+    reference = human_reference(task)
+    return reference[1] if reference is not None else 0.0

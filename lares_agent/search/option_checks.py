@@ -149,8 +149,11 @@ def paper_differences(cfg: SearchConfig) -> list[str]:
         out.append("the offline pre-screen picks which valid candidates fill the slots (reference: no screen): "
                    "--no-prescreen")
     if cfg.complexity_lambda > 0:
-        out.append(f"fitness minus {cfg.complexity_lambda:g} x reward complexity (reference: no penalty): "
-                   "--complexity-lambda 0")
+        out.append("the simpler reward wins an exact tie of fitness and tie-break (reference: complexity plays no "
+                   "part): --complexity-lambda 0")
+    if cfg.inherit != "always":
+        out.append("a replaced reward's learner starts from the best learner only once that one has succeeded "
+                   "(reference: always): --inherit always")
     if cfg.learner != "es" and not cfg.sync_llm:
         out.append("reward rounds run in the background while the learners train (reference: they wait): "
                    "--sync-llm")

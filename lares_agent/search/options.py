@@ -14,6 +14,7 @@ __all__ = [
     "DEVICES",
     "ENGINE_ABLATIONS",
     "FITNESS_RULES",
+    "INHERIT_RULES",
     "LEARNERS",
     "PRESET_NAMES",
     "REWARD_NORMALISATIONS",
@@ -26,6 +27,7 @@ __all__ = [
     "BaselineReward",
     "Device",
     "Fitness",
+    "Inherit",
     "Learner",
     "Preset",
     "RewardNormalisation",
@@ -57,6 +59,10 @@ FITNESS_RULES: tuple[Fitness, ...] = get_args(Fitness)
 # --device: where SAC/CrossQ learners compute (engine/devices.py's names, repeated as above; "auto" kept as such)
 Device = Literal["auto", "cpu", "cuda"]
 DEVICES: tuple[Device, ...] = get_args(Device)
+# --inherit: when a replaced slot's learners start from the best learner (engine/loop/inheritance.py, the engine's
+# names repeated as above): "on-success" only once it has succeeded, "always" as the reference.
+Inherit = Literal["on-success", "always"]
+INHERIT_RULES: tuple[Inherit, ...] = get_args(Inherit)
 # Ablations of LaRes' parts; each switches one part off, default none (full LaRes).
 Ablation = Literal["no-relabel", "no-thompson", "no-scaling", "no-constraint", "no-reflection", "no-retrieval",
                    "no-llm"]

@@ -22,6 +22,7 @@ from lares_agent.engine.es.strategy import ESConfig
 from lares_agent.engine.learners.crossq import CrossQConfig
 from lares_agent.engine.learners.factory import LearnerConfig
 from lares_agent.engine.learners.sac import SACConfig
+from lares_agent.engine.loop.inheritance import INHERIT_RULES, InheritRule
 from lares_agent.engine.loop.selection import DiversityConfig, SelectionConfig
 from lares_agent.errors import ConfigError
 
@@ -182,13 +183,20 @@ class EngineConfig:
     checkpoint_every: int = 0
     """Env steps between periodic checkpoints (0: only at reward updates); needs a run directory."""
     complexity_lambda: float = 0.0
-    """Fitness = graded value (success rate, or before any success the task return or a start distance closed)
-    - complexity_lambda * complexity (``loop/fitness.py``); 0 here as in the reference."""
+    """The complexity penalty, complexity_lambda * complexity: it orders slots equal in fitness (the graded value:
+    success rate, or before any success the task return or a start distance closed) and tie-break, so any value
+    > 0 lets the simpler reward win an exact tie (``loop/fitness.py``); 0 here as in the reference, which ranks
+    without complexity."""
     fitness: FitnessRule = "auto"
     """What a reward update grades before any slot succeeds (``loop/fitness.py``): 'success-then-return' the task
     (human) return, as the reference; 'success-then-progress' the share of the start distance closed; 'auto' the
     first on a task with a human reward, the second on one without (``fitness.fitness_rule``, resolved by the
     engine against its task). A checkpoint from before this field ran success-then-progress and reads back so."""
+    inherit: InheritRule = "on-success"
+    """When a replaced slot's learners copy, and are pulled toward, the best learner (``loop/inheritance.py``):
+    'on-success' only while it has succeeded in the update's evaluation (otherwise they keep their own weights),
+    'always' as the reference. A broken slot restarts from it under both. A checkpoint from before this field
+    inherited always and reads back so."""
     selection: SelectionConfig = field(default_factory=SelectionConfig)
     """How elites are chosen: truncation (LaRes: the top ``elites``), pareto (non-dominated over fitness, smooth
     actions and simple rewards, ``loop/pareto.py``) or, for ES, tournament."""
@@ -228,6 +236,8 @@ class EngineConfig:
             raise ConfigError("complexity_lambda must be >= 0")
         if self.fitness not in FITNESS_RULES:
             raise ConfigError(f"unknown fitness rule {self.fitness!r}; choose one of {', '.join(FITNESS_RULES)}")
+        if self.inherit not in INHERIT_RULES:
+            raise ConfigError(f"unknown inherit rule {self.inherit!r}; choose one of {', '.join(INHERIT_RULES)}")
 
     @property
     def num_slots(self) -> int:
@@ -246,9 +256,11 @@ class EngineConfig:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> EngineConfig:
         """Inverse of :meth:`to_json`; unknown keys are an error, not silently dropped. A config without
-        ``fitness`` (a checkpoint from before the field) ran success-then-progress, so it resumes with that rule."""
+        ``fitness`` (a checkpoint from before the field) ran success-then-progress, so it resumes with that rule;
+        one without ``inherit`` let every replaced slot inherit, and resumes so."""
         d = dict(data)
         d.setdefault("fitness", "success-then-progress")
+        d.setdefault("inherit", "always")  # before the inherit rule every replaced slot inherited (the reference)
         learners = dict(d.pop("learners", {}))
         kind = learners.pop("kind", "sac")
         selection = SelectionConfig(**dict(d.pop("selection", {})))

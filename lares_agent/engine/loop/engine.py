@@ -3,12 +3,13 @@
 One step: a due reward update, then the population acts and learns (``Population.step``: Thompson sampling,
 play, store, learn for the replay population; one generation for ES), then an evaluation and a checkpoint on
 their cadences. Every ``reward_period`` env steps a reward update evaluates every learner, ranks the slots by
-fitness (graded value minus lambda x complexity, ``loop/fitness.py``; then the setting's tie-break), keeps the
-elites (``loop/selection.py``), asks the ``propose`` hook for the other slots (the LLM graph, wired in by the
-search layer), installs each accepted candidate (the replay population relabels its buffer column and scales it
-to the best elite; ES swaps the policy's reward), shares the best slot's reward with a slot whose reward went
-NaN/inf and got no candidate, lets every new or broken slot's learners inherit the best learner, logs the update
-and checkpoints. The hook runs blocking or on a worker thread (``loop/proposals.py``). A hook that raises
+fitness (the graded value, ``loop/fitness.py``; then the setting's tie-break, then the complexity penalty),
+keeps the elites (``loop/selection.py``), asks the ``propose`` hook for the other slots (the LLM graph, wired in
+by the search layer), installs each accepted candidate (the replay population relabels its buffer column and
+scales it to the best elite; ES swaps the policy's reward), shares the best slot's reward with a slot whose
+reward went NaN/inf and got no candidate, lets broken slots' learners (and new ones, while the best has
+succeeded: ``loop/inheritance.py``) inherit the best learner, logs the update and checkpoints. The hook runs
+blocking or on a worker thread (``loop/proposals.py``). A hook that raises
 ``Cancelled`` (the run was asked to stop while it ran) abandons its round: nothing is installed and no checkpoint
 is written after it, so the newest checkpoint is from before the round and a resume redoes it. The engine never
 imports LLM or graph code, and sees the learners only through ``protocols.Population``.
@@ -28,6 +29,7 @@ from lares_agent.engine.contracts import MemberEvaluation, ProposeFn, RewardFunc
 from lares_agent.engine.errors import EngineError, RewardColumnError
 from lares_agent.engine.loop.config import EngineConfig
 from lares_agent.engine.loop.fitness import grading, rank_slots, slot_evaluations
+from lares_agent.engine.loop.inheritance import inheritance
 from lares_agent.engine.loop.proposals import ProposalRunner
 from lares_agent.engine.loop.records import STATE_VERSION, Counters, EngineLog, evaluation_row, load_counters
 from lares_agent.engine.loop.selection import choose_elites
@@ -312,9 +314,10 @@ class LaResEngine:
                 replaced[slot] = shared.id
                 self.log.event({"event": "reward_shared", "round": ctx.round, "slot": slot, "reward_id": shared.id,
                                 "reason": "its reward was NaN/inf on new steps and no valid candidate arrived"})
-        # A quarantined slot learner restarts from the best even when its reward is kept (its weights are broken).
+        # A quarantined slot learner restarts from the best even when its reward is kept (its weights are broken);
+        # a replaced one only when the best can give it something (``loop/inheritance.py``).
         broken = {s.slot for s in ctx.slots[: self.num_slots] if s.quarantined and s.slot != best}
-        inherit = sorted(set(replaced) | broken)
+        inherit, inherited = inheritance(self.config.inherit, ctx.slot(best), replaced, broken)
         pop.inherit(inherit, best)
         # The next period counts from the step the update started at (the same cadence with and without a
         # background proposal).
@@ -325,7 +328,7 @@ class LaResEngine:
             "proposed_at": ctx.env_steps, **pop.event_fields(), **selection,
             "fitness": {str(s.slot): s.fitness for s in ctx.slots}, "ranking": list(ctx.ranking),
             "elites": list(ctx.elites), "best": best, "replaced": {str(s): rid for s, rid in replaced.items()},
-            "inherited": inherit, "slots": [s.to_json() for s in ctx.slots],
+            **inherited, "slots": [s.to_json() for s in ctx.slots],
             **{name: float(value) for name, value in timing.items()},
         }
         if ctx.diversity is not None:

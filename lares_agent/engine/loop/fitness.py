@@ -4,7 +4,7 @@ A candidate is judged by how well the policy trained on it solves the task (LaRe
 graded so that a search has a signal before the first success (docs/DESIGN.md, "Graded fitness"). Two rules
 (``EngineConfig.fitness``; "auto" picks one per task, ``fitness_rule``):
 
-    fitness = graded value - complexity_lambda * complexity
+    fitness = graded value
 
     success-then-return (the reference's "key <- succ if mean(succ) > 0 else envret"; tasks with a human reward):
     graded value = success rate                          if any slot of this update succeeds
@@ -24,16 +24,16 @@ every update: docs/results-archive.md, "Sample efficiency on five MetaWorld task
 rule's answer to that; the return grade is the reference's, and it uses the human reward in the scratch setting
 too, as the reference did (a score, never an expression the LLM could copy).
 
-The complexity penalty is not rescaled under the return grade, although returns run to the hundreds where success
-rates and shares lie in [0, 1]. The penalty is sized to separate near-ties only (``search/config.py``,
-``COMPLEXITY_LAMBDA``), and the reference has none at all; on the return scale it still separates only returns
-that are equal to a fraction of one step's reward, i.e. the same behaviour, and never outweighs a behavioural
-difference. Scaling it by the returns' spread would make a slot's fitness depend on the other slots' returns.
-
-Ties are broken by the task return where the setting may use the human reward, otherwise by the negative final
-progress feature: the reference fell back to MetaWorld's dense reward even in the from-scratch setting (§12 item
-14) and had no tie-break on equal success (§12 item 15). A final tie prefers the simpler reward, then the lower
-slot index (stable, reproducible).
+One ranking rule for every slot, the init setting's learner on the task's own reward included (``rank_slots``):
+fitness, then the tie-break, then the complexity penalty (``complexity_lambda * complexity``), then the lower slot
+index (stable, reproducible). The tie-break is the task return where the setting may use the human reward,
+otherwise the negative final progress feature: the reference fell back to MetaWorld's dense reward even in the
+from-scratch setting (§12 item 14) and had no tie-break on equal success (§12 item 15). The penalty only orders
+slots equal in both, so with any lambda > 0 the simpler reward wins an exact tie and with lambda 0 (the
+reference, which has no penalty) complexity plays no part. The penalty was once subtracted from the fitness; the
+task's own reward then carried complexity 0, so at equal success (5-episode rates move in steps of 0.2) its
+learner always ranked first, whatever its return (docs/RESULTS.md, "One ranking rule for every slot"). It now
+carries its expression's own complexity (``HumanReward.complexity``) and is ranked like any other slot.
 """
 
 from __future__ import annotations
@@ -113,14 +113,15 @@ def slot_evaluation(
     ``graded_by`` must be the same for every slot of one update (``slot_evaluations`` sees to it). A slot without
     a finite share closed (no progress or approach data) grades as 0: it closed nothing that could be measured. A
     slot without a finite task return grades as -inf under the return grade: a return has no neutral value, and
-    such a slot ranks below every slot that has one (yet above a quarantined one, by the tie-break)."""
+    such a slot ranks below every slot that has one (yet above a quarantined one, by the tie-break). The fitness is
+    the graded value; the complexity penalty is recorded beside it and orders exact ties only (``rank_slots``)."""
     bad = quarantined or ev.nonfinite
     complexity = float(reward.complexity)
     penalty = complexity_lambda * complexity
     closed = ev.progress_closed
     task_return = ev.task_return if math.isfinite(ev.task_return) else -math.inf
     graded = graded_value(graded_by, ev.success_rate, _or_zero(closed), _or_zero(ev.approach_closed), task_return)
-    fitness = -math.inf if bad else graded - penalty
+    fitness = -math.inf if bad else graded
     if use_task_return and math.isfinite(ev.task_return):
         tie = ev.task_return
     else:
@@ -166,5 +167,6 @@ def slot_evaluations(
 
 
 def rank_slots(evals: Sequence[SlotEvaluation]) -> list[int]:
-    """Slots from best to worst: fitness, then tie-break, then lower complexity, then lower slot index."""
-    return [e.slot for e in sorted(evals, key=lambda e: (-e.fitness, -e.tie_break, e.complexity, e.slot))]
+    """Slots from best to worst, every slot by the same rule: fitness (the graded value), then the tie-break, then
+    the lower complexity penalty (the simpler reward; no effect under lambda 0), then the lower slot index."""
+    return [e.slot for e in sorted(evals, key=lambda e: (-e.fitness, -e.tie_break, e.complexity_penalty, e.slot))]

@@ -85,7 +85,8 @@ def rewards_from_state(state: Mapping[str, Any], load_reward: LoadReward | None)
     out: list[RewardFunction] = []
     for data in state["rewards"]:
         if data.get("kind") == "human":
-            out.append(HumanReward())
+            complexity = data.get("complexity")
+            out.append(HumanReward(float(complexity) if isinstance(complexity, (int, float)) else 0.0))
         elif load_reward is None:
             raise EngineError(f"checkpoint holds reward {data.get('id')!r} but no load_reward was given")
         else:

@@ -19,15 +19,17 @@ __all__ = ["PendingUpdate", "initial_slot_rewards", "learner_count"]
 
 
 def initial_slot_rewards(
-    setting: str, num_slots: int, given: Sequence[RewardFunction], has_human_reward: bool, task_name: str
+    setting: str, num_slots: int, given: Sequence[RewardFunction], has_human_reward: bool, task_name: str,
+    human_complexity: float = 0.0,
 ) -> list[RewardFunction]:
     """The reward of every learner at the start of a run: K slots, then the ``init`` setting's extra learner.
 
     scratch: the K given candidates; init: the K given candidates (the search refines the human reward into them),
     then the human reward for the extra learner (docs/lares-reference.md §1: N LLM learners plus one on the
     environment's reward); baseline: the human reward alone, or the one reward given (the sparse baseline's success
-    indicator, search/config.py `baseline_reward`). Raises EngineError with a one-line reason when the count or
-    the task does not fit the setting.
+    indicator, search/config.py `baseline_reward`). ``human_complexity``: the complexity of the task's own reward
+    expression, which the human reward carries into the ranking (``HumanReward``). Raises EngineError with a
+    one-line reason when the count or the task does not fit the setting.
     """
     rewards = list(given)
     if setting in ("init", "baseline") and not has_human_reward:
@@ -35,10 +37,11 @@ def initial_slot_rewards(
     if setting in ("scratch", "init"):
         if len(rewards) != num_slots:
             raise EngineError(f"setting {setting!r} needs {num_slots} initial rewards, got {len(rewards)}")
-        return rewards if setting == "scratch" else [*rewards, HumanReward()]
+        return rewards if setting == "scratch" else [*rewards, HumanReward(human_complexity)]
     if len(rewards) > 1:
         raise EngineError(f"setting 'baseline' trains one learner on one reward, got {len(rewards)} initial rewards")
-    return rewards or [HumanReward()]  # one given reward replaces the human one (the sparse success baseline)
+    # one given reward replaces the human one (the sparse success baseline)
+    return rewards or [HumanReward(human_complexity)]
 
 
 def learner_count(setting: str, num_slots: int) -> int:

@@ -49,13 +49,16 @@ def make_engine(
     initial_rewards: Sequence[RewardFunction] = (),
     propose: ProposeFn | None = None,
     run_dir: str | Path | None = None,
+    *,
+    human_complexity: float = 0.0,
 ) -> LaResEngine:
     """A new engine over ``task``. ``initial_rewards``: scratch and init -> K candidates (init adds the human-reward
     learner); baseline -> none, or the one reward it trains on. ``propose`` is called at every reward update;
     ``run_dir`` receives ``metrics.jsonl``, ``events.jsonl``, ``checkpoints/`` and ``policies/`` (None: nothing is
-    written, events are kept in ``engine.events``)."""
+    written, events are kept in ``engine.events``). ``human_complexity``: the complexity of the task's own reward
+    expression, the human reward's in the ranking (the engine parses no rewards; the search layer measures it)."""
     rewards = initial_slot_rewards(config.setting, config.num_slots, initial_rewards, task.has_human_reward,
-                                   task.name)
+                                   task.name, human_complexity)
     return _build(task, config, rewards, propose, run_dir)
 
 
