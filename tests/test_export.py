@@ -57,7 +57,8 @@ def _isolated_values(module: Path, sample: Path, out: Path) -> np.ndarray:
 def test_exported_module_matches_compiled_reward_without_lares(tmp_path: Path, name: str) -> None:
     parsed = parse_candidate({"components": REWARDS[name]}, FEATURES)
     source = python_module(parsed, [ExportedFeature("dist", "distance to the goal", "m")], reward_id=name,
-                           task="test-task", recipe="raw[0] is the distance", recipe_kind="a recipe in words")
+                           task="test-task", feature_code="def env_features(env, obs, info, action):\n"
+                           "    return {'dist': 0.0}\n", feature_kind="feature code")
     assert "lares_agent" not in source and "import lares" not in source
     (tmp_path / "exported.py").write_text(source)
     sample = _sample()
@@ -115,7 +116,7 @@ def test_cli_exports_the_selected_reward_in_every_format(tmp_path: Path) -> None
     assert "Reward r-b found by lares-agent on task Reacher-v5" in source
     assert "fingertip_to_target [m]: distance from the fingertip to the target" in source
     assert "def component_reach(" in source and "def component_calm(" in source
-    assert "FEATURE_RECIPE" in source and "def reacher_features" in source and "class LaresRewardWrapper" in source
+    assert "def env_features(" in source and "def reacher_features" in source and "class LaresRewardWrapper" in source
     namespace: dict[str, object] = {}
     exec(compile(source, str(out), "exec"), namespace)  # the user's code, in the test only
     features = {"fingertip_to_target": np.array([0.0, 0.05, 0.5]), "action_norm": np.array([1.0, 0.0, 2.0])}

@@ -131,7 +131,7 @@ def test_example_task_end_to_end(server: PendulumServer, tmp_path: Path, monkeyp
     assert data["task"] == "InvertedPendulum-v5" and data["id"] in {r["id"] for r in rows}
     module = lares("export", str(run), home=home)
     assert module.exit_code == 0 and "pole_tilt [rad]: absolute angle of the pole" in module.output
-    assert "FEATURE_RECIPE = " not in module.output  # a user task: its author has the feature code
+    assert "def env_features(" not in module.output  # a user task: its author has the feature code
     _exported_equals_compiled_on_real_steps(run, module.output, tmp_path)
     shown = lares("tasks", "--show", REFERENCE, home=home)
     assert shown.exit_code == 0 and "InvertedPendulum-v5 (custom), horizon 1000" in shown.output

@@ -29,8 +29,9 @@ def export_command(
         "--task", help="With --human: the task (default: the run's).")] = None,
 ) -> None:
     """Write a found reward for use outside lares: `python` is a module needing numpy only, with one function
-    per component, `reward(features)`, the features' meanings and units, how a built-in task computes them,
-    and an optional Gymnasium RewardWrapper. `--human` writes the task's own reward the same way."""
+    per component, `reward(features)`, the features' meanings and units, a built-in task's feature code
+    (lares' own) and an optional Gymnasium RewardWrapper, which needs no code of yours for a built-in task.
+    `--human` writes the task's own reward the same way."""
     from lares_agent.engine.tasks import get_task, resolve_task
     from lares_agent.report.run_reader import read_run
     from lares_agent.report.selected import HUMAN_REWARD_ID, selected_reward
@@ -105,13 +106,13 @@ def _write(parsed: ParsedReward, spec: TaskSpec, reward: str, why: str, format: 
     from lares_agent.rewards.export import ExportedFeature, candidate_document, latex_document, python_module
 
     if format == "python":
-        from lares_agent.engine.tasks.recipe import RECIPE_KIND, feature_recipe
+        from lares_agent.engine.tasks.feature_code import FEATURE_CODE_KIND, feature_code
 
         features = [ExportedFeature(f.name, f.meaning, f.unit) for f in spec.feature_defs]
         heading = (f"The own reward of task {spec.name}, written as a lares reward expression ({reward})."
                    if extra.get("human") else None)
-        text = python_module(parsed, features, reward_id=reward, task=spec.name, recipe=feature_recipe(spec),
-                             recipe_kind=RECIPE_KIND, heading=heading)
+        text = python_module(parsed, features, reward_id=reward, task=spec.name, feature_code=feature_code(spec),
+                             feature_kind=FEATURE_CODE_KIND, heading=heading)
     elif format == "json":
         text = candidate_document(parsed, reward, spec.name, extra)
     else:

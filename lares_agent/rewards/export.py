@@ -9,6 +9,7 @@ itself).
 
 from __future__ import annotations
 
+import ast
 import inspect
 import json
 from collections.abc import Callable, Mapping, Sequence
@@ -178,16 +179,35 @@ if _gymnasium is not None:
         """Replaces the env's reward by `reward(...)` of this module.
 
         `features_fn(env, obs, info, action) -> dict[str, float]` computes the features right after each step
-        (the module docstring lists them); the env's own reward is kept as info["env_reward"].
+        (the module docstring lists them); without one, this module's `env_features` (lares' own feature code
+        for a built-in task) does. The wrapper records what the features read from the episode's start (the
+        reset observation and qpos, the steps since the reset), so it goes directly around the env, outside any
+        wrapper that resets the env by itself. The env's own reward is kept as info["env_reward"].
         """
 
-        def __init__(self, env, features_fn):
+        def __init__(self, env, features_fn=None):
             super().__init__(env)
+            if features_fn is None:
+                features_fn = globals().get("env_features")
+            if features_fn is None:
+                raise TypeError("this task's features are not in the module: pass features_fn(env, obs, info, action)")
             self.features_fn = features_fn
+            self.episode_step = 0
+            self.reset_obs = np.zeros(0, dtype=np.float64)
+            self.reset_qpos = np.zeros(0, dtype=np.float64)
+
+        def reset(self, **kwargs):
+            obs, info = self.env.reset(**kwargs)
+            self.episode_step = 0
+            self.reset_obs = np.array(obs, dtype=np.float64, copy=True).reshape(-1)
+            data = getattr(self.env.unwrapped, "data", None)
+            self.reset_qpos = np.array(data.qpos, dtype=np.float64, copy=True) if data is not None else np.zeros(0)
+            return obs, info
 
         def step(self, action):
             obs, env_reward, terminated, truncated, info = self.env.step(action)
-            values = self.features_fn(self.env, obs, info, action)
+            self.episode_step += 1
+            values = self.features_fn(self, obs, info, action)
             info = dict(info, env_reward=env_reward)
             return obs, self.reward(values), terminated, truncated, info
 
@@ -203,13 +223,14 @@ def python_module(
     *,
     reward_id: str,
     task: str,
-    recipe: str | None = None,
-    recipe_kind: str = "",
+    feature_code: str | None = None,
+    feature_kind: str = "",
     heading: str | None = None,
 ) -> str:
     """A standalone module (numpy only): one function per component, `components()`, `reward()`, the feature
-    docs, the optional `FEATURE_RECIPE` text and a Gymnasium `LaresRewardWrapper`. `heading` replaces the first
-    docstring line (a task's own reward was not found by a search)."""
+    docs, the optional feature code (`env_features(env, obs, info, action)`, for a built-in task) and a Gymnasium
+    `LaresRewardWrapper`. `heading` replaces the first docstring line (a task's own reward was not found by a
+    search)."""
     used = sorted(parsed.features_used)
     known = {f.name: f for f in features}
     bodies: list[str] = []
@@ -230,9 +251,11 @@ def python_module(
         feat = known.get(name)
         feature_lines.append(f"  {name} [{feat.unit}]: {feat.meaning}" if feat else f"  {name}")
     recipe_note = (
-        f"How each feature is computed from the environment: FEATURE_RECIPE below,\n{recipe_kind}."
-        if recipe
-        else "Compute the features from your environment yourself; their meanings and units are above."
+        f"How each feature is computed from the environment: env_features(env, obs, info, action) below,\n"
+        f"{feature_kind}; LaresRewardWrapper(env) uses it."
+        if feature_code
+        else "Compute the features from your environment yourself (their meanings and units are above) and pass\n"
+             "them to LaresRewardWrapper(env, features_fn)."
     )
     doc = "\n".join([
         heading or f"Reward {reward_id} found by lares-agent on task {task}.",
@@ -275,11 +298,30 @@ def python_module(
         "        total += part\n"
         "    return total\n"
     )
-    if recipe:
-        parts.append(f'\nFEATURE_RECIPE = r"""\n{recipe.replace(chr(34) * 3, chr(39) * 3)}\n"""\n')
+    if feature_code:
+        _check_no_clash("\n".join(parts), feature_code)
+        parts.append(f"\n# --- the features from the environment: {feature_kind} ---\n{feature_code}")
     parts.append(_WRAPPER)
     source = "\n".join(parts)
     return source if "math." in source.replace("import math", "") else source.replace("import math\n\n", "")
+
+
+def _top_names(source: str) -> set[str]:
+    """The names a module's top level defines (parsed, never run)."""
+    names: set[str] = set()
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return names
+
+
+def _check_no_clash(reward_source: str, feature_code: str) -> None:
+    """The feature code may not redefine a name of the reward's part of the module (`reward`, a helper)."""
+    clash = sorted(_top_names(reward_source) & _top_names(feature_code))
+    if clash:
+        raise RewardRejected(f"cannot export: the feature code redefines {', '.join(clash)}")
 
 
 def latex_document(parsed: ParsedReward) -> str:

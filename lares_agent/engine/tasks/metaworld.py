@@ -23,8 +23,6 @@ from lares_agent.engine.tasks.metaworld_extras import (
     CAGING_FEATURE_NAMES,
     EXTRA_FEATURE_NAMES,
     RawParts,
-    caging_features,
-    caging_point,
     distance_words,
     extra_feature_defs,
     extra_features,
@@ -228,10 +226,6 @@ def metaworld_features(task: MetaWorldTask, raw: np.ndarray, action: np.ndarray)
                          lpad=lpad, rpad=rpad, init_lpad=raw[:, _INIT_LPAD], init_rpad=raw[:, _INIT_RPAD])
         out.update(extra_features(task, parts, names))
     return out
-
-
-RECIPE_HELPERS = (_start_point, extra_names, extra_features, caging_features, caging_point)
-"""The functions of the raw-state and feature code above that an exported reward's recipe also prints."""
 
 
 _OBJECT_FEATURES = ("tcp_to_obj", "grasped", "near_object")
