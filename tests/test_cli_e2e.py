@@ -172,7 +172,8 @@ def test_crossq_run_and_baseline_through_the_cli(server: FakeServer, tmp_path: P
     result = lares("run", *TINY, "--learner", "crossq", "--obs-norm", "--llm-backend", "openai", "--llm-model", "fake",
                    "--base-url", server.url, "--run-dir", str(tmp_path / "runs"), home=tmp_path / "home")
     assert result.exit_code == 0, result.output
-    assert "run finished: " in result.output and "(ranked first)" in result.output
+    assert "run finished: " in result.output and "on 20 fresh episodes (handed over)" in result.output
+    assert "hand-over on 20 fresh episodes: slot " in result.output  # each candidate's replayed success
     run = only_run(tmp_path / "runs")
     assert json.loads((run / "config.json").read_text())["learner"] == "crossq"
     checkpoint = latest_checkpoint(run / "checkpoints")

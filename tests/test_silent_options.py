@@ -110,7 +110,7 @@ def test_the_warning_reaches_the_screen(tmp_path: Path, monkeypatch: pytest.Monk
 
 
 PAPER_OFF = ["--candidates-per-slot", "1", "--numeric-children", "0", "--complexity-lambda", "0", "--inherit", "always",
-             "--sync-llm",
+             "--handover-episodes", "0", "--sync-llm",
              "--no-retrieval", "--llm-backend", "openai", "--llm-model", "gpt-4o-mini", "--task-examples", "none",
              "--no-prescreen"]
 
@@ -120,20 +120,20 @@ def test_the_paper_preset_lists_its_differences_and_each_flag_turns_one_off(
 ) -> None:
     said = _said_before_start(["--preset", "paper", "--task", "Reacher-v5", "--setting", "scratch",
                                "--task-examples", "own", "--prescreen"], monkeypatch, tmp_path / "runs")
-    assert said[0] == ("note: --preset paper differs from the reference in 8 setting(s); the flags make each the "
-                       "reference's:")
+    groups = [{"task_examples": "none"}, {"candidates_per_slot": 1.0, "numeric_children": 0}, {"prescreen": False},
+              {"complexity_lambda": 0.0}, {"inherit": "always"}, {"handover_episodes": 0}, {"sync_llm": True},
+              {"retrieval": False}, {"llm_backend": "openai", "llm_model": "gpt-4o-mini"}]
+    assert said[0] == (f"note: --preset paper differs from the reference in {len(groups)} setting(s); the flags make "
+                       "each the reference's:")
     flags = [line.rsplit(": ", 1)[1] for line in said[1:]]
     assert said[1].startswith("  two example answers for this task and one for a different task in the system prompt")
     assert flags == ["--task-examples none", "--candidates-per-slot 1 --numeric-children 0", "--no-prescreen",
-                     "--complexity-lambda 0", "--inherit always", "--sync-llm", "--no-retrieval",
-                     "--llm-backend openai --llm-model gpt-4o-mini"]
+                     "--complexity-lambda 0", "--inherit always", "--handover-episodes 0", "--sync-llm",
+                     "--no-retrieval", "--llm-backend openai --llm-model gpt-4o-mini"]
     base = {"task": "Reacher-v5", "setting": "scratch", "task_examples": "own", "prescreen": True}
-    assert len(paper_differences(preset_config("paper", base))) == 8
-    groups = [{"task_examples": "none"}, {"candidates_per_slot": 1.0, "numeric_children": 0}, {"prescreen": False},
-              {"complexity_lambda": 0.0}, {"inherit": "always"}, {"sync_llm": True}, {"retrieval": False},
-              {"llm_backend": "openai", "llm_model": "gpt-4o-mini"}]
+    assert len(paper_differences(preset_config("paper", base))) == len(groups)
     for group in groups:  # each flag (or pair) turns exactly its one line off
-        assert len(paper_differences(preset_config("paper", {**base, **group}))) == 7, group
+        assert len(paper_differences(preset_config("paper", {**base, **group}))) == len(groups) - 1, group
     off = {k: v for group in groups for k, v in group.items()}
     assert paper_differences(preset_config("paper", {**base, **off})) == []
     assert paper_differences(preset_config("demo", base)) == []  # only the paper preset claims the reference

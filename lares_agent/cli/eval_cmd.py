@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from lares_agent.errors import LaresError
+from lares_agent.runs.handover import HandoverRecord
 
 _SLOT = re.compile(r"^slot[\s:=-]*(\d+)$")
 
@@ -80,7 +81,7 @@ def eval_command(
     run: Annotated[Path | None, typer.Argument(help="run directory (runs/<run-id>); optional with --policy PATH")]
     = None,
     policy: Annotated[str, typer.Option(
-        "--policy", help="best (the ranked-first policy: final, else the newest round), final, 'slot N' "
+        "--policy", help="best (the policy the run hands over: final, else the newest round), final, 'slot N' "
                          "(policies/slot-N.pt, else the newest checkpoint), or a policy file PATH")] = "best",
     episodes: Annotated[int, typer.Option(help="Deterministic episodes to play.")] = 10,
     seed: Annotated[int, typer.Option(help="Seed of the episodes' resets.")] = 0,
@@ -114,6 +115,12 @@ def eval_command(
         "task_return": None if not math.isfinite(result.task_return) else result.task_return,
         "episode_length": result.episode_length,
     }
+    handover = HandoverRecord.from_policy(loaded.data)  # how the run chose it on fresh episodes, if it did
+    if handover is not None:
+        out["handover"] = {"episodes": handover.episodes, "ranked_first": handover.ranked_first,
+                           "candidates": [{"slot": c.slot, "reward_id": c.reward_id, "rank": c.rank,
+                                           "success": c.success if math.isfinite(c.success) else None}
+                                          for c in handover.candidates]}
     video_error = None
     if video is not None:
         try:
@@ -127,6 +134,8 @@ def eval_command(
     else:
         typer.echo(f"policy: {loaded.summary()}")
         typer.echo(f"  from {source}")
+        if handover is not None:
+            typer.echo(f"  handed over by its run {handover.sentence()}")
         typer.echo(f"{spec.name}, {episodes} deterministic episodes (seed {seed}): "
                    f"success {result.success_rate:.0%}, task return {_number(result.task_return, '.2f')} (mean), "
                    f"episode length {result.episode_length:.1f}")

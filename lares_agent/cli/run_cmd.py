@@ -81,10 +81,15 @@ def _finish(outcome: RunOutcome, report: bool, allow_fallback: bool = False) -> 
         state = f"stopped by {outcome.stopped_by} after the current step, checkpoint written"
     else:
         state = "stopped (resume with `lares resume`)"
-    typer.echo(
-        f"run {state}: {outcome.env_steps:,} env steps in {outcome.wall_s / 60:.1f} min, "
-        f"success {_percent(outcome.ranked_success)} (ranked first), best {outcome.best_success:.0%}"
-    )
+    handover = outcome.handover
+    winner = handover.winner if handover is not None else None
+    success = (f"success {_percent(winner.success)} on {handover.episodes} fresh episodes (handed over)"
+               if handover is not None and winner is not None
+               else f"success {_percent(outcome.ranked_success)} (ranked first)")
+    typer.echo(f"run {state}: {outcome.env_steps:,} env steps in {outcome.wall_s / 60:.1f} min, {success}, "
+               f"best {outcome.best_success:.0%}")
+    if handover is not None:  # each candidate's replayed success and which won (engine/loop/handover.py)
+        typer.echo(f"hand-over {handover.sentence()}")
     if outcome.llm is not None:
         typer.echo(outcome.wait_sentence())
     if outcome.llm is not None and only_fallbacks:
@@ -238,6 +243,10 @@ def run_command(
         help="Env steps between evaluations of every learner.", rich_help_panel=MORE)] = None,
     eval_episodes: Annotated[int | None, typer.Option(
         help="Episodes per learner at each evaluation and reward update.", rich_help_panel=MORE)] = None,
+    handover_episodes: Annotated[int | None, typer.Option(
+        help="Fresh episodes on which the top learners by fitness are replayed before a policy is handed over "
+             "(each round's and the final one); the best there is handed over. 0: the one ranked first, as the "
+             "reference (default 20).", rich_help_panel=MORE)] = None,
     checkpoint_every: Annotated[int | None, typer.Option(
         help="Env steps between checkpoints (besides those at reward updates).", rich_help_panel=MORE)] = None,
     horizon: Annotated[int | None, typer.Option(

@@ -5,11 +5,13 @@ to evaluate and export."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 from lares_agent.report.run_reader import HUMAN_REWARD_ID as HUMAN_ID
 from lares_agent.runs import FINAL_POLICY, RunLayout, RunLog
+from lares_agent.runs.handover import HandoverRecord
 from lares_agent.search.found_reward import given_components
 
 
@@ -60,7 +62,11 @@ def takeaway_lines(root: Path, ranked_success: float | None, report: Path | None
         policy = PolicyArtefact.load(path)
     except EngineError as exc:
         return [f"policy: {path} cannot be read ({exc})"]
-    success = "--" if ranked_success is None else f"{ranked_success:.0%}"
+    success = ("--" if ranked_success is None else f"{ranked_success:.0%}") + " at the last evaluation"
+    handover = HandoverRecord.from_policy(policy.data)  # chosen on fresh episodes (engine/loop/handover.py)
+    winner = handover.winner if handover is not None else None
+    if handover is not None and winner is not None and math.isfinite(winner.success):
+        success = f"{winner.success:.0%} on {handover.episodes} fresh episodes"
     config = _config(run)
     given = config.get("reward_source") if config.get("setting") == "baseline" else None  # --reward-from/-file
     origin = ("the task's own reward" if policy.trained_on_human_reward
@@ -68,7 +74,7 @@ def takeaway_lines(root: Path, ranked_success: float | None, report: Path | None
     lines = [
         f"selected reward {policy.reward_id} (slot {policy.data['slot']}): {reward_expression(run, policy.reward_id)}",
         *([f"reward given: {given}"] if given else []),
-        f"selected policy: {policy.learner}, trained on {origin}, success {success} at the last evaluation, {path}",
+        f"selected policy: {policy.learner}, trained on {origin}, success {success}, {path}",
         *_kept_human_line(run, policy.trained_on_human_reward),
         f"report: {report}" if report is not None else f"report: not written (lares report {root})",
     ]

@@ -14,7 +14,11 @@ str/int/float/list metadata, so the policy can be used without lares:
   statistics);
 - ``obs_mean``, ``obs_std`` [obs_dim] and ``obs_clip`` when the learner normalised observations:
   x = clip((obs - mean) / std, -clip, clip) before the first layer;
-- ``action_low``, ``action_high`` [act_dim]: the env's Box; env action = low + (a + 1) / 2 * (high - low).
+- ``action_low``, ``action_high`` [act_dim]: the env's Box; env action = low + (a + 1) / 2 * (high - low);
+- a policy a run handed over on fresh episodes (``engine/loop/handover.py``) also carries ``handover_episodes``,
+  ``handover_slots``, ``handover_reward_ids``, ``handover_ranks`` (place in the fitness ranking, -1: none yet),
+  ``handover_success`` (one per candidate, in fitness order) and ``handover_ranked_first`` (read back by
+  ``runs.handover.HandoverRecord.from_policy``).
 """
 
 from __future__ import annotations
@@ -137,13 +141,14 @@ def save_artefact(artefact: Mapping[str, Any], path: Path) -> Path:
 
 def write_policies(layout: RunLayout, name: str, state: Mapping[str, Any], best: int, low: np.ndarray,
                    high: np.ndarray, reward_ids: Sequence[str], every_slot: bool = False,
-                   members: Sequence[int] | None = None) -> Path:
-    """``policies/<name>.pt`` for the ranked-first slot ``best``; with ``every_slot`` also ``slot-<k>.pt`` for
+                   members: Sequence[int] | None = None, extra: Mapping[str, Any] | None = None) -> Path:
+    """``policies/<name>.pt`` for the slot handed over, ``best``; with ``every_slot`` also ``slot-<k>.pt`` for
     every slot (a few actor weights each: cheap). ``members[k]``: the learner that stands for slot k (its leader,
-    with several learners per reward; default k). Returns the selected policy's path."""
+    with several learners per reward; default k). ``extra``: metadata the selected file carries besides (the
+    hand-over's, ``runs/handover.py``). Returns the selected policy's path."""
     member = list(members) if members is not None else list(range(len(reward_ids)))
-    path = save_artefact(artefact_from_state(state, member[best], low, high, reward_ids[best], slot=best),
-                         layout.policy(name))
+    selected = artefact_from_state(state, member[best], low, high, reward_ids[best], slot=best)
+    path = save_artefact({**selected, **(extra or {})}, layout.policy(name))
     if every_slot:
         for slot, reward_id in enumerate(reward_ids):
             save_artefact(artefact_from_state(state, member[slot], low, high, reward_id, slot=slot),

@@ -101,6 +101,7 @@ def _summary_rows(s: RunSummary) -> list[tuple[str, str, str]]:
         ("candidates", "candidates accepted / rejected", f"{s.n_accepted} / {s.n_rejected}"),
         ("best_reward", "best reward", s.best_reward_id or "–"),
         ("handed_over", "policy handed over (trained on)", s.handed_over or "–"),
+        ("handover", "hand-over: top learners replayed on fresh episodes", s.handover or "– (the one ranked first)"),
         ("human_learner", "learner on the task's own reward vs best searched-reward learner (final success)",
          f"{_num(s.final_human_success)} vs {_num(s.final_best_success)}" if s.setting == "init" else "–"),
     ]

@@ -1,9 +1,10 @@
 """Which reward a run hands the user: the one `lares export` writes by default.
 
-The run's selected reward is the reward of the learner it ranks first at the end: the final metrics line's
-`best_slot` (docs/lares-reference.md §12 item 16: the selected policy, not the optimistic max), else the last
-reward update's best slot (a baseline's one reward), else the candidate of highest fitness, else the newest
-accepted candidate.
+The run's selected reward is the reward of the learner whose policy it hands over: the newest `handover` event's
+choice, where the run replayed its top learners on fresh episodes (`runs/handover.py`); else the learner it ranks
+first at the end: the final metrics line's `best_slot` (docs/lares-reference.md §12 item 16: the selected policy,
+not the optimistic max), else the last reward update's best slot (a baseline's one reward), else the candidate of
+highest fitness, else the newest accepted candidate.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 
 from lares_agent.report.run_reader import HUMAN_REWARD_ID, RunData, read_run
 from lares_agent.runs import RunLayout, RunLog
+from lares_agent.runs.handover import latest_handover, ordinal
 
 __all__ = ["HUMAN_REWARD_ID", "SelectedReward", "selected_reward"]
 
@@ -29,6 +31,14 @@ class SelectedReward:
 def selected_reward(path: Path, data: RunData | None = None) -> SelectedReward | None:
     """The run's selected reward (None when the run holds no reward yet)."""
     data = data if data is not None else read_run(path)
+    handover = latest_handover(data.events)
+    winner = handover.winner if handover is not None else None
+    if handover is not None and winner is not None:
+        how = (f"handed over on {handover.episodes} fresh episodes at {handover.env_steps:,} env steps"
+               + (f", ranked {ordinal(winner.rank)} by fitness" if winner.rank is not None else ""))
+        if winner.reward_id == HUMAN_REWARD_ID:
+            return SelectedReward(HUMAN_REWARD_ID, f"the task's own reward: its learner {how}")
+        return SelectedReward(winner.reward_id, f"slot {winner.slot}'s reward, its learner {how}")
     for row in reversed(RunLog(RunLayout(Path(path))).metrics.read()):
         if row.best_slot is None:
             continue

@@ -15,6 +15,7 @@ import numpy as np
 from lares_agent.report.run_reader import Evaluation, RunData
 from lares_agent.runs.coerce import as_float
 from lares_agent.runs.events import fitness_breakdown
+from lares_agent.runs.handover import latest_handover
 
 __all__ = [
     "LineageCell", "Member", "RunSummary", "best_reward_id", "final_population", "fitness_breakdown", "fitness_rule",
@@ -98,6 +99,9 @@ class RunSummary:
     """The init setting's learner on the task's own reward at the last evaluation (NaN: the run kept none)."""
     handed_over: str = ""
     """Which reward the policy the run hands over trained on, in words (`report/selected.py`)."""
+    handover: str = ""
+    """How the newest policy handed over was chosen: each candidate's success on the fresh episodes and which won
+    (`runs/handover.py`; empty where the run handed over the policy ranked first)."""
 
 
 def _holders_from(ev: Evaluation) -> dict[int, str]:
@@ -291,7 +295,13 @@ def summarize(run: RunData) -> RunSummary:
         grades=grades_by_round(run),
         final_human_success=_last_finite(run.human_series("success")[1]),
         handed_over=handed_over(run),
+        handover=_handover(run),
     )
+
+
+def _handover(run: RunData) -> str:
+    record = latest_handover(run.events)
+    return "" if record is None else f"{record.policy} {record.sentence()}"
 
 
 def _last_finite(values: np.ndarray) -> float:

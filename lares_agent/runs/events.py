@@ -38,6 +38,7 @@ EventKind = Literal[
     "reward_update",  # engine: fitness, ranking, elites and replacements of one round
     "reward_update_started",  # engine: a round was evaluated and ranked; its proposal runs (maybe in the background)
     "reward_update_abandoned",  # engine: a stop cancelled the round's proposal; nothing installed, a resume redoes it
+    "handover",  # engine: the top learners replayed on fresh episodes; the best one's policy written (runs/handover.py)
     "checkpoint",  # engine: a checkpoint was written
     "resumed",  # engine: restored from a checkpoint
     "run_start",  # search: the run (or its resumption) started

@@ -107,6 +107,9 @@ class SearchConfig:
     warmup_steps: int = 1_000
     eval_every: int = 1_500
     eval_episodes: int = 5
+    # Fresh episodes on which the top learners by fitness are replayed before a policy is handed over (each round's
+    # and the final one; EngineConfig.handover_episodes, engine/loop/handover.py); 0: the ranked-first one's
+    handover_episodes: int = 20
     checkpoint_every: int = 2_000
     horizon: int | None = None  # None: the task's own horizon
     hidden: tuple[int, ...] = (128, 128)
@@ -221,6 +224,11 @@ class SearchConfig:
             problems.append(f"--candidates-per-slot must be between 1 and 10, not {self.candidates_per_slot}")
         if self.cores < 0:
             problems.append(f"--cores must be 0 (every core) or more, not {self.cores}")
+        # (its upper bound is the engine's, EngineConfig checks it)
+        if isinstance(self.handover_episodes, bool) or not isinstance(self.handover_episodes, int) \
+                or self.handover_episodes < 0:
+            problems.append("--handover-episodes must be a whole number of episodes, 0 (off: the policy ranked "
+                            f"first is handed over) or more, not {self.handover_episodes!r}")
         if not 0 <= self.numeric_children <= 16:
             problems.append(f"--numeric-children must be between 0 and 16, not {self.numeric_children}")
         unknown = [a for a in self.ablations if a not in ABLATIONS]
@@ -292,6 +300,8 @@ class SearchConfig:
         # Runs from before --inherit let every replaced learner inherit the best one: resume them so.
         kwargs.setdefault("inherit", "always")
         # Runs from before --task-examples was an option were shown answers for their own task: resume them so.
+        # Runs from before the hand-over on fresh episodes handed over the policy ranked first: resume them so.
+        kwargs.setdefault("handover_episodes", 0)
         kwargs.setdefault("task_examples", "own")
         for key in ("hidden", "critic_hidden", "ablations", "personas"):
             if kwargs.get(key) is not None:
@@ -363,7 +373,8 @@ def engine_config(cfg: SearchConfig) -> EngineConfig:
     return EngineConfig(
         setting=cfg.setting, population=cfg.population, elites=cfg.elites, total_steps=cfg.budget,
         reward_period=cfg.reward_period, eval_every=cfg.eval_every, eval_episodes=cfg.eval_episodes,
-        update_eval_episodes=cfg.eval_episodes, checkpoint_every=cfg.checkpoint_every,
+        update_eval_episodes=cfg.eval_episodes, handover_episodes=cfg.handover_episodes,
+        checkpoint_every=cfg.checkpoint_every,
         complexity_lambda=cfg.complexity_lambda, fitness=cfg.fitness, inherit=cfg.inherit, horizon=cfg.horizon,
         seed=cfg.seed,
         selection=SelectionConfig(method=cfg.selection, tournament_size=cfg.tournament_size),

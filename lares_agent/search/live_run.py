@@ -217,7 +217,10 @@ class Search:
         if engine.abandoned is not None and self.notify is not None:
             self.notify(ROUND_ABANDONED)
         engine.save_checkpoint()  # none after an abandoned round: the resume redoes it from the one before
-        engine.save_policy(FINAL_POLICY, every_slot=True)
+        # The top learners replayed on fresh episodes choose the policy handed over (engine/loop/handover.py), after
+        # a stop too (a second signal stops at once); a resume cuts its event and hands over again at its own end.
+        handover = engine.hand_over(FINAL_POLICY)
+        engine.save_policy(FINAL_POLICY, every_slot=True, handover=handover)
         finished = engine.done and engine.abandoned is None  # an abandoned last round is still to do
         session = time.monotonic() - start
         wall = earlier + session
@@ -239,7 +242,8 @@ class Search:
             mirror.close()
         return RunOutcome(self.run, steps, finished, best[0], wall, _ranked_success(engine), self.stop.name or None,
                           self.stop.exit_code if self.stop() else 0, health, llm_wait_s=waited, llm_s=llm_s,
-                          initial_llm_s=self.initial_llm_s, session_wall_s=session, abandoned_round=engine.abandoned)
+                          initial_llm_s=self.initial_llm_s, session_wall_s=session, abandoned_round=engine.abandoned,
+                          handover=handover)
 
     def abandoned_round_0(self) -> RunOutcome:
         """A stop gave round 0 up (`stopping.py`): the run ends before any engine exists."""

@@ -154,6 +154,9 @@ def paper_differences(cfg: SearchConfig) -> list[str]:
     if cfg.inherit != "always":
         out.append("a replaced reward's learner starts from the best learner only once that one has succeeded "
                    "(reference: always): --inherit always")
+    if cfg.handover_episodes > 0:
+        out.append(f"the policy handed over is the best of the top learners replayed on {cfg.handover_episodes} fresh "
+                   "episodes (reference: the one ranked first at the last update): --handover-episodes 0")
     if cfg.learner != "es" and not cfg.sync_llm:
         out.append("reward rounds run in the background while the learners train (reference: they wait): "
                    "--sync-llm")

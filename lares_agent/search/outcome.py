@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from lares_agent.runs import LLMHealth, RunLayout
+from lares_agent.runs.handover import HandoverRecord
 
 __all__ = ["NotifyFn", "ProgressFn", "RunOutcome", "RunStatus"]
 
@@ -50,6 +51,9 @@ class RunOutcome:
     abandoned_round: int | None = None
     """The reward round a stop gave up (search/stopping.py): not installed, no checkpoint after it, and
     `lares resume` redoes it (None: none)."""
+    handover: HandoverRecord | None = None
+    """How the final policy was chosen on fresh episodes (None: the ranked-first one was written, with
+    `--handover-episodes 0` or one learner)."""
 
     @property
     def llm_wait_share(self) -> float:

@@ -26,8 +26,10 @@ from lares_agent.engine.loop.inheritance import INHERIT_RULES, InheritRule
 from lares_agent.engine.loop.selection import DiversityConfig, SelectionConfig
 from lares_agent.errors import ConfigError
 
-__all__ = ["BACKENDS", "ESPopulationConfig", "EngineConfig", "ReplayConfig"]
+__all__ = ["BACKENDS", "MAX_HANDOVER_EPISODES", "ESPopulationConfig", "EngineConfig", "ReplayConfig"]
 
+MAX_HANDOVER_EPISODES = 1000
+"""At most this many hand-over episodes (each replays up to a few learners; more only costs time)."""
 BACKENDS = ("local", "ray")
 """Where ES policies roll out: in this process (or its worker processes), or on Ray actors."""
 
@@ -180,6 +182,10 @@ class EngineConfig:
     """Deterministic episodes per learner at each periodic evaluation (run.sh: 20)."""
     update_eval_episodes: int = 20
     """Deterministic episodes per learner at a reward update (fitness)."""
+    handover_episodes: int = 0
+    """Fresh episodes on which the top learners by fitness are replayed before a policy file is written (each
+    round's and the final one); the best there is handed over (``loop/handover.py``). 0: the ranked-first slot's
+    policy, as the reference (a checkpoint from before this field reads back so)."""
     checkpoint_every: int = 0
     """Env steps between periodic checkpoints (0: only at reward updates); needs a run directory."""
     complexity_lambda: float = 0.0
@@ -227,6 +233,10 @@ class EngineConfig:
         _check_ranges(self, 0, ("total_steps", "reward_period", "eval_every", "checkpoint_every", "feature_sample",
                                 "rollout_slots", "rollouts_kept"))
         _check_ranges(self, 1, ("eval_episodes", "update_eval_episodes"))
+        if isinstance(self.handover_episodes, bool) or not isinstance(self.handover_episodes, int) \
+                or not 0 <= self.handover_episodes <= MAX_HANDOVER_EPISODES:
+            raise ConfigError(f"handover_episodes must be a whole number in 0..{MAX_HANDOVER_EPISODES}, got "
+                              f"{self.handover_episodes!r}")
         if self.horizon is not None and self.horizon < 1:
             raise ConfigError(f"horizon must be >= 1, got {self.horizon}")
         if self.selection.method == "tournament" and not isinstance(self.learners, ESPopulationConfig):
@@ -257,10 +267,12 @@ class EngineConfig:
     def from_json(cls, data: Mapping[str, Any]) -> EngineConfig:
         """Inverse of :meth:`to_json`; unknown keys are an error, not silently dropped. A config without
         ``fitness`` (a checkpoint from before the field) ran success-then-progress, so it resumes with that rule;
-        one without ``inherit`` let every replaced slot inherit, and resumes so."""
+        one without ``inherit`` let every replaced slot inherit, and resumes so;
+        one without ``handover_episodes`` handed over the ranked-first slot's policy, and resumes so."""
         d = dict(data)
         d.setdefault("fitness", "success-then-progress")
         d.setdefault("inherit", "always")  # before the inherit rule every replaced slot inherited (the reference)
+        d.setdefault("handover_episodes", 0)  # before the hand-over on fresh episodes: the ranked-first slot's policy
         learners = dict(d.pop("learners", {}))
         kind = learners.pop("kind", "sac")
         selection = SelectionConfig(**dict(d.pop("selection", {})))

@@ -29,6 +29,7 @@ from lares_agent.engine.contracts import MemberEvaluation, ProposeFn, RewardFunc
 from lares_agent.engine.errors import EngineError, RewardColumnError
 from lares_agent.engine.loop.config import EngineConfig
 from lares_agent.engine.loop.fitness import grading, rank_slots, slot_evaluations
+from lares_agent.engine.loop.handover import HandOver
 from lares_agent.engine.loop.inheritance import inheritance
 from lares_agent.engine.loop.proposals import ProposalRunner
 from lares_agent.engine.loop.records import STATE_VERSION, Counters, EngineLog, evaluation_row, load_counters
@@ -40,6 +41,7 @@ from lares_agent.engine.rollouts.episodes import EVAL_STREAM, episode_seed
 from lares_agent.engine.tasks import TaskSpec
 from lares_agent.errors import Cancelled
 from lares_agent.runs import RunLayout
+from lares_agent.runs.handover import HandoverRecord
 
 __all__ = ["LaResEngine"]
 
@@ -83,6 +85,7 @@ class LaResEngine:
         # "auto" resolved against the task once (a ConfigError for success-then-return without a human reward)
         self.use_task_return, self.fitness_rule = grading(config.setting, config.fitness, task.has_human_reward)
         self.proposals = ProposalRunner()
+        self.handover = HandOver(task, config, self.use_task_return)
         self.last_metrics: dict[str, Any] | None = None
         self.abandoned: int | None = None
         """The round given up because the run was asked to stop (None: none); no checkpoint is written after it."""
@@ -127,8 +130,9 @@ class LaResEngine:
 
     @property
     def timing(self) -> dict[str, float]:
-        """The population's wall seconds by activity this session (``run_end`` records them)."""
-        return self.population.timing
+        """The population's wall seconds by activity this session, and the hand-over's replays' (``handover_s``,
+        when on); ``run_end`` records them."""
+        return {**self.population.timing, **({"handover_s": self.handover.seconds} if self.handover.episodes else {})}
 
     # ------------------------------------------------------------------ driving
     def run(
@@ -270,6 +274,7 @@ class LaResEngine:
                         "best": best, "refill": list(refill), "background": background})
         # The new ranking's best is the ranked-first slot from now on (the evaluation row and the progress say so).
         self.counters.best_slot = best
+        self.handover.ranking = list(ranking)
         self._log_evaluation("update", evals)
         return PendingUpdate(ctx, tuple(evals), best)
 
@@ -335,8 +340,9 @@ class LaResEngine:
             record["diversity"] = ctx.diversity.to_json()
         self.log.event(record)
         name = f"round-{ctx.round:04d}"
+        handover = self.hand_over(name)  # before the checkpoint, which then holds its event
         if self.save_checkpoint(name) is not None:
-            self.save_policy(name)
+            self.save_policy(name, handover=handover)
         return ctx
 
     # ------------------------------------------------------------------ evaluation
@@ -370,6 +376,7 @@ class LaResEngine:
             "rewards": [fn.to_json() for fn in self.rewards],
             "leaders": [[i] for i in self.population.leaders],
             "population": self.population.state_dict(),
+            "handover": self.handover.state_dict(),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -377,6 +384,7 @@ class LaResEngine:
         self.counters = load_counters(Counters, state["counters"])
         self.rng.bit_generator.state = state["rng"]
         self.population.load_state_dict(state["population"], self.rewards)
+        self.handover.load_state_dict(state.get("handover"))
 
     def save_checkpoint(self, name: str | None = None) -> Path | None:
         """Atomically checkpoint under ``run_dir/checkpoints`` (no-op without a run directory). Default name
@@ -386,20 +394,39 @@ class LaResEngine:
             return None
         return self.log.checkpoint(self.state_dict, name, self.counters)
 
-    def save_policy(self, name: str, every_slot: bool = False) -> Path | None:
-        """The ranked-first slot's policy as ``policies/<name>.pt`` (engine/policy_artefact.py; no-op without a
-        run directory). ``every_slot``: also each slot's own file (the end of a run)."""
+    def _policy_state(self) -> dict[str, Any]:
+        """What policy files are cut from (``policy_artefact.artefact_from_state``)."""
+        return {"learner": self.population.kind, "task": self.task.name, "config": self.config.to_json(),
+                "counters": dataclasses.asdict(self.counters), "population": self.population.policy_state()}
+
+    def hand_over(self, name: str) -> HandoverRecord | None:
+        """Replay the top learners on fresh episodes and log which one ``policies/<name>.pt`` hands over
+        (``loop/handover.py``); None, replaying nothing, with ``handover_episodes`` 0, fewer than two learners to
+        choose from, or no run directory."""
         if self.run_dir is None:
             return None
-        state = {"learner": self.population.kind, "task": self.task.name, "config": self.config.to_json(),
-                 "counters": dataclasses.asdict(self.counters), "population": self.population.policy_state()}
+        record = self.handover.decide(name, self._policy_state(), self.population, self.rewards[: self.num_ranked],
+                                      self.best_slot)
+        if record is not None:
+            self.log.event(record.to_event())
+        return record
+
+    def save_policy(self, name: str, every_slot: bool = False, handover: HandoverRecord | None = None) -> Path | None:
+        """The policy handed over as ``policies/<name>.pt`` (engine/policy_artefact.py; no-op without a run
+        directory): ``handover``'s choice (:meth:`hand_over`, whose numbers the file carries), else the ranked-first
+        slot's. ``every_slot``: also each slot's own file (the end of a run)."""
+        if self.run_dir is None:
+            return None
         low, high = self.population.action_box()
         ids = [fn.id for fn in self.rewards[: self.num_ranked]]
-        return write_policies(RunLayout(self.run_dir), name, state, self.best_slot, low, high, ids, every_slot,
-                              members=self.population.leaders)
+        chosen = handover.chosen if handover is not None else self.best_slot
+        return write_policies(RunLayout(self.run_dir), name, self._policy_state(), chosen, low, high, ids, every_slot,
+                              members=self.population.leaders,
+                              extra=handover.policy_fields() if handover is not None else None)
 
     def close(self) -> None:
         """Let the proposal worker go, close the population's environments and the log."""
         self.proposals.close()
+        self.handover.close()
         self.population.close()
         self.log.close()

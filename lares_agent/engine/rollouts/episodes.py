@@ -28,10 +28,14 @@ __all__ = [
 TRAIN_STREAM = 0
 EVAL_STREAM = 1
 WARMUP_STREAM = 2
+HANDOVER_STREAM = 3
+"""The episodes a run replays its top learners on before it hands one over (``loop/handover.py``): never an
+evaluation's, so the policy handed over is not judged on the episodes that ranked it."""
 
 
 def episode_seed(run_seed: int, stream: int, counter: int) -> int:
-    """A 31-bit reset seed for episode ``counter`` of ``stream``; independent streams for train/eval/warm-up."""
+    """A 31-bit reset seed for episode ``counter`` of ``stream``; independent streams for train/eval/warm-up/
+    hand-over."""
     return int(np.random.SeedSequence([int(run_seed), int(stream), int(counter)]).generate_state(1)[0] >> 1)
 
 
