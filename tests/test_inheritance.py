@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from lares_agent.engine import EngineConfig, SlotEvaluation, make_engine
 from lares_agent.engine.loop.engine import LaResEngine
 from lares_agent.engine.loop.inheritance import inheritance, leader_succeeded
 from lares_agent.errors import ConfigError
+from lares_agent.runs.jsonl import read_jsonl
 from lares_agent.search.config import SearchConfig, engine_config
 from lares_agent.search.options import INHERIT_RULES
 
@@ -53,9 +55,9 @@ def _actors(engine: LaResEngine) -> list[torch.Tensor]:
     return [p.detach().clone() for p in engine.population.learners.actor]
 
 
-def test_a_leader_without_success_leaves_the_replaced_learner_its_own_weights() -> None:
+def test_a_leader_without_success_leaves_the_replaced_learner_its_own_weights(tmp_path: Path) -> None:
     hook = Proposer(lambda ctx, slot: FeatureReward("dist", 50.0, 7.0, id=f"new{slot}"))
-    engine = make_engine(tiny_task(), tiny_config(total_steps=120, max_rounds=1), scratch_rewards(), hook)
+    engine = make_engine(tiny_task(), tiny_config(total_steps=120, max_rounds=1), scratch_rewards(), hook, tmp_path)
     engine.run(until_steps=120)
     before = _actors(engine)
     event = _update(engine, 0.0)
@@ -68,6 +70,9 @@ def test_a_leader_without_success_leaves_the_replaced_learner_its_own_weights() 
         assert all(torch.equal(p[slot], b[slot]) for p, b in zip(pop.actor, before, strict=True))
         assert not torch.equal(pop.actor[0][slot], pop.actor[0][ctx.best])
         assert pop.anchor_weight[slot].item() == 0.0  # and no pull toward the leader
+    [written] = [e for e in read_jsonl(tmp_path / "events.jsonl") if e["event"] == "reward_update"]
+    assert {k: written[k] for k in ("inherited", "inherit_skipped", "inherit_reason")} == {
+        k: event[k] for k in ("inherited", "inherit_skipped", "inherit_reason")}  # in events.jsonl too
 
 
 def test_a_leader_with_success_is_inherited_with_the_pull() -> None:
