@@ -108,8 +108,10 @@ def test_a_small_wrong_signed_component_is_negated_though_the_whole_reward_passe
     fixed = _check("reach-v3", answer, reach_sample)
     assert fixed.accepted and fixed.canonical["tcp_to_target"] == "-tcp_to_target", fixed.canonical
     assert fixed.warnings[0] == "repaired: negated 'tcp_to_target', which grew with tcp_to_target (lower is better)"
-    kept = _check("reach-v3", answer, reach_sample, replace(CheckConfig(), repair_sign=False))
-    assert kept.accepted and kept.canonical["tcp_to_target"] == "tcp_to_target"
+    # without the repair the sign rule still holds for every component: the term is refused, with the reason
+    refused = _check("reach-v3", answer, reach_sample, replace(CheckConfig(), repair_sign=False))
+    assert not refused.accepted and refused.reason.startswith(
+        "component 'tcp_to_target' pays more as tcp_to_target grows (on 100% of the sample states)"), refused.reason
 
 
 def test_capped_stepped_and_approach_terms_that_pay_for_distance_are_negated() -> None:
@@ -119,12 +121,14 @@ def test_capped_stepped_and_approach_terms_that_pay_for_distance_are_negated() -
     door = get_task("door-close-v3")
     door_sample = random_feature_sample(door, steps=150, seed=0)
     own = dict(human_components(door) or ())
-    refined = {**own, "grasp": "where(obj_to_target < 0.05, 0, 1)", "tcp_to_obj": "where(tcp_to_obj < 0.05, 0, 1)"}
+    refined = {**own, "grasp": "where(obj_to_target < 0.05, 0, 1)"}
     fixed = _check("door-close-v3", refined, door_sample)
     assert fixed.accepted and fixed.warnings[0] == (
         "repaired: negated 'grasp', which grew with obj_to_target (lower is better)"), fixed.warnings
-    # no other term pays for reaching the handle, so nothing shows which sign the handle term meant
-    assert fixed.canonical["tcp_to_obj"] == "where(tcp_to_obj < 0.05, 0, 1)"
+    # no other term pays for reaching the handle, so nothing shows which sign the handle term meant: refused
+    handle = _check("door-close-v3", {**refined, "tcp_to_obj": "where(tcp_to_obj < 0.05, 0, 1)"}, door_sample)
+    assert not handle.accepted and handle.reason.startswith(
+        "component 'tcp_to_obj' pays more as tcp_to_obj grows (it pays less at tcp_to_obj = 0 than at"), handle.reason
     designers = _check("door-close-v3", own, door_sample)  # its hand term is 0 at the goal: left as it is
     assert designers.accepted and not any(w.startswith("repaired") for w in designers.warnings)
     drawer = get_task("drawer-open-v3")
@@ -134,3 +138,58 @@ def test_capped_stepped_and_approach_terms_that_pay_for_distance_are_negated() -
     assert again.accepted, again.reason
     assert again.canonical["near"] == "2*exp(-6.944444444444445*tcp_to_obj)", again.canonical
     assert again.canonical["success"].startswith("-"), again.canonical
+
+
+HAMMER_PAIR = "2*tcp_to_obj - 2*obj_to_target"  # pays the hand for moving away from the hammer
+
+
+def test_the_sign_rule_refuses_an_approach_term_that_pays_for_distance_in_every_setting() -> None:
+    from lares_agent.graphs.context import GraphLimits
+    from lares_agent.rewards import human_components, synthetic_sample
+
+    hammer = get_task("hammer-v3")
+    synthetic = synthetic_sample(hammer.features, 1024, np.random.default_rng(0))
+    alone = validate(HAMMER_PAIR, hammer, synthetic)
+    assert not alone.accepted and alone.reason.startswith(
+        "component 'reward' pays more as tcp_to_obj grows (on 100% of the sample states)"), alone.reason
+    assert validate("-2*tcp_to_obj - 2*obj_to_target", hammer, synthetic).accepted
+    # an init round: a refinement that holds the pair beside the task's own terms, judged by the round's checks
+    checks = GraphLimits().checks
+    states = random_feature_sample(hammer, steps=150, seed=0)
+    own = dict(human_components(hammer) or ())
+    refined = validate({"components": {**own, "approach": HAMMER_PAIR}}, hammer, states, config=checks)
+    assert not refined.accepted and refined.reason.startswith("component 'approach' pays more as tcp_to_obj grows")
+    right = validate({"components": {**own, "approach": "-2*tcp_to_obj"}}, hammer, states, config=checks)
+    assert right.accepted, right.reason
+    # the repair cannot mend it: negated, the pair would pay for moving the hammer's head away from the nail
+    assert not validate({"components": {**own, "reach": "exp(-tcp_to_obj/0.1)", "approach": HAMMER_PAIR}}, hammer,
+                        states, config=checks).accepted
+
+
+def test_lares_reward_check_refuses_the_hammer_pair() -> None:
+    from typer.testing import CliRunner
+
+    from lares_agent.cli.app import app
+
+    result = CliRunner().invoke(app, ["reward", "check", "--task", "hammer-v3", "--", HAMMER_PAIR])
+    assert result.exit_code == 1 and "rejected: component 'reward' pays more as tcp_to_obj grows" in result.output
+    fine = CliRunner().invoke(app, ["reward", "check", "--task", "hammer-v3", "--", "-2*tcp_to_obj - 2*obj_to_target"])
+    assert fine.exit_code == 0, fine.output
+
+
+def test_no_component_of_a_builtin_tasks_own_reward_breaks_the_sign_rule() -> None:
+    from lares_agent.engine.tasks import list_tasks
+    from lares_agent.rewards import allowed_features, human_record, parse_candidate, synthetic_sample
+    from lares_agent.rewards.validate import _component_sign_reason
+
+    checked = 0
+    for spec in list_tasks():
+        record = human_record(spec)
+        if record is None:
+            continue
+        parsed = parse_candidate(record, allowed_features(spec))
+        for seed in (0, 1):
+            states = synthetic_sample(spec.features, 1024, np.random.default_rng(seed))
+            assert _component_sign_reason(parsed, spec, states) is None, spec.name
+        checked += 1
+    assert checked >= 24  # every built-in MetaWorld and Gymnasium task with its own reward written

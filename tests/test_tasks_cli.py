@@ -34,7 +34,10 @@ def test_tasks_json_is_valid_and_complete():
     assert "tcp_to_obj" in names and "human_reward" not in names
     assert push["approach_feature"] == "tcp_to_obj" and by_name["reach-v3"]["approach_feature"] is None
     assert by_name["Pusher-v5"]["approach_feature"] == "tip_to_obj"
-    assert all(set(f) == {"name", "meaning", "unit"} for entry in data for f in entry["features"])
+    assert all(set(f) == {"name", "meaning", "unit", "designer"} for entry in data for f in entry["features"])
+    # the features made to write the task's own reward say so (docs/scratch-features.md)
+    designer = {f["name"] for f in push["features"] if f["designer"]}
+    assert "left_pad_gap" in designer and "tcp_to_obj" not in designer
     assert by_name["HalfCheetah-v5"]["horizon"] == 1000
 
 

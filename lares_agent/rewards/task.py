@@ -15,6 +15,7 @@ __all__ = [
     "RewardTask",
     "TaskFeature",
     "allowed_features",
+    "designer_features",
     "human_components",
     "human_record",
     "offstage_features",
@@ -74,9 +75,17 @@ def offstage_features(task: object) -> frozenset[str]:
     return frozenset(str(n) for n in getattr(task, "offstage_features", ()) or ())
 
 
-def prompt_features(task: RewardTask) -> tuple[str, ...]:
-    """The features the LLM is shown and its answers may name: the allowed ones less the offstage ones."""
-    hidden = offstage_features(task)
+def designer_features(task: object) -> frozenset[str]:
+    """Features made to write the task's own reward (`TaskSpec.designer_features`; none for a task without the
+    field): a reward may name them where the designer's features are offered (the init setting, or
+    `--designer-features`), and from scratch the prompt does not list them and the validator rejects them."""
+    return frozenset(str(n) for n in getattr(task, "designer_features", ()) or ())
+
+
+def prompt_features(task: RewardTask, designer: bool = True) -> tuple[str, ...]:
+    """The features the LLM is shown and its answers may name: the allowed ones less the offstage ones, and less
+    the designer's where `designer` is False (from scratch)."""
+    hidden = offstage_features(task) | (frozenset() if designer else designer_features(task))
     return tuple(n for n in allowed_features(task) if n not in hidden)
 
 

@@ -16,7 +16,15 @@ unbounded regeneration loop, docs/lares-reference.md §12 item 28):
    (docs/feasibility.md §4.2), and terms that cancel leave the reward blind to progress. Where the intent is
    clear (a component grows with the distance on every sample while another pays for closing it) the component
    is negated, also where the reward as a whole passes, and the repaired reward checked again from the start;
-   its verdict's first warning says so.
+   its verdict's first warning says so;
+9. the sign rule for every component: a component that pays more as the progress or the approach distance grows
+   (the rule of 8's repair) and that no repair fixed is rejected, whatever the rest of the reward pays
+   (`2*tcp_to_obj - 2*obj_to_target` on hammer-v3 pays the hand for leaving the hammer, and a refinement of its
+   own reward once held it beside the designer's terms). The tasks' own rewards pass it (tests/
+   test_approach_check.py checks every built-in one).
+
+After 1, a candidate that names a feature the task marks as its designer's (`TaskSpec.designer_features`) is
+rejected where `CheckConfig.designer_features` is off (the scratch setting, docs/scratch-features.md).
 
 Between 5 and 6, a term that reads only features the task declares offstage (reach-v3's puck) is rejected: the
 object is in the scene but not in the task, so such a term is constant on the robot's runs and pays nothing (a
@@ -52,7 +60,13 @@ from lares_agent.rewards.complexity import ComplexityWeights
 from lares_agent.rewards.domains import domain_reason
 from lares_agent.rewards.limits import Limits, RewardRejected
 from lares_agent.rewards.numeric import NumericThresholds, check_numeric
-from lares_agent.rewards.task import RewardTask, allowed_features, human_components, offstage_features
+from lares_agent.rewards.task import (
+    RewardTask,
+    allowed_features,
+    designer_features,
+    human_components,
+    offstage_features,
+)
 from lares_agent.rewards.verdict import Verdict
 
 __all__ = ["CheckConfig", "human_reference", "progress_monotonicity", "record_key", "structure_key", "structure_key_of",
@@ -69,6 +83,8 @@ class CheckConfig:
     require_approach_use: bool = True  # progress cannot move before the hand reaches the object
     human_headroom: float = 1.5  # the cap is at least this times the task's own reward's complexity
     repair_sign: bool = True  # negate a component that only grows with the progress distance (module docstring)
+    # False (from scratch): a candidate naming a feature made to write the task's own reward is rejected
+    designer_features: bool = True
     limits: Limits = field(default_factory=Limits)
     weights: ComplexityWeights = field(default_factory=ComplexityWeights)
     thresholds: NumericThresholds = field(default_factory=NumericThresholds)
@@ -163,6 +179,17 @@ def _offstage_reason(parsed: ParsedReward, task: RewardTask) -> str | None:
     return None
 
 
+def _designer_reason(parsed: ParsedReward, task: RewardTask) -> str | None:
+    """The first component that reads a designer's feature (`rewards.task.designer_features`), as a reason."""
+    hidden = designer_features(task)
+    for name, expr in parsed.components.items():
+        used = sorted({str(s) for s in expr.free_symbols} & hidden)
+        if used:
+            return (f"component '{name}' reads {', '.join(used)}: made to write the task's own reward (the "
+                    "designer's features), which a reward from scratch does not use; use the listed features")
+    return None
+
+
 def _sign_reason(reward: CompiledReward, sample: Mapping[str, np.ndarray], progress: str) -> str | None:
     """Check 7: the reward must rise as the progress distance shrinks."""
     return _sign_verdict(*progress_monotonicity(reward, sample, progress), progress)
@@ -194,13 +221,15 @@ def _at_goal(reward: CompiledReward, sample: Mapping[str, np.ndarray], feature: 
     return float(np.sum(moved & (diff < 0)) / n), float(np.sum(moved & (diff > 0)) / n)
 
 
-def _wrong_signed(parsed: ParsedReward, sample: Mapping[str, np.ndarray], feature: str) -> list[str]:
-    """The components that pay for the distance `feature`, where another component already pays for closing it:
-    each grows with it on (nearly) every sample and never falls with it (`0.5*d` beside `exp(-d/0.05)`, the small
-    model's commonest slip), or, reading it alone, pays less at the goal than where (nearly) every sample is and
-    never more, which a local slope misses in a capped or a stepped term (`5*Min(0.02, d)`,
+def _paying(parsed: ParsedReward, sample: Mapping[str, np.ndarray], feature: str) -> tuple[dict[str, str],
+                                                                                            list[str]]:
+    """The components that pay for the distance `feature` ({name: how, as words}) and those that pay for closing
+    it. A component pays for it where it grows with it on (nearly) every sample and never falls with it
+    (`0.5*d`, the small model's commonest slip), or, reading it alone, pays less at the goal than where (nearly)
+    every sample is and never more, which a local slope misses in a capped or a stepped term (`5*Min(0.02, d)`,
     `where(d < 0.05, 0, 1)`: both in refinements of the evidence grid, docs/RESULTS.md)."""
-    wrong, right = [], []
+    wrong: dict[str, str] = {}
+    right: list[str] = []
     for name, expr in parsed.components.items():
         used = frozenset(str(s) for s in expr.free_symbols)
         if feature not in used:
@@ -208,11 +237,38 @@ def _wrong_signed(parsed: ParsedReward, sample: Mapping[str, np.ndarray], featur
         alone = compile_reward(ParsedReward({name: expr}, {name: parsed.canonical[name]}, 0.0, used))
         rises, falls = progress_monotonicity(alone, sample, feature)
         lower, higher = _at_goal(alone, sample, feature) if used == {feature} else (0.0, 0.0)
-        if (rises >= 0.9 and falls == 0.0) or (lower >= 0.9 and higher == 0.0):
-            wrong.append(name)
+        if rises >= 0.9 and falls == 0.0:
+            wrong[name] = f"on {rises:.0%} of the sample states"
+        elif lower >= 0.9 and higher == 0.0:
+            wrong[name] = f"it pays less at {feature} = 0 than at {lower:.0%} of the sample states"
         elif falls > rises or higher > lower:
             right.append(name)
-    return wrong if right else []  # a reward that is all wrong-signed distance shows no intent to restore
+    return wrong, right
+
+
+def _wrong_signed(parsed: ParsedReward, sample: Mapping[str, np.ndarray], feature: str) -> list[str]:
+    """The components that pay for the distance `feature` (`_paying`) where another component already pays for
+    closing it: a reward that is all wrong-signed distance shows no intent to restore."""
+    wrong, right = _paying(parsed, sample, feature)
+    return list(wrong) if right else []
+
+
+def _distances(task: RewardTask, sample: Mapping[str, np.ndarray]) -> list[str]:
+    """The lower-is-better distances the sign rules read: the progress and the approach feature, where sampled."""
+    return [f for f in dict.fromkeys((task.progress_feature, task.approach_feature)) if f is not None and f in sample]
+
+
+def _component_sign_reason(parsed: ParsedReward, task: RewardTask, sample: Mapping[str, np.ndarray]) -> str | None:
+    """Check 9: a component that pays for the progress or the approach distance, as a reason; first one that no
+    other component shows the intent to close (`_wrong_signed`), which the repair cannot mend."""
+    found = []
+    for feature in _distances(task, sample):
+        wrong, right = _paying(parsed, sample, feature)
+        found += [(bool(right), name, feature, how) for name, how in wrong.items()]
+    for _, name, feature, how in sorted(found, key=lambda item: item[0]):
+        return (f"component '{name}' pays more as {feature} grows ({how}), but {feature} is lower-is-better: "
+                f"write it as -w*{feature} or w*exp(-{feature}/s)")
+    return None
 
 
 def _repaired(parsed: ParsedReward, task: RewardTask, sample: Mapping[str, np.ndarray], id: str | None,
@@ -223,7 +279,7 @@ def _repaired(parsed: ParsedReward, task: RewardTask, sample: Mapping[str, np.nd
     or the approach distance). Also where the reward as a whole has the right sign: a bigger term can hide a small
     one that still pays for moving away (a refinement of reach-v3's own reward once added
     `tcp_to_target = tcp_to_target`, docs/RESULTS.md)."""
-    features = [f for f in (task.progress_feature, task.approach_feature) if f is not None and f in sample]
+    features = _distances(task, sample)
     flipped: dict[str, str] = {}
     for feature in features:
         flipped.update({name: feature for name in _wrong_signed(parsed, sample, feature) if name not in flipped})
@@ -287,6 +343,10 @@ def validate(
         return Verdict(False, f"unparseable candidate ({type(exc).__name__})")
     key = reward_key(parsed)
     canonical = dict(parsed.canonical)
+    if not config.designer_features:
+        reason = _designer_reason(parsed, task)
+        if reason is not None:
+            return Verdict(False, reason, parsed.complexity, canonical, key=key)
     human_parsed = _human_parsed(task, config)
     human = None if human_parsed is None else (reward_key(human_parsed), human_parsed.complexity)
     advice: list[str] = []  # rules the task's own reward breaks too: warnings, not rejections
@@ -333,6 +393,10 @@ def validate(
             if reason is not None and not designers:
                 return reject(reason, numeric)
             advice.extend([reason] if reason is not None else [])
+        if config.require_progress_sign:
+            reason = _component_sign_reason(parsed, task, sample)
+            if reason is not None:
+                return reject(reason, numeric)
     except RewardRejected as exc:
         return reject(exc.reason)
     except (ValueError, TypeError, ArithmeticError, KeyError) as exc:

@@ -121,9 +121,11 @@ EXTRA_FEATURE_NAMES: tuple[str, ...] = (
 
 
 def extra_feature_defs(task: MetaWorldTask, names: tuple[str, ...]) -> tuple[Feature, ...]:
-    """The declared `Feature`s of `names` (a subset of EXTRA_FEATURE_NAMES), in the canonical order."""
+    """The declared `Feature`s of `names` (a subset of EXTRA_FEATURE_NAMES), in the canonical order; each is the
+    designer's (`Feature.designer`): it exists because the task's own reward reads it, so which task has one
+    follows its designer's reward, and a search from scratch is not offered it."""
     meanings = _meanings(task)
-    return tuple(Feature(name, *meanings[name]) for name in EXTRA_FEATURE_NAMES if name in names)
+    return tuple(Feature(name, *meanings[name], designer=True) for name in EXTRA_FEATURE_NAMES if name in names)
 
 
 def caging_point(task: MetaWorldTask, parts: RawParts) -> np.ndarray:

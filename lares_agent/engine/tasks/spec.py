@@ -59,11 +59,15 @@ class Feature:
     """One named scalar reward feature.
 
     `name` is what reward expressions use, `meaning` one line for the LLM, `unit` e.g. "m", "m/s", "rad", "1", "bool".
+    `designer` marks a feature that exists to write the task's own reward (a start distance used as a tolerance
+    margin, a weighted hand error, the finger pads' gaps): a search from scratch does not offer it to the LLM, so
+    every task's scratch setting holds the same generic features (docs/scratch-features.md lists them per task).
     """
 
     name: str
     meaning: str
     unit: str
+    designer: bool = False
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or keyword.iskeyword(self.name):
@@ -152,6 +156,9 @@ class TaskSpec:
         if not offstage <= set(names) or offstage & {self.progress_feature, self.approach_feature}:
             raise TaskSpecError(f"task {self.name}: offstage features must be declared and neither the progress "
                                 "nor the approach feature")
+        if set(self.designer_features) & {self.progress_feature, self.approach_feature}:
+            # a scratch reward must use both, so neither may be hidden from it
+            raise TaskSpecError(f"task {self.name}: the progress and approach features cannot be the designer's")
         for label in ("env_fn", "raw_state_fn", "feature_fn"):
             if not callable(getattr(self, label)):
                 raise TaskSpecError(f"task {self.name}: {label} is not callable")
@@ -181,6 +188,11 @@ class TaskSpec:
     def feature_names(self) -> tuple[str, ...]:
         """Names a reward expression may use (the declared features, in order)."""
         return tuple(f.name for f in self.feature_defs)
+
+    @property
+    def designer_features(self) -> tuple[str, ...]:
+        """The features made to write the task's own reward (`Feature.designer`): not offered from scratch."""
+        return tuple(f.name for f in self.feature_defs if f.designer)
 
     @property
     def output_names(self) -> tuple[str, ...]:
@@ -255,7 +267,8 @@ class TaskSpec:
             "act_dim": self.act_dim,
             "state_dim": self.state_dim,
             "dt": self.dt,
-            "features": [{"name": f.name, "meaning": f.meaning, "unit": f.unit} for f in self.feature_defs],
+            "features": [{"name": f.name, "meaning": f.meaning, "unit": f.unit, "designer": f.designer}
+                         for f in self.feature_defs],
         }
 
 
