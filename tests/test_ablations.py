@@ -8,6 +8,7 @@ switches. The engine tests use a 2-D point mass (no MuJoCo, milliseconds per epi
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -26,8 +27,11 @@ from lares_agent.graphs.context import GraphLimits, RunContext
 from lares_agent.graphs.round import run_round
 from lares_agent.graphs.routing import route_start
 from lares_agent.llm.client import LLMClient
+from lares_agent.rewards import parse_candidate
+from lares_agent.rewards.validate import structure_key
 from lares_agent.search.config import SearchConfig, engine_config, resolved_for_task
-from lares_agent.search.live_run import asks_llm, reflects, uses_retrieval
+from lares_agent.search.live_run import asks_llm, edits_at_random, reflects, uses_retrieval
+from lares_agent.search.option_checks import refuse_silent_options
 from lares_agent.search.options import ABLATIONS
 from lares_agent.tools.trajectory import Rollout
 
@@ -212,6 +216,64 @@ def test_graph_without_the_llm_fills_every_slot_with_numeric_children(scripted_l
         assert all(set(r["components"]) == set(human) and r["components"] != human for r in result.accepted)
 
 
+def test_graph_with_random_edits_fills_every_slot_with_edits_and_asks_nothing(
+        scripted_llm: Callable[..., LLMClient]) -> None:
+    human = {"approach": "-2.0*tcp_to_goal", "bonus": "5.0*success"}
+    elite = {"id": "human", "components": human, "stats": {}}
+    rng = np.random.default_rng(0)
+    sample = {"tcp_to_goal": rng.uniform(0, 0.5, 64), "success": rng.integers(0, 2, 64).astype(float)}
+    own = structure_key(parse_candidate({"components": human}, ["tcp_to_goal", "success"]))
+
+    def edit_round(seed: int) -> tuple[Any, LLMClient]:
+        llm = scripted_llm(["never read"])
+        deps = RunContext(llm=llm, task=GRAPH_TASK, sample=sample, human_reward=human,
+                          limits=GraphLimits(reflect=False, llm_proposals=False, random_edits=True,
+                                             numeric_children=0, seed=seed))
+        return run_round(build_graph(), {"round": 0, "elites": [elite], "n_wanted": 3}, f"edit-{seed}", deps), llm
+
+    result, llm = edit_round(0)
+    assert llm.chat_model.calls == 0  # type: ignore[attr-defined]
+    assert len(result.accepted) == 3
+    for rec in result.accepted:
+        assert rec["origin"] == "edit" and rec["parent_id"] == "human"
+        assert rec["rationale"].startswith("random edit of human: ")
+        assert structure_key(parse_candidate({"components": rec["components"]}, ["tcp_to_goal", "success"])) != own
+    assert all(r.get("reason") for r in result.rejected)  # an edit the validator refuses keeps its reason
+    assert [r["components"] for r in edit_round(0)[0].accepted] == [r["components"] for r in result.accepted]
+    assert [r["components"] for r in edit_round(1)[0].accepted] != [r["components"] for r in result.accepted]
+    with pytest.raises(LaresError, match="llm_proposals=False"):
+        GraphLimits(random_edits=True)
+
+
+def test_random_edits_from_scratch_draw_rewards_that_open_on_progress(scripted_llm: Callable[..., LLMClient]) -> None:
+    rng = np.random.default_rng(0)
+    sample = {"tcp_to_goal": rng.uniform(0, 0.5, 64), "success": rng.integers(0, 2, 64).astype(float)}
+    llm = scripted_llm(["never read"])
+    deps = RunContext(llm=llm, task=GRAPH_TASK, sample=sample,
+                      limits=GraphLimits(reflect=False, llm_proposals=False, random_edits=True, numeric_children=0))
+    result = run_round(build_graph(), {"round": 0, "n_wanted": 2}, "scratch", deps)
+    assert llm.chat_model.calls == 0  # type: ignore[attr-defined]
+    assert len(result.accepted) == 2
+    for rec in result.accepted:
+        assert rec["origin"] == "edit" and rec.get("parent_id") is None
+        assert rec["rationale"].startswith("random reward: drew ")
+        assert "tcp_to_goal" in rec["components"]["progress"] and 1 <= len(rec["components"]) <= 3
+
+
+def test_a_random_edit_is_never_counted_as_the_llms(tmp_path: Any) -> None:
+    """`llm_health` counts the LLM's accepted rewards and their children, not an edit made at random (nor its
+    children): a random-edit run's records hold no LLM candidate, and its report does not blame the LLM for it."""
+    from lares_agent.runs import CandidateRow, RunLayout, RunLog, llm_health
+
+    log = RunLog(RunLayout.create(tmp_path, "point-mass", "run"))
+    for row in (CandidateRow(id="llm", round=0, slot=0, verdict="accepted", components={"a": "-dist"}),
+                CandidateRow(id="kid", round=1, slot=1, verdict="accepted", origin="child", parent_id="llm"),
+                CandidateRow(id="edit", round=1, slot=2, verdict="accepted", origin="edit", parent_id="llm"),
+                CandidateRow(id="edit-kid", round=2, slot=2, verdict="accepted", origin="child", parent_id="edit")):
+        log.candidates.append(row)
+    assert llm_health(log).accepted == 2  # llm and its child
+
+
 def test_no_llm_needs_a_reward_to_perturb() -> None:
     with pytest.raises(LaresError, match="no-llm"):
         SearchConfig(setting="scratch", ablations=("no-llm",))
@@ -234,7 +296,8 @@ def test_search_config_maps_every_ablation_onto_its_switch() -> None:
         "no-constraint": lambda c, s: c.anchor_weight == 0.0,
         "no-reflection": lambda c, s: not reflects(s),
         "no-retrieval": lambda c, s: not uses_retrieval(s),
-        "no-llm": lambda c, s: not asks_llm(s),
+        "no-llm": lambda c, s: not asks_llm(s) and not edits_at_random(s),
+        "random-edit": lambda c, s: edits_at_random(s) and not asks_llm(s),
     }
     assert set(expected) == set(ABLATIONS)
     for name, check in expected.items():
@@ -250,3 +313,26 @@ def test_unknown_or_misplaced_ablations_are_refused() -> None:
         SearchConfig(ablations=("no-everything",))
     with pytest.raises(LaresError, match="--learner sac or crossq"):
         SearchConfig(learner="es", ablations=("no-relabel",))
+
+
+def test_the_controls_without_the_llm_refuse_its_options_and_each_other() -> None:
+    """no-llm and random-edit write no reward with the LLM: an option only the LLM reads is refused by name, not
+    ignored; random-edit runs from scratch too, and the two controls are one or the other."""
+    for control in ("no-llm", "random-edit"):
+        plain = SearchConfig(setting="init", ablations=(control,))
+        assert refuse_silent_options(plain) == (plain, [])
+        for field, value, flag in (("llm_model", "qwen", "--llm-model qwen"), ("temperature", 0.9, "--temperature"),
+                                   ("persona", "terse", "--persona terse"), ("llm_backend", "openai",
+                                                                             "--llm-backend openai")):
+            cfg = dataclasses.replace(plain, **{field: value})
+            with pytest.raises(LaresError, match=f"{flag}.* is for the LLM, and --ablations {control} asks it"):
+                refuse_silent_options(cfg)
+        assert refuse_silent_options(dataclasses.replace(plain, temperature=0.9, ablations=()))[1] == []
+    # a --config file's LLM settings give way to an ablation typed now, with a note
+    cfg, notes = refuse_silent_options(SearchConfig(ablations=("random-edit",), llm_model="qwen"),
+                                       typed={"ablations"}, from_file={"llm_model"})
+    assert cfg.llm_model is None and "llm_model" in notes[0]
+    assert SearchConfig(setting="scratch", ablations=("random-edit",)).setting == "scratch"
+    assert resolved_for_task(SearchConfig(ablations=("random-edit",)), has_human_reward=False).setting == "scratch"
+    with pytest.raises(LaresError, match="give one"):
+        SearchConfig(ablations=("no-llm", "random-edit"))

@@ -187,17 +187,30 @@ def test_crossq_run_and_baseline_through_the_cli(server: FakeServer, tmp_path: P
     assert json.loads((only_run(tmp_path / "base") / "config.json").read_text())["learner"] == "crossq"
 
 
-def test_no_llm_ablation_runs_the_init_loop_without_asking_the_llm(server: FakeServer, tmp_path: Path) -> None:
-    """The expert's constants searched alone: every installed reward is a numeric child, the server is never asked,
-    and neither the finished run nor its resume reads as a search whose LLM failed."""
+def _no_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any LLM backend resolved or built fails the test: a control without the LLM needs none."""
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("an LLM backend was resolved or built")
+
+    monkeypatch.setattr("lares_agent.llm.models.resolve_model", refuse)
+    monkeypatch.setattr("lares_agent.llm.factory.build_chat_model", refuse)
+
+
+def test_no_llm_ablation_runs_the_init_loop_without_asking_the_llm(server: FakeServer, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The expert's constants searched alone: every installed reward is a numeric child, no LLM backend is needed
+    (its options are refused), and neither the finished run nor its resume reads as a search whose LLM failed."""
     before = server.requests
-    args = [*TINY_ANY, "--setting", "init", "--ablations", "no-llm", "--llm-backend", "openai", "--llm-model", "fake",
-            "--base-url", server.url, "--run-dir", str(tmp_path / "runs")]
+    args = [*TINY_ANY, "--setting", "init", "--ablations", "no-llm", "--run-dir", str(tmp_path / "runs")]
+    asked = lares("run", *args, "--llm-backend", "openai", "--base-url", server.url, home=tmp_path / "home")
+    assert asked.exit_code == 2, asked.output
+    assert "--llm-backend openai is for the LLM, and --ablations no-llm asks it" in " ".join(asked.output.split())
     # Reacher-v5's own reward (-fingertip_to_target - action_norm**2) has no constant to search: refused at once
     refused = lares("run", *args, home=tmp_path / "home")
     assert refused.exit_code != 0 and "has none to change" in refused.output, refused.output
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
     args[args.index("Reacher-v5")] = "reach-v3"
+    _no_backend(monkeypatch)
     result = lares("run", *args, "--horizon", "50", home=tmp_path / "home")  # episodes end before each update
     assert result.exit_code == 0, result.output
     assert server.requests == before
@@ -210,6 +223,42 @@ def test_no_llm_ablation_runs_the_init_loop_without_asking_the_llm(server: FakeS
     assert "only_fallbacks" not in end
     again = lares("resume", str(run), home=tmp_path / "home")
     assert again.exit_code == 0, again.output
+
+
+def test_random_edit_control_fills_the_slots_with_edits_without_an_llm_backend(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Structural edits made at random in the LLM's place, from the CLI with no LLM backend configured: every
+    installed reward is an edit of the task's own reward or of an elite, a seed reproduces them, and the LLM's
+    options are refused before a folder exists."""
+    args = ["--task", "reach-v3", "--budget", "300", "--reward-period", "150", "--population", "2", "--elites", "1",
+            "--no-report", "--seed", "3", "--numeric-children", "0", "--horizon", "50", "--setting", "init",
+            "--ablations", "random-edit"]
+    refused = lares("run", *args, "--llm-model", "qwen", "--run-dir", str(tmp_path / "runs"), home=tmp_path / "home")
+    assert refused.exit_code == 2, refused.output
+    assert "--llm-model qwen is for the LLM, and --ablations random-edit asks" in " ".join(refused.output.split())
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+    _no_backend(monkeypatch)
+    installed = []
+    for name in ("runs", "again"):
+        result = lares("run", *args, "--run-dir", str(tmp_path / name), home=tmp_path / "home")
+        assert result.exit_code == 0, result.output
+        run = only_run(tmp_path / name)
+        rows = [r for r in read_jsonl(run / "candidates.jsonl") if r.get("verdict") == "accepted"]
+        assert {r["round"] for r in rows} == {0, 1}
+        assert all(r.get("origin") == "edit" and r["rationale"].startswith("random edit of ") for r in rows), rows
+        assert not (run / "llm_calls.jsonl").exists() or not read_jsonl(run / "llm_calls.jsonl")
+        (end,) = [e for e in read_jsonl(run / "events.jsonl") if e.get("event") == "run_end"]
+        assert "only_fallbacks" not in end
+        installed.append([r["components"] for r in rows if r["round"] == 0])
+    assert installed[0] == installed[1]  # the seed reproduces the edits (later rounds also follow the training)
+    again = lares("resume", str(run), home=tmp_path / "home")
+    assert again.exit_code == 0, again.output
+    from lares_agent.runs import RunLog, llm_health
+
+    assert llm_health(RunLog(run)).only_fallbacks  # no LLM reward in it: the report must not read that as a failure
+    report = lares("report", str(run), "--no-video", home=tmp_path / "home")
+    assert report.exit_code == 0, report.output
+    assert "The LLM delivered no reward" not in (run / "report" / "index.html").read_text(encoding="utf-8")
 
 
 def test_progress_line_fits_80_columns_and_shows_the_ranked_learner(capsys: pytest.CaptureFixture[str],

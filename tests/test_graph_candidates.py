@@ -134,3 +134,16 @@ def test_a_reward_the_run_tried_before_is_not_accepted_again() -> None:
     assert result.rejected[0]["reason"].startswith("duplicate")
     again = run_round(build_graph(), {"round": 2, "n_wanted": 1}, "r2", deps([tried, fresh]))
     assert [r["components"] for r in again.accepted] == [{"a": "-tcp_to_goal"}]  # without the history it passes
+
+
+def test_children_are_labelled_tpe_only_once_the_sampler_had_its_start_up_trials() -> None:
+    """Before TPE's 4 start-up trials of a structure are measured its draws are uniform, and the rationale says so."""
+    measured = tuple(({"d": f"-{w}*tcp_to_goal", "b": "5*success"}, f) for w, f in
+                     ((1.5, 0.2), (2.5, 0.4), (3.0, 0.1), (1.8, 0.3)))
+    for n, label in ((0, "drawn at random"), (3, "drawn at random"), (4, "by TPE over 4 measured")):
+        ctx = RunContext(llm=scripted_client([]), task=TASK, sample=episodes_sample(), measured=measured[:n],
+                         limits=GraphLimits(reflect=False, llm_proposals=False, numeric_children=2))
+        result = run_round(build_graph(), {"round": 1, "n_wanted": 2, "elites": [ELITE]}, f"r1-{n}", ctx)
+        assert len(result.accepted) == 2
+        assert all(label in r["rationale"] and r["origin"] == "child" for r in result.accepted), n
+        assert all(("TPE over" in r["rationale"]) == (n >= 4) for r in result.accepted), n

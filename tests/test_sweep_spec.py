@@ -52,6 +52,29 @@ def test_an_ablation_is_a_method_the_search_runs_without_that_part() -> None:
     assert SweepSpec.from_json(spec.to_json()) == spec
 
 
+def test_the_controls_run_beside_the_search_on_the_same_seeds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """lares-init, no-llm, random-edit and human on one grid: the two controls are ablations of the search that
+    need no LLM backend (only the search's trials check it), and an LLM option none of them reads is refused."""
+    import lares_agent.search.runner as runner
+
+    asked: list[str] = []
+    monkeypatch.setattr(runner, "check_llm", lambda cfg: asked.append(",".join(cfg.ablations) or "lares"))
+    methods = ("lares-init", "no-llm", "random-edit", "human")
+    spec = SweepSpec(tasks=("reach-v3",), seeds=(0, 1), methods=methods, options={"budget": 900})  # type: ignore[arg-type]
+    configs = spec.check()
+    assert [t.method for t in spec.trials()] == list(methods) * 2
+    assert configs["reach-v3-random-edit-s1"].ablations == ("random-edit",)
+    assert configs["reach-v3-random-edit-s1"].seed == configs["reach-v3-lares-init-s1"].seed == 1
+    assert asked == ["lares", "lares"]  # the controls and the learner alone never check an LLM
+    assert SweepSpec.from_json(spec.to_json()) == spec
+    both = SweepSpec(tasks=("reach-v3",), seeds=(0,), methods=methods, options={"temperature": 0.9})  # type: ignore[arg-type]
+    assert set(both.check()) == {f"reach-v3-{m}-s0" for m in methods}  # lares-init reads it
+    controls = SweepSpec(tasks=("reach-v3",), seeds=(0,), methods=("no-llm", "random-edit"),
+                         options={"temperature": 0.9})
+    with pytest.raises(ConfigError, match=r"--set temperature: --temperature 0\.9 is for the LLM"):
+        controls.check()
+
+
 def test_the_two_settings_are_two_arms_of_one_sweep() -> None:
     spec = SweepSpec(tasks=("reach-v3",), seeds=(0,), methods=("lares-init", "lares-scratch", "human"),
                      options={"budget": 900, "reward_period": 300})

@@ -246,6 +246,24 @@ def test_a_sweep_with_both_arms_compares_each_to_the_baselines(tmp_path: Path) -
     assert "### reach-v3, lares-init" not in table
 
 
+def test_the_search_and_its_controls_are_reported_side_by_side(tmp_path: Path) -> None:
+    """lares-init, no-llm, random-edit and human on the same seed: a row each in the table, in the grid's order, and
+    the search compared with each of the other three."""
+    from lares_agent.report.sweep_table import write_sweep_report
+
+    finals = {"lares-init": 0.9, "no-llm": 0.7, "random-edit": 0.5, "human": 0.8}
+    sweep = _sweep_of_finished_trials(tmp_path / "sweep", finals)
+    write_sweep_report(sweep.root)
+    table = (sweep.report / "table.md").read_text(encoding="utf-8")
+    rows = [line for line in table.split("## ")[0].splitlines() if line.startswith("| reach-v3 |")]
+    assert [r.split(" | ")[1] for r in rows] == list(finals)
+    assert [r.split(" | ")[3].split(" ")[0] for r in rows] == ["90%", "70%", "50%", "80%"]
+    versus = table[table.index("## lares-init against each method"):]
+    for other in ("no-llm", "random-edit", "human"):
+        assert f"| reach-v3 | {other} |" in versus
+    assert "| reach-v3 | lares-init |" not in versus.split("##")[1]
+
+
 def test_an_archived_trial_keeps_its_llm_tokens(tmp_path: Path) -> None:
     """A trial restored from its archive has no llm_calls.jsonl: its tokens are its sessions' run_end usage."""
     import json

@@ -8,7 +8,7 @@ import re
 
 from lares_agent.engine.tasks import get_task
 from lares_agent.rewards import parse_candidate
-from lares_agent.rewards.tuning import tuned_children
+from lares_agent.rewards.tuning import STARTUP_TRIALS, constants_label, tuned_children
 from lares_agent.rewards.validate import structure_key
 from lares_agent.runs import CandidateRow
 from lares_agent.search.proposer import measured_rewards
@@ -68,3 +68,11 @@ def test_a_run_rebuilds_its_measurements_from_the_candidate_log() -> None:
             CandidateRow(id="b", round=1, slot=1, verdict="evaluated", fitness=0.1)]
     assert measured_rewards(rows, None) == [(ELITE, 0.25)]
     assert measured_rewards(rows, {"own": "-obj_to_target"}) == [(ELITE, 0.25), ({"own": "-obj_to_target"}, 0.5)]
+
+
+def test_a_child_is_said_to_be_drawn_by_tpe_only_from_the_start_up_trials_on() -> None:
+    assert constants_label(STARTUP_TRIALS).startswith(f"constants by TPE over {STARTUP_TRIALS} measured")
+    for trials in range(STARTUP_TRIALS):
+        label = constants_label(trials)
+        assert "TPE over" not in label and label.startswith("constants drawn at random within exp(+-1)")
+        assert f"({trials} of the {STARTUP_TRIALS} measured" in label

@@ -278,7 +278,8 @@ def run_command(
         help="LLM sampling temperature.", rich_help_panel=MORE)] = None,
     ablations: Annotated[str | None, typer.Option(
         help="Parts of LaRes switched off, comma-separated: no-relabel, no-thompson, no-scaling, no-constraint, "
-             "no-reflection, no-retrieval, no-llm (numeric children of the elites only).",
+             "no-reflection, no-retrieval, no-llm (numeric children of the elites only), random-edit (structural "
+             "edits made at random, constants tuned); the last two need no LLM backend.",
         rich_help_panel=MORE)] = None,
     llm: Annotated[str | None, typer.Option(hidden=True)] = None,  # OLD_NAMES
     model: Annotated[str | None, typer.Option(hidden=True)] = None,
@@ -353,6 +354,7 @@ def resume_command(
     """Continue a stopped or killed run from its newest checkpoint and graph state."""
     from lares_agent.runs import RunLayout
     from lares_agent.runs.lock import hold_run
+    from lares_agent.search.live_run import asks_llm
     from lares_agent.search.runner import finished_outcome, read_config, resume_run
     from lares_agent.search.start_checks import check_llm
 
@@ -363,7 +365,7 @@ def resume_command(
         if done is not None:  # its true summary; nothing appended
             _finish(done, report=False, allow_fallback=allow_fallback)
             return
-        if cfg.setting != "baseline":
+        if asks_llm(cfg):
             check_llm(cfg)  # one error line before the progress bar appears
         with _progress(cfg.budget) as update:
             outcome = resume_run(run, progress=update, extra_minutes=max_minutes, notify=_notify)

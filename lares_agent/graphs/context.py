@@ -82,6 +82,9 @@ class GraphLimits:
     oversample: float = 1.0  # LLM candidates asked per free slot (SearchConfig.candidates_per_slot sets runs')
     numeric_children: int = 0  # numeric children of the elites per propose pass (rewards/mutate.py)
     llm_proposals: bool = True  # False (ablation): no LLM call; the elites' numeric children fill every free slot
+    # True (with llm_proposals False, the random-edit control): structural edits of the elites made at random take
+    # the LLM's place (rewards/edits.py), the numeric children beside them as in a search
+    random_edits: bool = False
     mutation_sigma: float = 0.5  # children's constants times exp(N(0, sigma))
     # rank valid candidates by the proxy; False (default): keep them in proposal order, the proxy only logged, as the
     # runs show no signal in it (benchmarks/prescreen_signal.py, docs/RESULTS.md)
@@ -97,6 +100,8 @@ class GraphLimits:
             raise ConfigError("GraphLimits: retry_budget >= 0, per_call >= 1 and max_calls_per_pass >= 1 required")
         if not (self.oversample >= 1.0 and self.numeric_children >= 0 and self.mutation_sigma > 0):
             raise ConfigError("GraphLimits: oversample >= 1, numeric_children >= 0 and mutation_sigma > 0 required")
+        if self.random_edits and self.llm_proposals:
+            raise ConfigError("GraphLimits: random_edits take the LLM's place, so they need llm_proposals=False")
         if self.analysis not in ANALYSIS_MODES:
             raise ConfigError(f"GraphLimits: analysis must be one of {', '.join(ANALYSIS_MODES)}, "
                               f"not {self.analysis!r}")

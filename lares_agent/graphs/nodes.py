@@ -11,7 +11,7 @@ sends back to `propose`. Every LLM call is tagged with its node and carries the 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -33,9 +33,11 @@ from lares_agent.graphs.state import HUMAN_ELITE, CandidateRecord, EliteInfo, Ro
 from lares_agent.llm.errors import BudgetExceeded, LLMError
 from lares_agent.rewards import allowed_features, answer_grammar, prompt_features, record_key, scale_bounds
 from lares_agent.rewards import validate as validate_candidate
+from lares_agent.rewards.edits import random_reward, structural_edit
+from lares_agent.rewards.limits import RewardRejected
 from lares_agent.rewards.mutate import numeric_children, scales_within
 from lares_agent.rewards.prescreen import proxy_score
-from lares_agent.rewards.tuning import tuned_children
+from lares_agent.rewards.tuning import constants_label, tuned_children
 from lares_agent.tools.retrieval import render_cases, retrieve_cases
 
 __all__ = ["propose", "validate"]
@@ -120,6 +122,15 @@ def _temperature(limits: GraphLimits, explore: bool, made: int) -> float:
                max(limits.max_temperature, limits.temperature))
 
 
+def _keep_opening(ctx: RunContext) -> Callable[[Mapping[str, str]], bool] | None:
+    """From scratch, the test that keeps a child's opening terms within the grammar's scale bounds; None in init."""
+    if ctx.human_reward is not None:
+        return None
+    opening = _opening(ctx)
+    return scales_within(opening, allowed_features(ctx.task), ctx.limits.checks.limits,
+                         _scale_bounds(ctx, opening.values()))
+
+
 def _children(ctx: RunContext, elites: list[EliteInfo], round_: int, attempt: int, first: int,
               critique_id: str | None, count: int) -> list[CandidateRecord]:
     """Numeric children of the elites, best first in turn: structure from the LLM, constants drawn by TPE from the
@@ -130,18 +141,14 @@ def _children(ctx: RunContext, elites: list[EliteInfo], round_: int, attempt: in
     if count <= 0 or not elites:
         return []
     rng = np.random.default_rng([limits.seed, round_, attempt])
-    keep = None
-    if ctx.human_reward is None:  # from scratch: the children keep the grammar's bounds on the opening terms
-        opening = _opening(ctx)
-        keep = scales_within(opening, allowed_features(ctx.task), limits.checks.limits,
-                             _scale_bounds(ctx, opening.values()))
+    keep = _keep_opening(ctx)
     share = [count // len(elites) + (1 if i < count % len(elites) else 0) for i in range(len(elites))]
     out: list[CandidateRecord] = []
     for elite, n in zip(elites, share, strict=True):
         comps = dict(elite.get("components") or {})
         children, trials = tuned_children(comps, ctx.task, n, ctx.measured, int(rng.integers(2**31)),
                                           limits=limits.checks.limits, keep=keep)
-        how = f"constants by TPE over {trials} measured reward(s) of its structure"
+        how = constants_label(trials)
         if not children:
             children = numeric_children(comps, ctx.task, n, rng, sigma=limits.mutation_sigma,
                                         limits=limits.checks.limits, keep=keep)
@@ -154,6 +161,38 @@ def _children(ctx: RunContext, elites: list[EliteInfo], round_: int, attempt: in
                 origin="child",
                 candidate={"components": child, "rationale": rationale},
             ))
+    return out
+
+
+def _edits(ctx: RunContext, elites: list[EliteInfo], round_: int, attempt: int, first: int,
+           critique_id: str | None, count: int) -> list[CandidateRecord]:
+    """Structural edits of the elites made at random, in the LLM's place (the random-edit control,
+    rewards/edits.py): best first in turn, or rewards drawn whole where there is no elite (round 0 from scratch);
+    each edit's constants then set as a numeric child's (`tuned_children`). An edit that cannot be made is a
+    rejected candidate with its reason. Seeded by (seed, round, attempt): a resumed round makes the same ones."""
+    limits = ctx.limits
+    rng = np.random.default_rng([limits.seed, round_, attempt, 1])  # apart from the children's draws
+    keep = _keep_opening(ctx)
+    out: list[CandidateRecord] = []
+    for i in range(count):
+        parent = elites[i % len(elites)] if elites else None
+        rec = CandidateRecord(id=f"{ctx.id_prefix}r{round_}-a{attempt}-{first + i}", round=round_, attempt=attempt,
+                              parent_id=parent.get("id") if parent else None, critique_id=critique_id, origin="edit")
+        try:
+            edit = (structural_edit(dict(parent.get("components") or {}), ctx.task, rng, sample=ctx.sample,
+                                    limits=limits.checks.limits) if parent is not None
+                    else random_reward(ctx.task, rng, sample=ctx.sample, limits=limits.checks.limits))
+        except RewardRejected as exc:
+            out.append(CandidateRecord(**rec, components={}, rationale="", error=exc.reason))
+            continue
+        tuned, trials = tuned_children(edit.components, ctx.task, 1, ctx.measured, int(rng.integers(2**31)),
+                                       limits=limits.checks.limits, keep=keep)
+        comps = tuned[0] if tuned else edit.components
+        how = constants_label(trials) if tuned else "constants as drawn"
+        of = f"random edit of {parent.get('id', '?')}" if parent is not None else "random reward"
+        rationale = f"{of}: {edit.what}; {how}"
+        out.append(CandidateRecord(**rec, components=comps, rationale=rationale,
+                                   candidate={"components": comps, "rationale": rationale}))
     return out
 
 
@@ -227,13 +266,18 @@ def propose(state: RoundState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     # that keeps repeating one answer then fills the slots with its structure, not with the built-in fallback.
     parents = elites or [EliteInfo(id=str(r.get("id", "?")), components=dict(r.get("components") or {}))
                          for r in accepted if r.get("origin") != "child"]
-    # without the LLM (ablation) the children are the whole pool, as many as it would have asked for
-    count = limits.numeric_children if limits.llm_proposals else max(limits.numeric_children, asked)
-    children = (_children(ctx, parents, round_, attempt, len(pending), state.get("critique_id"), count)
+    # random edits take the LLM's place where they are on (ablation), first in the pool as its proposals are
+    edits = (_edits(ctx, elites, round_, attempt, len(pending), state.get("critique_id"), asked)
+             if missing and limits.random_edits else [])
+    # without the LLM nor edits (ablation) the children are the whole pool, as many as it would have asked for
+    beside = limits.llm_proposals or limits.random_edits
+    count = limits.numeric_children if beside else max(limits.numeric_children, asked)
+    children = (_children(ctx, parents, round_, attempt, len(pending) + len(edits), state.get("critique_id"), count)
                 if missing else [])
-    summary = (f"attempt {attempt}: {calls} call(s), {len(pending) - bad} proposal(s), {bad} unusable answer(s), "
-               f"{len(children)} numeric child(ren)")
-    return step("propose", attempt, summary, pending=pending + children, attempts=1, **update)
+    edited = f", {len(edits)} random edit(s)" if limits.random_edits else ""
+    summary = (f"attempt {attempt}: {calls} call(s), {len(pending) - bad} proposal(s), {bad} unusable answer(s)"
+               f"{edited}, {len(children)} numeric child(ren)")
+    return step("propose", attempt, summary, pending=pending + edits + children, attempts=1, **update)
 
 
 def _taken(state: RoundState, ctx: RunContext) -> set[str]:

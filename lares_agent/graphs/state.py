@@ -47,7 +47,8 @@ class CandidateRecord(TypedDict, total=False):
     key: str | None  # the reward's identity (`rewards.reward_key`), set by validate; duplicates share it
     candidate: dict[str, Any]  # the mapping the LLM's answer decoded to (pending only; validate parses it)
     error: str  # set by propose when the answer itself was unusable (validate forwards it as the reason)
-    origin: str  # "child": a numeric child of `parent_id` (rewards/mutate.py); absent: the LLM wrote it
+    origin: str  # "child": a numeric child of `parent_id` (rewards/mutate.py); "edit": a random structural edit
+    # (rewards/edits.py, the random-edit control); absent: the LLM wrote it
     proxy: float | None  # the offline pre-screen's score on the round's sample (rewards/prescreen.py), set by validate
 
 

@@ -7,7 +7,7 @@ once, `models.py`), any OpenAI-compatible endpoint (`openai_compat.py`) and reco
 from lares_agent.llm.client import LLMAnswer, LLMClient
 from lares_agent.llm.config import LLMConfig
 from lares_agent.llm.errors import BudgetExceeded, LLMError, LLMTimeout, ModelNotFound, ReplayMissing
-from lares_agent.llm.factory import build_chat_model, make_client
+from lares_agent.llm.factory import build_chat_model, make_client, offline_client
 from lares_agent.llm.models import DEFAULT_MODEL, KNOWN_MODELS, resolve_model
 from lares_agent.llm.replay import ReplayChatModel
 
@@ -25,5 +25,6 @@ __all__ = [
     "ReplayMissing",
     "build_chat_model",
     "make_client",
+    "offline_client",
     "resolve_model",
 ]

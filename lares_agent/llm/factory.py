@@ -4,8 +4,11 @@ OpenAI-compatible endpoint, or a recorded run's answers) and opens the run's cal
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import BaseMessage
+from langchain_core.outputs import ChatResult
 
 from lares_agent.llm.client import LLMClient
 from lares_agent.llm.config import LLMConfig
@@ -15,7 +18,7 @@ from lares_agent.llm.replay import ReplayChatModel, record_path
 from lares_agent.llm.usage import UsageLedger
 from lares_agent.runs import LLM_CALLS_NAME, LLMCallRow, RecordFile
 
-__all__ = ["build_chat_model", "make_client"]
+__all__ = ["build_chat_model", "make_client", "offline_client"]
 
 
 def build_chat_model(config: LLMConfig, replay_from: Path | None = None) -> BaseChatModel:
@@ -56,3 +59,21 @@ def make_client(config: LLMConfig, run_dir: Path | None, replay_from: Path | Non
         if replay_from is not None and record_path(replay_from).resolve() == path.resolve():
             path = None
     return LLMClient(chat_model, config, path, spent=spent)
+
+
+class _NoModel(BaseChatModel):
+    """The chat model of a run in which the LLM writes no reward (the `no-llm` and `random-edit` controls): no
+    backend is resolved or reached, and a call, which the graph never makes there, fails as an LLM error would."""
+
+    @property
+    def _llm_type(self) -> str:
+        return "none"
+
+    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None,
+                  **kwargs: Any) -> ChatResult:
+        raise LLMError("this run asks no LLM (a control without it): no model was built")
+
+
+def offline_client(config: LLMConfig) -> LLMClient:
+    """A client for a run that asks the LLM nothing: no backend is loaded or checked and no call is recorded."""
+    return LLMClient(_NoModel(), config, None)

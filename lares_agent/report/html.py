@@ -18,6 +18,7 @@ from lares_agent.report.run_reader import RunData, read_run
 from lares_agent.report.summary import RunSummary, summarize
 from lares_agent.report.video import VIDEO_NAME, ReportVideo, policy_video
 from lares_agent.runs import RunLayout, RunLog, llm_health
+from lares_agent.search.options import LLM_FREE_ABLATIONS
 
 __all__ = ["FIGURES", "render_html", "write_report"]
 
@@ -202,7 +203,8 @@ def render_html(run: RunData, figures: list[str], baseline: RunData | None = Non
     if baseline is not None:
         parts.append(f"<p>Compared with baseline run <b>{e(baseline.name)}</b>.</p>")
     health = llm_health(RunLog(run.path))
-    if health.only_fallbacks:
+    asked = not any(a in LLM_FREE_ABLATIONS for a in run.config.get("ablations") or ())  # a control asks it nothing
+    if health.only_fallbacks and asked:
         parts.append(f'<p class="note"><b>The LLM delivered no reward.</b> {e(health.sentence())}.</p>')
     if not run.evaluations:
         parts.append('<p class="note">No evaluations yet: the run has not reached its first evaluation '

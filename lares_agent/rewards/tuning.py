@@ -23,12 +23,21 @@ from lares_agent.rewards.parse import parse_expression
 from lares_agent.rewards.task import RewardTask, allowed_features
 from lares_agent.rewards.validate import structure_key_of
 
-__all__ = ["Measured", "tuned_children"]
+__all__ = ["STARTUP_TRIALS", "Measured", "constants_label", "tuned_children"]
 
 Measured = tuple[Mapping[str, str], float]
 """A measured reward: its components (name -> expression) and its fitness."""
 
 STARTUP_TRIALS = 4  # TPE's random draws before it models the measured fitness (a run measures few per structure)
+
+
+def constants_label(trials: int, spread: float = 1.0) -> str:
+    """How `tuned_children` drew a child's constants, for its rationale: "by TPE" only once the sampler had its
+    start-up trials of the structure measured; before that its draws are uniform at random, and say so."""
+    if trials >= STARTUP_TRIALS:
+        return f"constants by TPE over {trials} measured reward(s) of its structure"
+    return (f"constants drawn at random within exp(+-{spread:g}) of its own ({trials} of the {STARTUP_TRIALS} "
+            "measured rewards of its structure TPE needs to model them)")
 
 
 def _parsed(components: Mapping[str, str], task: RewardTask, limits: Limits) -> dict[str, sympy.Expr] | None:

@@ -45,7 +45,8 @@ class CandidateRow:
     task_return: float | None = None  # mean task (human) return per episode: the graded value of "return"
     complexity_penalty: float | None = None  # complexity_lambda * complexity
     action_jerk: float | None = None  # mean squared action change per step (Pareto selection's smoothness)
-    origin: str | None = None  # "child": constants of `parent_id` perturbed, not written by the LLM
+    origin: str | None = None  # "child": constants of `parent_id` perturbed; "edit": a random structural edit; neither
+    # written by the LLM
     proxy: float | None = None  # the offline pre-screen's score on the round's sample (accepted/rejected lines)
     learner_success: tuple[float, ...] | None = None  # evaluated lines: each learner's (--learners-per-reward > 1)
 

@@ -58,10 +58,12 @@ def llm_health(log: RunLog) -> LLMHealth:
     rows = log.candidates.read()
     accepted = [r for r in rows if r.verdict == "accepted"]
     # A numeric child has the LLM's structure only when its parent came from the LLM: children of fallback or
-    # given rewards would otherwise make a run that never got an LLM candidate look like a search.
+    # given rewards would otherwise make a run that never got an LLM candidate look like a search. A random edit
+    # (origin "edit", the random-edit control) is never the LLM's.
     from_llm: set[str] = set()
     for r in accepted:
-        if (r.reason or "") not in NOT_FROM_LLM and (r.origin != "child" or r.parent_id in from_llm):
+        if (r.reason or "") not in NOT_FROM_LLM and (r.origin is None or (r.origin == "child"
+                                                                           and r.parent_id in from_llm)):
             from_llm.add(r.id)
     fallbacks = {r.id for r in accepted if r.reason == "fallback"}
     given = {r.id for r in accepted if r.reason == NOT_FROM_LLM[1]}

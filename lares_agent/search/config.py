@@ -236,6 +236,9 @@ class SearchConfig:
             problems.append(f"unknown ablation(s) {', '.join(unknown)}; choose from {', '.join(ABLATIONS)}")
         if "no-llm" in self.ablations and self.setting == "scratch":
             problems.append(_NO_LLM_FROM_SCRATCH)
+        if {"no-llm", "random-edit"} <= set(self.ablations):
+            problems.append("--ablations no-llm and random-edit each say what fills the slots without the LLM "
+                            "(numeric children, or structural edits): give one")
         name = _GRADIENT_NAMES.get(self.learner)
         if name is not None:
             if self.selection == "tournament":

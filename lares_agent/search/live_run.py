@@ -27,6 +27,7 @@ from lares_agent.search.config import SearchConfig, engine_config, llm_config
 from lares_agent.search.cores import initial_llm_threads
 from lares_agent.search.found_reward import found_rewards
 from lares_agent.search.given_rewards import load_rewards_file, success_reward
+from lares_agent.search.options import LLM_FREE_ABLATIONS
 from lares_agent.search.outcome import NotifyFn, ProgressFn, RunOutcome, RunStatus
 from lares_agent.search.resume_checks import ResumePlan
 from lares_agent.search.signals import StopRequest
@@ -40,7 +41,7 @@ if TYPE_CHECKING:  # imported at run time only where used, so that `lares baseli
     from lares_agent.memory.cases import CaseStore
     from lares_agent.search.proposer import GraphProposer
 
-__all__ = ["Search", "asks_llm", "reflects", "uses_retrieval"]
+__all__ = ["Search", "asks_llm", "edits_at_random", "reflects", "uses_retrieval"]
 
 
 def uses_retrieval(cfg: SearchConfig) -> bool:
@@ -56,10 +57,15 @@ def reflects(cfg: SearchConfig) -> bool:
 def asks_llm(cfg: SearchConfig) -> bool:
     """Whether the LLM writes rewards: not for a learner alone (`setting="baseline"`), nor with the `no-llm`
     ablation (numeric children of the elites only, the baseline that tells the LLM's part of a refinement from
-    tuning the expert's constants). Where it does not, no run is judged by its LLM's health."""
-    return cfg.setting != "baseline" and "no-llm" not in cfg.ablations
+    tuning the expert's constants) or the `random-edit` one (structural edits made at random, which tells it from
+    structural search). Where it does not, no LLM backend is built or checked and no run is judged by its health."""
+    return cfg.setting != "baseline" and not any(a in LLM_FREE_ABLATIONS for a in cfg.ablations)
 
 
+def edits_at_random(cfg: SearchConfig) -> bool:
+    """Whether random structural edits of the elites take the LLM's place (the `random-edit` control,
+    rewards/edits.py), so that a sweep can tell the LLM's structures from structural search alone."""
+    return cfg.setting != "baseline" and "random-edit" in cfg.ablations
 
 
 class Search:
@@ -91,7 +97,7 @@ class Search:
         # Imported here so that `lares baseline` never loads the LLM stack.
         from lares_agent.graphs.build import build_graph, open_trace
         from lares_agent.graphs.context import GraphLimits, RunContext
-        from lares_agent.llm import make_client
+        from lares_agent.llm import make_client, offline_client
         from lares_agent.memory.cases import CaseStore
         from lares_agent.search.personas import resolve_persona
         from lares_agent.search.proposer import GraphProposer
@@ -99,7 +105,9 @@ class Search:
         cfg = self.cfg
         llm_cfg = llm_config(cfg)
         replay = Path(cfg.replay_from) if cfg.replay_from else None  # check_llm already refused a missing one
-        self.llm = llm = make_client(llm_cfg, self.run.root, replay_from=replay)
+        # a control without the LLM needs no backend: its client refuses any call, and none is made
+        self.llm = llm = (make_client(llm_cfg, self.run.root, replay_from=replay) if asks_llm(cfg)
+                          else offline_client(llm_cfg))
         if cfg.max_minutes:  # `--max-minutes` bounds the time spent waiting for the LLM too
             llm.deadline = self.started + 60 * cfg.max_minutes
         log = self.log
@@ -129,7 +137,7 @@ class Search:
             limits=GraphLimits(reflect=reflects(cfg) and asks_llm(cfg), llm_proposals=asks_llm(cfg),
                                analysis=cfg.analysis, oversample=cfg.candidates_per_slot,
                                numeric_children=cfg.numeric_children, seed=cfg.seed, task_examples=cfg.task_examples,
-                               prescreen=cfg.prescreen),
+                               prescreen=cfg.prescreen, random_edits=edits_at_random(cfg)),
             critics=tuple(resolve_persona(p) for p in cfg.personas),
             # the init setting refines the task's own reward; from scratch the LLM never sees it
             human_reward=dict(self.task.human_components)

@@ -25,6 +25,7 @@ from typing import Any
 
 from lares_agent.errors import ConfigError
 from lares_agent.search.config import SearchConfig
+from lares_agent.search.options import LLM_FREE_ABLATIONS
 
 __all__ = ["ignored_options", "option_warnings", "paper_differences", "refuse_silent_options"]
 
@@ -39,7 +40,7 @@ class _Ignored:
     why: Callable[[SearchConfig], str]
 
 
-_IGNORED = (
+_IGNORED: tuple[_Ignored, ...] = (
     _Ignored("base_url", ("llm_backend",), lambda c: c.base_url is not None and c.llm_backend != "openai",
              lambda c: f"--base-url applies to --llm-backend openai; --llm-backend {c.llm_backend} never calls it"),
     _Ignored("replay_from", ("llm_backend",), lambda c: c.replay_from is not None and c.llm_backend != "replay",
@@ -54,8 +55,6 @@ _IGNORED = (
                        "such call: add --analysis llm, or leave --personas out"),
     _Ignored("personas", ("ablations",), lambda c: bool(c.personas) and "no-reflection" in c.ablations,
              lambda c: "--personas critique in the critique step, which --ablations no-reflection removes"),
-    _Ignored("personas", ("ablations",), lambda c: bool(c.personas) and "no-llm" in c.ablations,
-             lambda c: "--personas critique for the LLM's proposals, and --ablations no-llm asks it for none"),
     _Ignored("reward_gain", ("setting", "baseline_reward"),
              lambda c: c.reward_gain is not None and c.setting == "baseline" and not c.reward_components,
              lambda c: "--reward-gain scales the rewards a search writes or a found reward (--reward-from, "
@@ -64,6 +63,34 @@ _IGNORED = (
              lambda c: f"--device {c.device} places --learner sac or crossq; ES policies compute in numpy on the "
                        "CPU: leave --device out"),
 )
+
+
+# The options that only the LLM reads (its backend, how it is asked, what it is shown): a control in which it writes
+# no reward (LLM_FREE_ABLATIONS) refuses each one set to other than its default.
+_LLM_OPTIONS = ("llm_backend", "llm_model", "base_url", "replay_from", "temperature", "max_llm_tokens",
+                "llm_timeout", "llm_context", "persona", "personas", "analysis", "task_examples",
+                "candidates_per_slot")
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(SearchConfig)}
+
+
+def _llm_free(cfg: SearchConfig) -> str | None:
+    """The ablation of `cfg` in which the LLM writes no reward, if any."""
+    return next((a for a in cfg.ablations if a in LLM_FREE_ABLATIONS), None)
+
+
+def _shown(value: object) -> str:
+    return ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
+
+
+def _llm_option(name: str) -> _Ignored:
+    flag = "--" + name.replace("_", "-")
+    return _Ignored(name, ("ablations",),
+                    lambda c: _llm_free(c) is not None and getattr(c, name) != _DEFAULTS[name],
+                    lambda c: f"{flag} {_shown(getattr(c, name))} is for the LLM, and --ablations {_llm_free(c)} "
+                              f"asks it for no reward: leave {flag} out")
+
+
+_IGNORED += tuple(_llm_option(name) for name in _LLM_OPTIONS)
 
 
 def ignored_options(cfg: SearchConfig) -> dict[str, str]:

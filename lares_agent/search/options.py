@@ -16,6 +16,7 @@ __all__ = [
     "FITNESS_RULES",
     "INHERIT_RULES",
     "LEARNERS",
+    "LLM_FREE_ABLATIONS",
     "PRESET_NAMES",
     "REWARD_NORMALISATIONS",
     "SELECTIONS",
@@ -65,7 +66,7 @@ Inherit = Literal["on-success", "always"]
 INHERIT_RULES: tuple[Inherit, ...] = get_args(Inherit)
 # Ablations of LaRes' parts; each switches one part off, default none (full LaRes).
 Ablation = Literal["no-relabel", "no-thompson", "no-scaling", "no-constraint", "no-reflection", "no-retrieval",
-                   "no-llm"]
+                   "no-llm", "random-edit"]
 SETTINGS: tuple[Setting, ...] = get_args(Setting)
 LEARNERS: tuple[Learner, ...] = get_args(Learner)
 BACKENDS: tuple[Backend, ...] = get_args(Backend)
@@ -82,5 +83,10 @@ ABLATIONS: dict[Ablation, str] = {
     "no-retrieval": "no past cases retrieved for the proposer (same as retrieval=False)",
     "no-llm": "the LLM writes no reward: every free slot gets a numeric child of the elites, so in the init setting "
               "the task's own reward with its constants tuned or perturbed (GraphLimits.llm_proposals=False)",
+    "random-edit": "the LLM writes no reward: every free slot gets a structural edit of an elite made at random (a "
+                   "term of the language's building blocks added, removed or swapped; from scratch, 1-3 random "
+                   "terms), its constants set as a numeric child's (rewards/edits.py, GraphLimits.random_edits)",
 }
 ENGINE_ABLATIONS: tuple[Ablation, ...] = ("no-relabel", "no-thompson", "no-scaling", "no-constraint")
+# The controls in which the LLM writes no reward: they need no LLM backend, and its options are refused with them.
+LLM_FREE_ABLATIONS: tuple[Ablation, ...] = ("no-llm", "random-edit")

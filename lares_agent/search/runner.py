@@ -50,14 +50,14 @@ def read_config(run: RunLayout) -> SearchConfig:
 
 def check_start(cfg: SearchConfig) -> None:
     """Everything about a new run's input that can be wrong, checked before a folder or a progress bar exists:
-    task, fitness rule, device, persona, `--rewards` file and the LLM."""
+    task, fitness rule, device, persona, `--rewards` file and the LLM (where the run asks it: `asks_llm`)."""
     task = get_task(cfg.task)  # the option ranges were checked when `cfg` was made (SearchConfig.__post_init__)
     check_device(cfg)
     cfg = resolved_for_task(cfg, task.has_human_reward)  # init and success-then-return need the task's own reward
     if cfg.setting == "baseline":
         found_rewards(cfg, task)  # a found reward passes the one validator
         return
-    if not asks_llm(cfg):
+    if "no-llm" in cfg.ablations:
         check_constants_to_search(task)
     from lares_agent.search.personas import resolve_persona
 
@@ -68,7 +68,8 @@ def check_start(cfg: SearchConfig) -> None:
         check_case_store()
     if cfg.rewards_file:
         load_rewards_file(Path(cfg.rewards_file), task)
-    check_llm(cfg)
+    if asks_llm(cfg):  # a control without the LLM needs no backend
+        check_llm(cfg)
 
 
 def _stopping(notify: NotifyFn | None) -> Callable[[int], None]:
@@ -141,7 +142,7 @@ def _resume_in(run: RunLayout, cfg: SearchConfig, progress: ProgressFn | None, e
         return done
     if extra_minutes is not None:
         cfg = SearchConfig.from_json({**cfg.to_json(), "max_minutes": extra_minutes})
-    if cfg.setting != "baseline":
+    if asks_llm(cfg):
         check_llm(cfg)
     cfg = device_for_resume(cfg, notify or (lambda line: None))
     plan = prepare_resume(run, notify or (lambda line: None))
