@@ -20,6 +20,19 @@ def test_an_answer_is_told_apart_from_its_source_by_form_and_by_constants() -> N
     assert script.changes(before, dict(before), "door-close-v3") == "no component changed"
 
 
+def test_a_random_edit_is_not_read_as_an_llm_answer() -> None:
+    from lares_agent.report.run_reader import Candidate
+
+    script = load_script(ROOT / "updates.py")
+
+    def made(rationale: str, parent: str | None) -> Candidate:
+        return Candidate("c", 1, 0, {"d": "-tcp_to_obj"}, rationale, "accepted", "", 1.0, parent, None, None, {})
+
+    assert script.kind(made("random edit of human: added ...", "human"), "c") == "random edit of own"
+    assert script.kind(made("random reward: drew 2 random term(s): ...", None), "c") == "random edit of none"
+    assert script.kind(made("a closer reach", "e1"), "c") == "LLM, from e1"
+
+
 def test_a_committed_with_init_trial_reads_as_updates_answers_and_what_was_handed_over(
         capsys: pytest.CaptureFixture[str]) -> None:
     trial = "door-close-v3-lares-init-s2"

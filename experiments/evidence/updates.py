@@ -26,16 +26,20 @@ from lares_agent.runs import RewardUpdateRecord
 
 HERE = Path(__file__).resolve().parent
 CHILD = "numeric child of "  # how graphs/nodes.py opens a numeric child's rationale
+EDITS = ("random edit of ", "random reward: ")  # and a random-edit control's edit or draw (rewards/edits.py)
 
 
 def kind(candidate: Candidate | None, reward_id: str) -> str:
-    """Where a slot's reward came from: the task's own, a numeric child of a parent, or an LLM answer."""
+    """Where a slot's reward came from: the task's own, a numeric child of a parent, a random edit (the random-edit
+    control), or an LLM answer."""
     if reward_id == HUMAN_REWARD_ID:
         return "own"
     if candidate is None:
         return "?"
     if candidate.rationale.startswith(CHILD):
         return f"child of {'own' if candidate.parent_id == HUMAN_REWARD_ID else candidate.parent_id or '?'}"
+    if candidate.rationale.startswith(EDITS):
+        return f"random edit of {'own' if candidate.parent_id == HUMAN_REWARD_ID else candidate.parent_id or 'none'}"
     if candidate.parent_id == HUMAN_REWARD_ID:
         return "LLM, from own"
     return "LLM" + (f", from {candidate.parent_id}" if candidate.parent_id else "")
