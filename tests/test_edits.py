@@ -74,6 +74,11 @@ def test_building_blocks_follow_the_feature() -> None:
     assert "Abs" not in random_term(TASK, rng, SAMPLE, feature="tcp_to_obj", shape="tanh")[1]
     with pytest.raises(ValueError, match="unknown shape"):
         random_term(TASK, rng, SAMPLE, feature="tcp_to_obj", shape="cubic")
+    offered = ("tcp_to_obj", "obj_to_target")  # a run that shows the LLM fewer features edits over those alone
+    for seed in range(10):
+        edit = structural_edit(REWARD, TASK, np.random.default_rng(seed), sample=SAMPLE, kind="add", features=offered)
+        (added,) = set(edit.components) - set(REWARD)
+        assert added.endswith(offered) and "obj_x" not in edit.components[added]
 
 
 def test_a_reward_drawn_from_scratch_opens_on_progress_and_approach() -> None:

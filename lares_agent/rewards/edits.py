@@ -81,10 +81,12 @@ def _signed(task: RewardTask, name: str, sample: Mapping[str, np.ndarray] | None
 
 
 def random_term(task: RewardTask, rng: np.random.Generator, sample: Mapping[str, np.ndarray] | None = None, *,
-                feature: str | None = None, shape: str | None = None) -> tuple[str, str]:
-    """(component name, expression) of one building block over `feature` (default: one of the task's prompt
-    features at random) in `shape` (default: one of `SHAPES` at random; a 0/1 feature's is its bonus)."""
-    names = prompt_features(task)
+                feature: str | None = None, shape: str | None = None,
+                features: Sequence[str] | None = None) -> tuple[str, str]:
+    """(component name, expression) of one building block over `feature` (default: one of `features` at random,
+    the features the LLM is offered; default the task's prompt features) in `shape` (default: one of `SHAPES` at
+    random; a 0/1 feature's is its bonus)."""
+    names = tuple(features) if features else prompt_features(task)
     name = feature if feature is not None else str(names[int(rng.integers(len(names)))])
     weight = _sig(math.exp(rng.uniform(math.log(_WEIGHTS[0]), math.log(_WEIGHTS[1]))))
     if _is_flag(task, name):
@@ -133,11 +135,12 @@ def _parse(text: str, task: RewardTask, limits: Limits) -> sympy.Expr:
 
 def structural_edit(components: Mapping[str, str], task: RewardTask, rng: np.random.Generator, *,
                     sample: Mapping[str, np.ndarray] | None = None, limits: Limits = Limits(),
-                    kind: str | None = None) -> Edit:
+                    kind: str | None = None, features: Sequence[str] | None = None) -> Edit:
     """One edit of a reward's components (name -> expression): a term added (a new component while there is room
     under `limits.max_components`, else a summand of a random one), removed (where there are two terms or more)
-    or swapped for a new one; `kind` picks which, else one that applies is drawn. Raises `RewardRejected` with
-    the reason where the components do not parse or `kind` cannot apply."""
+    or swapped for a new one; `kind` picks which, else one that applies is drawn. A new term reads one of
+    `features` (default: the task's prompt features, what the LLM is shown). Raises `RewardRejected` with the
+    reason where the components do not parse or `kind` cannot apply."""
     try:
         exprs = {name: _parse(text, task, limits) for name, text in components.items()}
     except (RewardRejected, ValueError, TypeError) as exc:
@@ -160,7 +163,7 @@ def structural_edit(components: Mapping[str, str], task: RewardTask, rng: np.ran
             out[name] = rest
             what = f"removed the term {canonical_text(gone)} of component {name}"
     else:
-        new_name, text = random_term(task, rng, sample)
+        new_name, text = random_term(task, rng, sample, features=features)
         term = _parse(text, task, limits)
         if chosen == "add" and len(out) < limits.max_components:
             new_name = _fresh(new_name, out)
@@ -185,21 +188,23 @@ def structural_edit(components: Mapping[str, str], task: RewardTask, rng: np.ran
 
 
 def random_reward(task: RewardTask, rng: np.random.Generator, *, sample: Mapping[str, np.ndarray] | None = None,
-                  limits: Limits = Limits(), opening: Sequence[tuple[str, str]] | None = None) -> Edit:
+                  limits: Limits = Limits(), opening: Sequence[tuple[str, str]] | None = None,
+                  features: Sequence[str] | None = None) -> Edit:
     """A reward drawn whole, for a search from scratch: 1 to `MAX_TERMS` components, opening with one random
     shape over each `opening` feature (component name, feature; default: "progress" over the task's progress
     distance and "approach" over its approach distance where it names one; the grammar's opening shapes are these
-    blocks), the rest random terms."""
+    blocks), the rest random terms over `features` (default: the task's prompt features)."""
+    offered = tuple(features) if features else prompt_features(task)
     if opening is None:
         opening = [(n, f) for n, f in (("progress", task.progress_feature), ("approach", task.approach_feature))
-                   if f and f in prompt_features(task)]
+                   if f and f in offered]
     count = int(rng.integers(max(len(opening), 1), MAX_TERMS + 1))
     count = min(count, limits.max_components)
     out: dict[str, str] = {}
     for name, feature in opening[:count]:
         out[name] = canonical_text(_parse(random_term(task, rng, sample, feature=feature)[1], task, limits))
     while len(out) < count:
-        name, text = random_term(task, rng, sample)
+        name, text = random_term(task, rng, sample, features=offered)
         out[_fresh(name, out)] = canonical_text(_parse(text, task, limits))
     shown = "; ".join(f"{n} = {e}" for n, e in out.items())
     return Edit(out, "draw", f"drew {len(out)} random term(s): {shown}")
