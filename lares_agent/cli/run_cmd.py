@@ -219,6 +219,11 @@ def run_command(
         help="none: the system prompt shows the reward language's building blocks and no example answer (the "
              "reference shows none); other: also an example answer for a different task; own: also two for this "
              "task. The local model copies an example it is shown.")] = "none",
+    designer_features: Annotated[bool | None, typer.Option(
+        "--designer-features/--no-designer-features", help="From scratch, also offer the LLM the features made "
+        "to write the task's own reward (start distances, the designer's weighted errors, finger-pad gaps; "
+        "docs/scratch-features.md). Default off: every task's scratch setting holds its generic features only. "
+        "The init setting always offers them.")] = None,
     personas: Annotated[str | None, typer.Option(
         help="Critic ensemble: persona names or files separated by commas; defects are merged by vote.")] = None,
     reward_normalisation: Annotated[str, typer.Option(

@@ -19,7 +19,6 @@ from lares_agent.graphs.context import RunContext
 from lares_agent.graphs.prompting import MAX_DETAIL, clip, messages, persona_text, system_text
 from lares_agent.llm.window import ContextWindow
 from lares_agent.prompts.loader import Persona, load_template
-from lares_agent.rewards import prompt_features
 
 __all__ = ["LEFT_OUT", "fit_prompt", "fitted_system", "user_body"]
 
@@ -44,7 +43,7 @@ def fitted_system(ctx: RunContext) -> str:
     window = _window(ctx)
     text = ""
     for detail in range(MAX_DETAIL + 1):
-        text = system_text(ctx.task, prompt_features(ctx.task), ctx.limits.checks.limits.max_components,
+        text = system_text(ctx.task, ctx.offered_features(), ctx.limits.checks.limits.max_components,
                            ctx.limits.task_examples, ctx.human_reward, detail)
         if window is None:
             return text

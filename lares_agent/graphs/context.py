@@ -18,7 +18,9 @@ from lares_agent.errors import ConfigError
 from lares_agent.llm.client import LLMClient
 from lares_agent.memory.cases import CaseStore
 from lares_agent.prompts.loader import DEFAULT_PERSONA, Persona, load_persona
-from lares_agent.rewards import CheckConfig, RewardTask, TaskFeature
+from lares_agent.rewards import CheckConfig, RewardTask, TaskFeature, allowed_features, prompt_features
+from lares_agent.rewards.shaping import CAGING_FEATURES
+from lares_agent.rewards.task import offstage_features
 from lares_agent.rewards.tuning import Measured
 from lares_agent.tools.trajectory import Rollout
 
@@ -94,6 +96,10 @@ class GraphLimits:
     # summarises the facts (checked against them) and each critic may add defects
     analysis: AnalysisMode = "facts"
     task_examples: TaskExampleMode = "none"  # which answers the system prompt shows (TASK_EXAMPLE_MODES)
+    # From scratch, also offer the features made to write the task's own reward (`TaskSpec.designer_features`);
+    # False (default): every task's scratch setting holds its generic features only (docs/scratch-features.md).
+    # The init setting always offers them: the reward it refines reads them.
+    designer_features: bool = False
 
     def __post_init__(self) -> None:
         if self.retry_budget < 0 or self.per_call < 1 or self.max_calls_per_pass < 1:
@@ -134,6 +140,28 @@ class RunContext:
     """The task's own reward as components of the reward language, in the init setting: the system prompt shows
     it as the starting point, round 0 refines it, and it is the elite whenever the human-reward learner ranks
     among the elites (docs/lares-reference.md §2.1). None: from scratch, the LLM never sees it."""
+
+    @property
+    def offers_designer_features(self) -> bool:
+        """Whether the LLM is offered the designer's features: in the init setting, or where the run asks."""
+        return self.human_reward is not None or self.limits.designer_features
+
+    def offered_features(self) -> tuple[str, ...]:
+        """The features the prompts list and the grammar lets an answer name (`rewards.prompt_features`)."""
+        return prompt_features(self.task, designer=self.offers_designer_features)
+
+    def hidden_names(self) -> frozenset[str]:
+        """The names an answer may not use because they are the designer's: the task's designer features where
+        they are not offered, and `gripper_caging` where the features it reads are not."""
+        offered = set(self.offered_features())
+        hidden = set(allowed_features(self.task)) - offered - offstage_features(self.task)
+        return frozenset(hidden | ({"gripper_caging"} if hidden and not set(CAGING_FEATURES) <= offered else set()))
+
+    @property
+    def checks(self) -> CheckConfig:
+        """The validator's settings for this run's candidates: `limits.checks`, refusing the designer's features
+        where they are not offered."""
+        return replace(self.limits.checks, designer_features=self.offers_designer_features)
 
     @property
     def critic_personas(self) -> tuple[Persona, ...]:

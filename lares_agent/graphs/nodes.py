@@ -11,6 +11,7 @@ sends back to `propose`. Every LLM call is tagged with its node and carries the 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -31,7 +32,7 @@ from lares_agent.graphs.prompting import (
 )
 from lares_agent.graphs.state import HUMAN_ELITE, CandidateRecord, EliteInfo, RoundState, step
 from lares_agent.llm.errors import BudgetExceeded, LLMError
-from lares_agent.rewards import allowed_features, answer_grammar, prompt_features, record_key, scale_bounds
+from lares_agent.rewards import allowed_features, answer_grammar, record_key, scale_bounds
 from lares_agent.rewards import validate as validate_candidate
 from lares_agent.rewards.edits import random_reward, structural_edit
 from lares_agent.rewards.limits import RewardRejected
@@ -41,6 +42,8 @@ from lares_agent.rewards.tuning import constants_label, tuned_children
 from lares_agent.tools.retrieval import render_cases, retrieve_cases
 
 __all__ = ["propose", "validate"]
+
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 # What a small context trims from the propose prompt first (`budget.fit_prompt`): past cases, the history of
 # rejections and proposals, then the critique and, last, the elites; the task, features, rules and step stay.
@@ -58,7 +61,7 @@ def _grammar(ctx: RunContext, n: int, max_components: int) -> str | None:
     refinement of the task's own reward keeps that reward's structure free."""
     if not ctx.limits.grammar or n != 1:
         return None
-    features = prompt_features(ctx.task)
+    features = ctx.offered_features()
     if ctx.human_reward is not None:
         return answer_grammar(features, max_components)
     progress = ctx.task.progress_feature if ctx.task.progress_feature in features else None
@@ -91,6 +94,9 @@ def _cases(ctx: RunContext) -> str:
         found = retrieve_cases(ctx.cases, ctx.task, ctx.limits.retrieve_k, exclude_run=ctx.run_id or None)
     except Exception as exc:  # a broken case store must not stop a round
         return f"none (case store unavailable: {type(exc).__name__})"
+    hidden = ctx.hidden_names()
+    if hidden:  # from scratch: a past reward that reads the designer's features would hand them over
+        found = [c for c in found if not hidden & set(_WORD.findall(" ".join(c.components.values())))]
     return render_cases(found, ctx.limits.section_chars)
 
 
@@ -337,7 +343,7 @@ def validate(state: RoundState, runtime: Runtime[RunContext]) -> dict[str, Any]:
             continue
         data = rec.get("candidate") or {"components": rec.get("components", {}), "rationale": rec.get("rationale")}
         verdict = validate_candidate(data, ctx.task, ctx.sample, id=rec.get("id"), taken=taken,
-                                     config=ctx.limits.checks)
+                                     config=ctx.checks)
         comps = dict(verdict.canonical) if verdict.canonical else out.get("components", {})
         out.update(CandidateRecord(components=comps, complexity=verdict.complexity, accepted=verdict.accepted,
                                    reason=verdict.reason, key=verdict.key))

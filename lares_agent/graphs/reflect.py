@@ -21,7 +21,6 @@ from lares_agent.graphs.context import RunContext
 from lares_agent.graphs.prompting import AnswerError, clip, render_elites, render_reasons, render_stats
 from lares_agent.graphs.state import RoundState, step
 from lares_agent.llm.errors import LLMError
-from lares_agent.rewards import prompt_features
 from lares_agent.tools.critique_rules import (
     Defect,
     defects_from_facts,
@@ -94,7 +93,7 @@ def critique(state: RoundState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     facts = (facts_from_json(stored) if stored is not None
              else diagnose([], elites, ctx.sample, ctx.task, limits.checks.limits))
     critics = [p.name for p in ctx.critic_personas]
-    features = list(prompt_features(ctx.task))
+    features = list(ctx.offered_features())
     computed = defects_from_facts(facts, elites, ctx.task.progress_feature, features, critics)
     update: dict[str, Any] = {"critics": critics}
     added: list[Defect] = []

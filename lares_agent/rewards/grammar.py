@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from lares_agent.rewards.shaping import CAGING_PARAMS, SIGMOIDS
+from lares_agent.rewards.shaping import CAGING_FEATURES, CAGING_PARAMS, SIGMOIDS
 
 __all__ = ["SCALE_BOUNDS", "answer_grammar", "scale_bounds"]
 
@@ -100,6 +100,9 @@ sp ::= " "?
 """
 
 
+_CAGING_CALL = '  "gripper_caging(" sp cagearg (sep cagearg)* sp ")" |\n'  # a line of `call` above
+
+
 def _alternatives(names: Sequence[str]) -> str:
     return " | ".join(json.dumps(name) for name in names)
 
@@ -156,4 +159,7 @@ def answer_grammar(features: Sequence[str], max_components: int, rationale_chars
         f"tolkey ::= {_alternatives(_TOLERANCE_KEYWORDS)}",
         f"cagearg ::= ({_alternatives(CAGING_PARAMS)}) \"=\" sum",
     ]
-    return "\n".join(rules) + _EXPRESSION_RULES
+    expression = _EXPRESSION_RULES
+    if not set(CAGING_FEATURES) <= set(features):  # gripper_caging reads them: not offered (from scratch), no call
+        expression = expression.replace(_CAGING_CALL, "")
+    return "\n".join(rules) + expression

@@ -163,6 +163,7 @@ class SearchConfig:
     numeric_children: int = 2  # numeric children of the elites per propose pass (constants perturbed)
     analysis: Analysis = "facts"  # GraphLimits.analysis: "facts" calls no LLM in analyse/critique
     task_examples: TaskExamples = "none"  # GraphLimits.task_examples: "none" shows no example answer (reference)
+    designer_features: bool = False  # GraphLimits.designer_features: from scratch, also offer the designer's features
     personas: tuple[str, ...] = ()  # the critic ensemble (--personas a,b); () : `persona` critiques alone
     reward_normalisation: RewardNormalisation = "affine"  # ReplayConfig.reward_normalisation (SAC/CrossQ only)
     reward_gain: float | None = None  # ReplayConfig.reward_gain (SAC/CrossQ only); never the sparse success reward
@@ -306,6 +307,10 @@ class SearchConfig:
         # Runs from before the hand-over on fresh episodes handed over the policy ranked first: resume them so.
         kwargs.setdefault("handover_episodes", 0)
         kwargs.setdefault("task_examples", "own")
+        # Scratch runs from before --designer-features was an option were offered the designer's features: resume
+        # them so (init offers them in any case).
+        if kwargs.get("setting") == "scratch":
+            kwargs.setdefault("designer_features", True)
         for key in ("hidden", "critic_hidden", "ablations", "personas"):
             if kwargs.get(key) is not None:
                 kwargs[key] = tuple(kwargs[key])

@@ -137,6 +137,7 @@ class Search:
             limits=GraphLimits(reflect=reflects(cfg) and asks_llm(cfg), llm_proposals=asks_llm(cfg),
                                analysis=cfg.analysis, oversample=cfg.candidates_per_slot,
                                numeric_children=cfg.numeric_children, seed=cfg.seed, task_examples=cfg.task_examples,
+                               designer_features=cfg.designer_features,
                                prescreen=cfg.prescreen, random_edits=edits_at_random(cfg)),
             critics=tuple(resolve_persona(p) for p in cfg.personas),
             # the init setting refines the task's own reward; from scratch the LLM never sees it

@@ -147,6 +147,9 @@ def option_warnings(cfg: SearchConfig) -> list[str]:
     if cfg.task_examples == "own" and _setting(cfg) == "init":
         out.append("--task-examples own shows example answers for the task from scratch only; in the init setting "
                    "the prompt shows the task's own reward instead, so it shows what --task-examples other does")
+    if cfg.designer_features and _setting(cfg) == "init":
+        out.append("--designer-features offers the designer's features from scratch; the init setting offers them "
+                   "anyway (the task's own reward, which it refines, reads them)")
     if cfg.prescreen and cfg.candidates_per_slot <= 1 and cfg.numeric_children == 0:
         out.append("--prescreen with one LLM candidate per free slot and no numeric children: every valid "
                    "candidate fills a slot, so the pre-screen has nothing to choose (--candidates-per-slot 2)")
