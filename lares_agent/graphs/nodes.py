@@ -179,6 +179,7 @@ def _edits(ctx: RunContext, elites: list[EliteInfo], round_: int, attempt: int, 
     limits = ctx.limits
     rng = np.random.default_rng([limits.seed, round_, attempt, 1])  # apart from the children's draws
     keep = _keep_opening(ctx)
+    offered = ctx.offered_features()  # the features the LLM would be offered (from scratch: no designer's)
     out: list[CandidateRecord] = []
     for i in range(count):
         parent = elites[i % len(elites)] if elites else None
@@ -186,8 +187,9 @@ def _edits(ctx: RunContext, elites: list[EliteInfo], round_: int, attempt: int, 
                               parent_id=parent.get("id") if parent else None, critique_id=critique_id, origin="edit")
         try:
             edit = (structural_edit(dict(parent.get("components") or {}), ctx.task, rng, sample=ctx.sample,
-                                    limits=limits.checks.limits) if parent is not None
-                    else random_reward(ctx.task, rng, sample=ctx.sample, limits=limits.checks.limits))
+                                    limits=limits.checks.limits, features=offered) if parent is not None
+                    else random_reward(ctx.task, rng, sample=ctx.sample, limits=limits.checks.limits,
+                                       features=offered))
         except RewardRejected as exc:
             out.append(CandidateRecord(**rec, components={}, rationale="", error=exc.reason))
             continue
