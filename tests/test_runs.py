@@ -77,7 +77,7 @@ def test_the_name_scan_sees_a_literal() -> None:
 def test_layout_names_every_file_under_the_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     run = RunLayout(tmp_path)
     paths = [run.config, run.metrics, run.events, run.candidates, run.llm_calls, run.trace, run.checkpoints,
-             run.report, run.policies]
+             run.report, run.policies, run.feedback]
     assert [p.name for p in paths] == [n for n in RUN_FILE_NAMES if n != "feature_sample.npz"]
     assert all(p.parent == tmp_path for p in paths) and run.feature_sample.parent == run.checkpoints
     assert not run.is_run()

@@ -114,6 +114,9 @@ app.command("sweep")(sweep_command)
 from lares_agent.cli.graph_cmd import graph_command  # noqa: E402
 
 app.command("graph")(graph_command)
+from lares_agent.cli.feedback_cmd import feedback_command  # noqa: E402
+
+app.command("feedback")(feedback_command)
 
 
 def main() -> None:

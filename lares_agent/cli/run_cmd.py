@@ -125,7 +125,8 @@ def _fallback_exit(refuse: bool, finished: bool) -> None:
 
 # `lares run`'s options are `SearchConfig`'s fields, by the same name (`--reward-period` is `reward_period`);
 # tests/test_cli_options.py holds the two lists in step. The options that are not fields:
-NOT_FIELDS = ("run_dir", "report", "allow_fallback", "config")  # where the run goes, what the CLI does, --config
+NOT_FIELDS = ("run_dir", "report", "allow_fallback", "config", "feedback_file")  # where the run goes, what the CLI
+# does, --config, a note to the first round (runs/feedback.py)
 # The earlier names of three options, still accepted (scripts, tests and examples use them) but hidden from --help.
 OLD_NAMES = {"llm": "llm_backend", "model": "llm_model", "rewards": "rewards_file"}
 MORE = "More settings (default: the preset's)"  # the --help panel of the options a first run leaves alone
@@ -201,6 +202,9 @@ def run_command(
     report: Annotated[bool, typer.Option(help="Write the HTML report at the end.")] = True,
     allow_fallback: Annotated[bool, typer.Option(
         help="Exit 0 even when no LLM candidate was accepted (every reward the built-in fallback).")] = False,
+    feedback_file: Annotated[Path | None, typer.Option(
+        help="A note to the first reward round, as `lares feedback RUN \"text\"` gives one to a later round: it "
+             "reaches the round's critique as a defect of its own (one line, at most 1000 characters).")] = None,
     sync_llm: Annotated[bool | None, typer.Option(
         "--sync-llm/--no-sync-llm", help="Learners wait for each reward round's LLM calls, as the LaRes reference "
         "(default: the round runs in the background while they train; ES always waits).")] = None,
@@ -297,6 +301,7 @@ def run_command(
     from lares_agent.search.runner import check_start, start_run
 
     cfg, params, said = _run_config(ctx, config)
+    note = _feedback_note(cfg, feedback_file)
     check_start(cfg)  # one error line before the progress bar appears
     for line in said:
         typer.echo(line, err=True)
@@ -305,8 +310,21 @@ def run_command(
     run_dir = Path(str(params["run_dir"]))
     RunLayout.prepare_base(run_dir)
     with _progress(cfg.budget) as update:
-        outcome = start_run(cfg, run_dir, progress=update, notify=_notify)
+        outcome = start_run(cfg, run_dir, progress=update, notify=_notify, feedback=note)
     _finish(outcome, bool(params["report"]), bool(params["allow_fallback"]))
+
+
+def _feedback_note(cfg: SearchConfig, path: Path | None) -> str | None:
+    """`--feedback-file`'s note, read and checked before a run folder exists; refused where no LLM reads it."""
+    if path is None:
+        return None
+    from lares_agent.runs.feedback import read_note_file
+    from lares_agent.search.live_run import asks_llm
+
+    if not asks_llm(cfg):
+        raise ConfigError("--feedback-file gives the LLM a note, and this run asks no LLM (a learner alone, or "
+                          "--ablations no-llm or random-edit)")
+    return read_note_file(path)
 
 
 def _run_config(ctx: typer.Context, config: Path | None) -> tuple[SearchConfig, dict[str, object], list[str]]:

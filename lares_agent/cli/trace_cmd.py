@@ -54,6 +54,7 @@ def trace_command(
             "candidates": [asdict(c) for c in trace.candidates.values()
                            if round is None or c.round == round],
             "updates": [u.to_json() for u in trace.updates if round is None or u.round == round],
+            "notes": [asdict(n) for n in trace.notes if round is None or n.round == round],
         }
         typer.echo(_json.dumps(payload, indent=2, default=str))
         return
@@ -98,6 +99,20 @@ def update_line(update: Any) -> str:
     return f"round {update.round} at {update.env_steps:,} steps, ranked by {by}: " + "; ".join(parts)
 
 
+def _show_notes(console: Any, trace: Any, rounds: set[int] | None = None) -> None:
+    """The user's notes (`lares feedback`) and the round whose critique took each; with rounds selected, theirs."""
+    from rich.text import Text
+
+    wrap = textwrap.TextWrapper(width=max(40, min(console.width, 120)) - 1, initial_indent="    ",
+                                subsequent_indent="    ")
+    notes = [n for n in trace.notes if rounds is None or n.round in rounds]
+    if notes:
+        console.print(Text("user notes (lares feedback; each taken into one round's critique):"))
+    for n in notes:
+        when = f"round {n.round}" if n.round is not None else "waiting for the next round"
+        console.print(Text(wrap.fill(f"{n.id} ({when}): {n.text}")))
+
+
 def _show_steps(trace: Any, steps: tuple[Any, ...], detailed: bool, round_selected: bool = False) -> None:
     from rich.text import Text
 
@@ -106,6 +121,7 @@ def _show_steps(trace: Any, steps: tuple[Any, ...], detailed: bool, round_select
     console.print(Text(f"task {trace.task}  persona {trace.persona}  llm {trace.llm_backend}"))
     if not trace.steps:
         console.print(Text("no graph steps recorded (a baseline run, or killed before its first round finished)"))
+        _show_notes(console, trace)
         return
     if not steps:
         console.print(Text("no step matches this selection (rounds: " + ", ".join(map(str, trace.rounds)) + ")"))
@@ -134,6 +150,7 @@ def _show_steps(trace: Any, steps: tuple[Any, ...], detailed: bool, round_select
             for u in trace.updates:
                 console.print(Text(wrap.fill(update_line(u))))
         _show_candidates(console, trace)
+    _show_notes(console, trace, {s.round for s in steps} if round_selected else None)
     if trace.unmatched_calls:
         console.print(Text(f"{len(trace.unmatched_calls)} LLM call(s) belong to no stored step "
                            "(a node was stopped mid-call; `lares resume` re-runs it)"))

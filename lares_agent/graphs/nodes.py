@@ -39,6 +39,7 @@ from lares_agent.rewards.limits import RewardRejected
 from lares_agent.rewards.mutate import numeric_children, scales_within
 from lares_agent.rewards.prescreen import proxy_score
 from lares_agent.rewards.tuning import constants_label, tuned_children
+from lares_agent.tools.critique_rules import feedback_defects, render_defects
 from lares_agent.tools.retrieval import render_cases, retrieve_cases
 
 __all__ = ["propose", "validate"]
@@ -98,6 +99,12 @@ def _cases(ctx: RunContext) -> str:
     if hidden:  # from scratch: a past reward that reads the designer's features would hand them over
         found = [c for c in found if not hidden & set(_WORD.findall(" ".join(c.components.values())))]
     return render_cases(found, ctx.limits.section_chars)
+
+
+def _notes_alone(state: RoundState, max_chars: int) -> str:
+    """The critique where no critique node ran (the no-reflection ablation): the user's notes, else none."""
+    notes = feedback_defects(state.get("feedback") or [])
+    return render_defects(notes, max_chars=max_chars) if notes else "none"
 
 
 def _instruction(parent: EliteInfo | None, explore: bool, examples: bool = True) -> str:
@@ -241,7 +248,7 @@ def propose(state: RoundState, runtime: Runtime[RunContext]) -> dict[str, Any]:
             round=round_,
             attempt=attempt,
             elites=render_elites(elites, limits.section_chars),
-            critique=state.get("critique") or "none",
+            critique=state.get("critique") or _notes_alone(state, limits.section_chars),
             cases=cases,
             rejections=render_reasons(reasons, limits.section_chars),
             taken=render_taken(accepted + pending, limits.section_chars),

@@ -5,7 +5,8 @@ With `GraphLimits.analysis == "facts"` (the default) the analysis is the rendere
 "llm" the model summarises the facts and every sentence that contradicts one is dropped (`tools/fact_check.py`),
 the count going to the state and to the call's `meta` in llm_calls.jsonl. `critique` turns the facts into
 defects with concrete edits (`tools/critique_rules.py`); in "llm" mode each critic persona (`--personas`) may add
-defects in one call, and the defects are merged by vote. Neither node raises on model trouble: the computed
+defects in one call, and the defects are merged by vote. The user's notes the round takes (`lares feedback`) are
+defects of their own, listed first and kept whatever the vote. Neither node raises on model trouble: the computed
 facts and defects stand in.
 """
 
@@ -25,6 +26,7 @@ from lares_agent.tools.critique_rules import (
     Defect,
     defects_from_facts,
     defects_from_text,
+    feedback_defects,
     render_defects,
     vote,
 )
@@ -95,6 +97,7 @@ def critique(state: RoundState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     critics = [p.name for p in ctx.critic_personas]
     features = list(ctx.offered_features())
     computed = defects_from_facts(facts, elites, ctx.task.progress_feature, features, critics)
+    from_user = feedback_defects(state.get("feedback") or [])
     update: dict[str, Any] = {"critics": critics}
     added: list[Defect] = []
     notes: list[str] = []
@@ -107,7 +110,7 @@ def critique(state: RoundState, runtime: Runtime[RunContext]) -> dict[str, Any]:
                 elites=render_elites(elites, limits.section_chars),
                 component_stats=render_stats(elites, limits.section_chars),
                 analysis=state.get("analysis") or "no rollouts were analysed",
-                defects=render_defects(computed, max_chars=limits.section_chars),
+                defects=render_defects([*from_user, *computed], max_chars=limits.section_chars),
                 rejections=render_reasons(state.get("rejections") or [], limits.section_chars),
             )
             user = fit_prompt(ctx, "critique", values, CRITIQUE_TRIM, persona=persona,
@@ -123,11 +126,13 @@ def critique(state: RoundState, runtime: Runtime[RunContext]) -> dict[str, Any]:
             dropped += checked.count
             added += defects_from_text(checked.text, persona.name, components, features)
         update["critique_check"] = {"dropped": dropped}
-    defects = vote([*computed, *added], critics)
+    defects = [*from_user, *vote([*computed, *added], critics)]
     text = render_defects(defects, critics, limits.section_chars)
     by_llm = sum(1 for d in defects if d.source == "llm")
     mode = "no LLM call" if limits.analysis == "facts" else f"{by_llm} added by {len(critics)} critic(s)"
-    summary = (f"critique {critique_id}: {len(defects)} defect(s) from {len(facts)} fact(s), {mode}"
+    noted = (f" and {len(from_user)} user note(s) ({', '.join(d.subject for d in from_user)})"
+             if from_user else "")
+    summary = (f"critique {critique_id}: {len(defects)} defect(s) from {len(facts)} fact(s){noted}, {mode}"
                + (f"; {'; '.join(notes)}" if notes else ""))
     return step("critique", 0, summary, critique=clip(text, limits.section_chars), critique_id=critique_id,
                 defects=[d.to_json() for d in defects], **update)

@@ -35,6 +35,7 @@ class RoundResult:
     critique_id: str | None
     attempts: int
     steps: tuple[StepRecord, ...]
+    feedback: tuple[dict[str, str], ...] = ()  # the user's notes the round took (its critique states them)
 
     @classmethod
     def from_state(cls, state: Mapping[str, Any]) -> RoundResult:
@@ -47,6 +48,7 @@ class RoundResult:
             critique_id=state.get("critique_id"),
             attempts=int(state.get("attempts") or 0),
             steps=tuple(state.get("steps") or ()),
+            feedback=tuple(state.get("feedback") or ()),
         )
 
 

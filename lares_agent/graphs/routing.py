@@ -16,15 +16,20 @@ def route_start(state: RoundState, reflect: bool = True) -> Literal["analyse", "
     setting its elite is the task's own reward, refined at once as the reference does: no policy has acted yet, so
     there is nothing to critique it with).
 
-    `reflect=False` (ablation, `GraphLimits.reflect`) always goes straight to propose.
+    A user's note (`feedback`) is a defect the critique states, so a round that takes one goes through critique
+    even where it would not (round 0). `reflect=False` (ablation, `GraphLimits.reflect`) always goes straight to
+    propose (which then shows the notes itself).
     """
     if int(state.get("n_wanted", 0)) <= 0:
         return "__end__"
-    if not reflect or state.get("round") == 0:
+    noted = bool(state.get("feedback"))
+    if not reflect:
         return "propose"
+    if state.get("round") == 0:
+        return "critique" if noted else "propose"
     if state.get("rollout_ids"):
         return "analyse"
-    if state.get("elites"):
+    if state.get("elites") or noted:
         return "critique"
     return "propose"
 

@@ -70,6 +70,7 @@ class RoundInput(TypedDict, total=False):
     explore: bool
     rejections: list[str]  # failure reasons from earlier rounds, for the critique
     tried: list[str]  # `reward_key`s of every reward the run accepted before: a discarded one is not proposed again
+    feedback: list[dict[str, str]]  # the user's notes this round takes ({"id", "text"}, runs/feedback.py)
 
 
 class RoundState(RoundInput, total=False):

@@ -188,6 +188,22 @@ def _video_section(video: ReportVideo) -> str:
             f"<figcaption>{e(video.caption)}</figcaption></figure>")
 
 
+def _notes_section(run: RunData) -> str:
+    """The user's notes (`lares feedback`) and the round whose critique took each; "" where there are none."""
+    e = html.escape
+    notes = RunLog(run.path).feedback.read()
+    if not notes:
+        return ""
+    taken = {str(ev.get("note")): ev.round for ev in run.events if ev.event == "feedback"}
+    rows = ["<tr><th>note</th><th>taken by round</th><th>text</th></tr>"]
+    for n in notes:
+        when = str(taken[n.id]) if n.id in taken else "not yet (the next round takes it)"
+        rows.append(f"<tr><td>{e(n.id)}</td><td>{e(when)}</td><td>{e(n.text)}</td></tr>")
+    return ("<h2>Your notes to the reward rounds</h2><p>Each note reached one round's critique as a defect of its "
+            'own (<code>lares feedback</code>; <code>lares trace --round R</code> shows that round).</p>'
+            '<table id="notes">' + "".join(rows) + "</table>")
+
+
 def render_html(run: RunData, figures: list[str], baseline: RunData | None = None,
                 video: ReportVideo | None = None) -> str:
     """The page for ``run``; ``figures`` are the PNG file names (relative to the page) that were written, ``video``
@@ -212,6 +228,9 @@ def render_html(run: RunData, figures: list[str], baseline: RunData | None = Non
     parts += ["<h2>Summary</h2>", _summary_table(s, b)]
     if video is not None:
         parts += ["<h2>The policy handed over, in one episode</h2>", _video_section(video)]
+    notes = _notes_section(run)
+    if notes:
+        parts.append(notes)
     parts += ["<h2>Final reward population</h2>", _population_table(s)]
     parts += ["<h2>Pre-screen proxy against fitness</h2>", _proxy_table(run)]
     if s.setting != "baseline":  # a baseline run asks no LLM: it has no round graph

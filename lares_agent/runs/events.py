@@ -44,6 +44,7 @@ EventKind = Literal[
     "run_start",  # search: the run (or its resumption) started
     "run_end",  # search: the run stopped, finished or not
     "fallback",  # search: the LLM gave no valid candidate; the slot got the fallback reward
+    "feedback",  # search: a round took a user's note (runs/feedback.py) into its critique; each note is taken once
     "llm_breaker",  # search: the LLM endpoint failed the same way repeatedly; not called for a round or the run
     "llm_fault",  # llm/faults.py: an injected fault (tests and benchmarks write these to their own file)
     "llm_format_step",  # search: the endpoint refused a response_format; the client steps down (llm/formats.py)

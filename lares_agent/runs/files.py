@@ -15,6 +15,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from lares_agent.runs.candidates import CandidateRow
 from lares_agent.runs.events import Event, EventKind
+from lares_agent.runs.feedback import FeedbackNote
 from lares_agent.runs.jsonl import append_jsonl, append_lines, dumps_line, read_jsonl
 from lares_agent.runs.layout import RunLayout
 from lares_agent.runs.llm_calls import LLMCallRow
@@ -66,6 +67,7 @@ class RunLog:
         self.events: RecordFile[Event] = RecordFile(self.layout.events, Event.from_json)
         self.candidates: RecordFile[CandidateRow] = RecordFile(self.layout.candidates, CandidateRow.from_json)
         self.llm_calls: RecordFile[LLMCallRow] = RecordFile(self.layout.llm_calls, LLMCallRow.from_json)
+        self.feedback: RecordFile[FeedbackNote] = RecordFile(self.layout.feedback, FeedbackNote.from_json)
 
     def event(self, kind: EventKind, /, **fields: Any) -> Event:
         """Append one event stamped with the current time (the search's events); returns it."""

@@ -3,9 +3,10 @@
 
 A run folder holds ``config.json`` (the search config, written first), ``metrics.jsonl`` (evaluations),
 ``events.jsonl`` (reward updates, quarantines, checkpoints, ...), ``candidates.jsonl`` (every proposal and its
-verdict), ``llm_calls.jsonl`` (every LLM call, what a replay answers from), ``trace.sqlite`` (the graph's
-checkpoints), ``checkpoints/`` (engine state), ``report/`` (the HTML report) and, with ``--tensorboard``,
-``tensorboard/`` (TensorBoard scalars mirrored from the records).
+verdict), ``feedback.jsonl`` (the user's notes to the next round, `lares feedback`), ``llm_calls.jsonl`` (every
+LLM call, what a replay answers from), ``trace.sqlite`` (the graph's checkpoints), ``checkpoints/`` (engine
+state), ``report/`` (the HTML report) and, with ``--tensorboard``, ``tensorboard/`` (TensorBoard scalars mirrored
+from the records).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ __all__ = [
     "CONFIG_NAME",
     "EVENTS_NAME",
     "FEATURE_SAMPLE_NAME",
+    "FEEDBACK_NAME",
     "FINAL_POLICY",
     "LLM_CALLS_NAME",
     "METRICS_NAME",
@@ -40,6 +42,7 @@ CONFIG_NAME = "config.json"
 METRICS_NAME = "metrics.jsonl"
 EVENTS_NAME = "events.jsonl"
 CANDIDATES_NAME = "candidates.jsonl"
+FEEDBACK_NAME = "feedback.jsonl"  # the user's notes, read at each round's start (runs/feedback.py)
 LLM_CALLS_NAME = "llm_calls.jsonl"
 TRACE_NAME = "trace.sqlite"
 CHECKPOINTS_NAME = "checkpoints"
@@ -53,7 +56,7 @@ FEATURE_SAMPLE_NAME = "feature_sample.npz"  # inside checkpoints/: buffer featur
 
 RUN_FILE_NAMES: tuple[str, ...] = (
     CONFIG_NAME, METRICS_NAME, EVENTS_NAME, CANDIDATES_NAME, LLM_CALLS_NAME, TRACE_NAME, CHECKPOINTS_NAME,
-    REPORT_NAME, FEATURE_SAMPLE_NAME, POLICIES_NAME,
+    REPORT_NAME, FEATURE_SAMPLE_NAME, POLICIES_NAME, FEEDBACK_NAME,
 )
 # Files whose presence marks a run folder (config.json alone is enough: a run killed before its first
 # evaluation still deserves a report that says so).
@@ -89,6 +92,10 @@ class RunLayout:
     @property
     def candidates(self) -> Path:
         return self.root / CANDIDATES_NAME
+
+    @property
+    def feedback(self) -> Path:
+        return self.root / FEEDBACK_NAME
 
     @property
     def llm_calls(self) -> Path:

@@ -28,6 +28,7 @@ from lares_agent.memory.cases import Case
 from lares_agent.rewards import CompiledReward, compile_record, record_key
 from lares_agent.rewards.tuning import Measured
 from lares_agent.runs import CandidateRow, RunLog, Verdict
+from lares_agent.runs.feedback import pending_notes
 from lares_agent.tools.trajectory import Rollout
 
 # Below this share of distinct reward structures among the elites, the proposer is told to explore.
@@ -119,11 +120,15 @@ class GraphProposer:
 
     # ------------------------------------------------------------------ helpers
     def _round(self, round_input: RoundInput, context: RunContext) -> RoundResult:
+        notes = self._notes(round_input["round"])
+        if notes:
+            round_input = RoundInput(**round_input, feedback=notes)
         self.in_flight = True
         try:
             result = run_round(self.graph, round_input, f"round-{round_input['round']}", context)
         finally:
             self.in_flight = False
+        self._took_notes(result)
         for rec in result.rejected:
             self._log_candidate(rec, result.round, verdict="rejected", slot=None)
         return result
@@ -152,6 +157,19 @@ class GraphProposer:
                 )
             out.append(reward)
         return out
+
+    def _notes(self, round_: int) -> list[dict[str, str]]:
+        """The user's notes this round takes, read from the run folder now: a note added while the run is live
+        reaches the next round (runs/feedback.py)."""
+        pending = pending_notes(self.log.feedback.read(), self.log.events.read(), round_)
+        return [{"id": n.id, "text": n.text} for n in pending]
+
+    def _took_notes(self, result: RoundResult) -> None:
+        """A `feedback` event for each note the round's critique stated, once (a replayed round logs none again)."""
+        logged = {(str(e.get("note")), e.round) for e in self.log.events.read() if e.event == "feedback"}
+        for note in result.feedback:
+            if (note.get("id"), result.round) not in logged:
+                self.log.event("feedback", round=result.round, note=note.get("id"), text=note.get("text"))
 
     def _fallback(self, round_: int, slot: int) -> RewardFunction:
         self.fallbacks += 1

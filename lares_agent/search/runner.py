@@ -14,6 +14,7 @@ from pathlib import Path
 from lares_agent.engine import get_task
 from lares_agent.errors import Cancelled, ConfigError, LaresError
 from lares_agent.runs import RunLayout, RunLog, llm_health, read_marked_config, recorded_outcome
+from lares_agent.runs.feedback import FeedbackNote
 from lares_agent.runs.lock import hold_run
 from lares_agent.runs.oserrors import run_file_error
 from lares_agent.search.config import SearchConfig, missing_keys, resolved_for_task
@@ -80,23 +81,31 @@ def _stopping(notify: NotifyFn | None) -> Callable[[int], None]:
 
 
 def start_run(cfg: SearchConfig, runs_base: Path, run_id: str | None = None,
-              progress: ProgressFn | None = None, notify: NotifyFn | None = None) -> RunOutcome:
-    """A new run: folder, config, initial population, training to the budget (or a signal, `signals.py`)."""
+              progress: ProgressFn | None = None, notify: NotifyFn | None = None,
+              feedback: str | None = None) -> RunOutcome:
+    """A new run: folder, config, initial population, training to the budget (or a signal, `signals.py`).
+    `feedback`: a user's note to the first reward round (`lares run --feedback-file`, runs/feedback.py)."""
     check_start(cfg)  # fail on bad input before creating anything
     task = get_task(cfg.task)
     cfg = resolved_for_task(cfg, task.has_human_reward)  # config.json names what runs, not "auto"
     run = RunLayout.create(runs_base, task.name, run_id)  # not a module:function reference
     with hold_run(run.root):  # one writer per run folder (runs/lock.py)
-        return _start_in(cfg, run, progress, notify)
+        return _start_in(cfg, run, progress, notify, feedback)
 
 
-def _start_in(cfg: SearchConfig, run: RunLayout, progress: ProgressFn | None, notify: NotifyFn | None) -> RunOutcome:
+def _start_in(cfg: SearchConfig, run: RunLayout, progress: ProgressFn | None, notify: NotifyFn | None,
+              feedback: str | None = None) -> RunOutcome:
     try:
         cfg.save(run.config)
     except OSError as exc:
         if not any(run.root.iterdir()):
             run.root.rmdir()  # nothing half-made stays behind
         raise run_file_error("write", run.config, exc) from None
+    if feedback is not None:
+        try:
+            RunLog(run).feedback.append(FeedbackNote.new(feedback, [], source="file"))
+        except OSError as exc:
+            raise run_file_error("write", run.feedback, exc) from None
     with graceful_signals(_stopping(notify)) as stop:
         search = Search(cfg, run, stop)
         search.notify = notify

@@ -19,20 +19,21 @@ from typing import Any
 from lares_agent.tools.diagnosis import evaluated_success
 from lares_agent.tools.facts import Fact
 
-__all__ = ["Defect", "defects_from_facts", "defects_from_text", "merge_defects", "render_defects", "vote"]
+__all__ = ["Defect", "defects_from_facts", "defects_from_text", "feedback_defects", "merge_defects", "render_defects",
+           "vote"]
 
 
 @dataclass(frozen=True)
 class Defect:
     """A defect of the elite rewards and the edit that fixes it; `voters` are the critic personas that name it."""
 
-    kind: str  # the edit: scale | weight | near_goal | bonus | sign | smooth | dense | other
+    kind: str  # the edit: scale | weight | near_goal | bonus | sign | smooth | dense | other | user
     subject: str  # the component or feature the edit touches
     problem: str
     edit: str
     facts: tuple[Mapping[str, Any], ...] = ()  # the facts it is tied to (Fact.to_json); () for an LLM-only defect
     voters: tuple[str, ...] = ()
-    source: str = "rules"  # rules (computed) | llm (a critic's bullet no rule produced)
+    source: str = "rules"  # rules (computed) | llm (a critic's bullet no rule produced) | user (a user's note)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -173,6 +174,14 @@ def defects_from_text(text: str, voter: str, components: Sequence[str], feature_
     return out
 
 
+def feedback_defects(notes: Iterable[Mapping[str, Any]]) -> list[Defect]:
+    """The user's notes (`lares feedback`, runs/feedback.py) as defects of their own: kept whatever the critics
+    vote, and listed first. The text was cleaned and bounded when it was stored."""
+    return [Defect("user", f"note {note.get('id', '?')}", f"The user's note: {note.get('text', '')}",
+                   f"The user's note: {note.get('text', '')}", (), ("user",), "user")
+            for note in notes if str(note.get("text") or "").strip()]
+
+
 def merge_defects(defects: Iterable[Defect]) -> list[Defect]:
     """One defect per fix (`key`): the first's text (a computed defect's before a critic's), the facts and voters
     of all. Order: first appearance."""
@@ -203,7 +212,7 @@ def render_defects(defects: Sequence[Defect], critics: Sequence[str] = (), max_c
     n = len(critics)
     lines = []
     for d in defects:
-        votes = f" [{len(d.voters)}/{n} critics]" if n > 1 else ""
+        votes = f" [{len(d.voters)}/{n} critics]" if n > 1 and d.source != "user" else ""
         lines.append(f"- {d.problem}. Fix: {d.edit}{votes}" if d.problem != d.edit else f"- {d.edit}{votes}")
     text = "\n".join(lines)
     return text if len(text) <= max_chars else text[: max_chars - 3].rstrip() + "..."

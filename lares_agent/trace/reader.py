@@ -30,7 +30,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from lares_agent.errors import LaresError
 from lares_agent.runs import CandidateRow, LLMCallRow, RewardUpdateRecord, RunLayout, RunLog
-from lares_agent.trace.types import CandidateTrace, LLMCall, RunTrace, TraceStep
+from lares_agent.trace.types import CandidateTrace, LLMCall, NoteTrace, RunTrace, TraceStep
 
 __all__ = ["read_trace"]
 
@@ -226,6 +226,11 @@ def _updates(log: RunLog) -> tuple[RewardUpdateRecord, ...]:
     return tuple(sorted(updates, key=lambda u: (u.round, u.env_steps)))  # stable: a resumed run's repeat stays last
 
 
+def _notes(log: RunLog) -> tuple[NoteTrace, ...]:
+    taken = {str(e.get("note")): e.round for e in log.events.read() if e.event == "feedback"}
+    return tuple(NoteTrace(n.id, n.text, taken.get(n.id)) for n in log.feedback.read())
+
+
 def read_trace(path: Path) -> RunTrace:
     """Read a run directory's graph trace; raises LaresError when `path` is not a run or its trace is unreadable."""
     run = RunLayout.open(Path(path))
@@ -249,4 +254,5 @@ def read_trace(path: Path) -> RunTrace:
         unmatched_calls=tuple(unmatched),
         raw=raw,
         updates=_updates(log),
+        notes=_notes(log),
     )

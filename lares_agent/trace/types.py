@@ -102,6 +102,15 @@ class Lineage:
 
 
 @dataclass(frozen=True)
+class NoteTrace:
+    """A user's note (`lares feedback`, runs/feedback.py) and the round whose critique took it (None: waiting)."""
+
+    id: str
+    text: str
+    round: int | None
+
+
+@dataclass(frozen=True)
 class RunTrace:
     """Everything `lares trace` shows about one run."""
 
@@ -116,6 +125,8 @@ class RunTrace:
     updates: tuple[RewardUpdateRecord, ...] = ()
     """The reward updates (events.jsonl), by round: what ranked the slots (``graded_by``) and each slot's value.
     The update of round R ranked the rewards that the graph's round R then replaced."""
+    notes: tuple[NoteTrace, ...] = ()
+    """The user's notes, oldest first, each with the round that took it into its critique."""
 
     def update(self, round: int) -> RewardUpdateRecord | None:
         """The reward update of one round (the last one logged, after a resume), or None."""
