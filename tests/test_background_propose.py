@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from test_lares_engine import Proposer, load_reward, scratch_rewards, tiny_config, tiny_task
 
-from lares_agent.engine import LaResEngine, UpdateContext, make_engine, restore_engine
+from lares_agent.engine import EngineError, HumanReward, LaResEngine, UpdateContext, make_engine, restore_engine
 from lares_agent.engine.checkpoint import latest_checkpoint, load_checkpoint
 from lares_agent.runs.jsonl import read_jsonl
 
@@ -226,6 +226,16 @@ def test_search_config_maps_sync_llm_to_the_engine() -> None:
         is False
 
 
+def test_round_0_runs_beside_the_learners_only_with_the_tasks_own_reward_to_train_on() -> None:
+    from lares_agent.search.config import SearchConfig
+    from lares_agent.search.live_run import round_zero_in_background
+
+    assert round_zero_in_background(SearchConfig(setting="init", llm_backend="replay"))
+    assert not round_zero_in_background(SearchConfig(setting="init", llm_backend="replay", sync_llm=True))
+    assert not round_zero_in_background(SearchConfig(setting="scratch", llm_backend="replay"))
+    assert not round_zero_in_background(SearchConfig(setting="init", llm_backend="replay", learner="es"))
+
+
 def test_background_rounds_leave_torch_its_cores() -> None:
     import os
 
@@ -266,3 +276,44 @@ def test_round_0_gives_the_local_model_every_core_and_later_rounds_give_it_back(
     with client.threads_while(4):
         assert client._kwargs(None, 0.4, 16, 0)["threads"] == 4
     assert "threads" not in client._kwargs(None, 0.4, 16, 0)
+
+
+def test_init_learners_train_from_step_0_while_round_0_is_written(tmp_path: Path) -> None:
+    """With init, every slot trains on the task's own reward from the first step; round 0's rewards arrive later as
+    an update without an evaluation, keeping the learners' weights, and the first checkpoint follows the install."""
+    hook = GatedProposer()
+    cfg = tiny_config(setting="init", total_steps=600, reward_period=300, checkpoint_every=30,
+                      propose_in_background=True)
+    engine = make_engine(tiny_task(), cfg, [HumanReward()] * 3, hook, run_dir=tmp_path)
+    engine.start_round_zero(hook, range(3))
+    assert hook.entered.wait(WAIT_S) and engine.update_in_flight
+    for _ in range(4):
+        engine.step()  # the learners train before round 0 has written anything
+    assert engine.env_steps > 0 and engine.round == 0 and all(isinstance(fn, HumanReward) for fn in engine.rewards)
+    assert not _events(engine, "checkpoint")  # nothing a resume could start from without redoing round 0
+    inherited: list[Any] = []
+    engine.population.inherit = lambda slots, best: inherited.append((slots, best))  # type: ignore[method-assign]
+    hook.gate.set()
+    _until(engine, lambda: not engine.update_in_flight)
+    installed = _events(engine, "initial_rewards")
+    assert len(installed) == 1 and installed[0]["env_steps"] > 0 and installed[0]["inherited"] == []
+    assert installed[0]["replaced"] == {str(s): f"r0s{s}" for s in range(3)}
+    assert [fn.id for fn in engine.rewards[:3]] == ["r0s0", "r0s1", "r0s2"]
+    assert isinstance(engine.rewards[3], HumanReward)
+    assert engine.round == 0 and not _events(engine, "reward_update")  # round 1 comes at its usual step
+    assert hook.contexts[0].round == 0 and hook.contexts[0].refill == (0, 1, 2)
+    assert next(e["name"] for e in _events(engine, "checkpoint")) == "round-0000"
+    assert not inherited  # no learner restarted from another: each keeps what it learnt on the task's own reward
+    del engine.population.inherit
+    engine.run()
+    assert engine.round >= 1 and _events(engine, "reward_update")[0]["proposed_at"] >= cfg.reward_period
+    engine.close()
+
+
+def test_round_0_starts_only_at_step_0() -> None:
+    engine = make_engine(tiny_task(), tiny_config(setting="init", propose_in_background=True),
+                         [HumanReward()] * 3, Proposer())
+    engine.step()
+    with pytest.raises(EngineError, match="step 0"):
+        engine.start_round_zero(Proposer(), range(3))
+    engine.close()

@@ -320,6 +320,11 @@ def test_init_setting_with_the_local_model_refines_the_tasks_own_reward(tmp_path
     assert "Refine the task's own reward" in first["messages"][-1]["content"]
     rows = read_jsonl(run / "metrics.jsonl")
     assert rows and all(r.get("extra") is not None for r in rows)  # the human-reward learner is evaluated
-    updates = [e for e in read_jsonl(run / "events.jsonl") if e["event"] == "reward_update"]
+    events = read_jsonl(run / "events.jsonl")
+    updates = [e for e in events if e["event"] == "reward_update"]
     assert updates and all(len(u["slots"]) == 3 and "2" not in u["replaced"] for u in updates)  # ranked, kept
+    # the slots trained on the task's own reward from step 0; round 0's rewards came as an update without a ranking
+    zero = [e for e in events if e["event"] == "initial_rewards"]
+    assert len(zero) == 1 and zero[0]["round"] == 0 and set(zero[0]["replaced"]) <= {"0", "1"}
+    assert [e["event"] for e in events].index("warmup") < [e["event"] for e in events].index("initial_rewards")
     assert "human-reward learner (" in result.output

@@ -224,7 +224,7 @@ def test_sigterm_in_round_0_ends_at_once_and_the_resume_asks_again(tmp_path: Pat
         assert took < STOP_S, (took, result.output)
         assert "round 0 was given up" in result.output and "lares resume" in result.output
         run = only_run(tmp_path / "runs")
-        assert latest_checkpoint(run / "checkpoints") is None  # nothing was trained
+        assert latest_checkpoint(run / "checkpoints") is None  # the first checkpoint follows round 0's install
         end = [e for e in read_jsonl(run / "events.jsonl") if e["event"] == "run_end"][-1]
         assert end["stopped_by"] == "SIGTERM" and end["abandoned_round"] == 0 and not end["finished"]
         server.hold, asked = None, server.requests

@@ -36,6 +36,7 @@ EventKind = Literal[
     "reward_shared",  # engine: a slot whose reward went NaN/inf shares the best slot's reward
     "quarantine",  # engine: a learner stops training/acting until the next update
     "reward_update",  # engine: fitness, ranking, elites and replacements of one round
+    "initial_rewards",  # engine: round 0's rewards, written while the learners trained from step 0, installed
     "reward_update_started",  # engine: a round was evaluated and ranked; its proposal runs (maybe in the background)
     "reward_update_abandoned",  # engine: a stop cancelled the round's proposal; nothing installed, a resume redoes it
     "handover",  # engine: the top learners replayed on fresh episodes; the best one's policy written (runs/handover.py)

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lares_agent.engine import (
+    HumanReward,
     LaResEngine,
     RewardFunction,
     StepInfo,
     TaskSpec,
+    UpdateContext,
     get_task,
     make_engine,
     random_feature_sample,
@@ -31,7 +33,7 @@ from lares_agent.search.options import LLM_FREE_ABLATIONS
 from lares_agent.search.outcome import NotifyFn, ProgressFn, RunOutcome, RunStatus
 from lares_agent.search.resume_checks import ResumePlan
 from lares_agent.search.signals import StopRequest
-from lares_agent.search.stopping import ROUND_ABANDONED, end_in_round_0
+from lares_agent.search.stopping import ROUND_0_BESIDE_ABANDONED, ROUND_ABANDONED, end_in_round_0
 
 if TYPE_CHECKING:  # imported at run time only where used, so that `lares baseline` never loads the LLM stack
     from langgraph.checkpoint.sqlite import SqliteSaver
@@ -41,7 +43,7 @@ if TYPE_CHECKING:  # imported at run time only where used, so that `lares baseli
     from lares_agent.memory.cases import CaseStore
     from lares_agent.search.proposer import GraphProposer
 
-__all__ = ["Search", "asks_llm", "edits_at_random", "reflects", "uses_retrieval"]
+__all__ = ["Search", "asks_llm", "edits_at_random", "reflects", "round_zero_in_background", "uses_retrieval"]
 
 
 def uses_retrieval(cfg: SearchConfig) -> bool:
@@ -161,6 +163,7 @@ class Search:
     def new_engine(self) -> LaResEngine:
         ecfg = engine_config(self.cfg)
         initial: list[RewardFunction] = []
+        background: tuple[Callable[[UpdateContext], list[RewardFunction]], Sequence[int]] | None = None
         if self.cfg.setting != "baseline":
             n = ecfg.num_slots
             given = load_rewards_file(Path(self.cfg.rewards_file), self.task) if self.cfg.rewards_file else []
@@ -169,17 +172,31 @@ class Search:
             began = time.monotonic()
             if self.proposer is None:
                 raise LaresError("a reward search needs its proposer (the graph was not built)")
-            burst = (self.llm.threads_while(initial_llm_threads(self.cfg)) if self.llm is not None
-                     else contextlib.nullcontext())
-            with burst:  # the learners wait for round 0: the local model gets every core
-                initial = self.proposer.initial(n, sample, given)
-            self.initial_llm_s = time.monotonic() - began
+            proposer, given = self.proposer, given[:n]
+            if round_zero_in_background(self.cfg) and len(given) < n:
+                # The task's own reward is known from the start: every free slot trains on it from step 0 while
+                # the LLM writes round 0, whose rewards then arrive as an update (LaResEngine.start_round_zero).
+                initial = [*given, *[HumanReward(_human_complexity(self.task))] * (n - len(given))]
+
+                def round_zero(_: UpdateContext) -> list[RewardFunction]:
+                    return proposer.initial(n, sample, given)[len(given):]
+
+                background = (round_zero, range(len(given), n))
+            else:
+                burst = (self.llm.threads_while(initial_llm_threads(self.cfg)) if self.llm is not None
+                         else contextlib.nullcontext())
+                with burst:  # the learners wait for round 0: the local model gets every core
+                    initial = proposer.initial(n, sample, given)
+                self.initial_llm_s = time.monotonic() - began
         elif self.cfg.reward_components:  # a found reward trained alone (search/found_reward.py)
             initial = found_rewards(self.cfg, self.task)
         elif self.cfg.baseline_reward == "success":
             initial = [success_reward(self.task)]
-        return make_engine(self.task, ecfg, initial, self.proposer, self.run.root,
-                           human_complexity=_human_complexity(self.task))
+        engine = make_engine(self.task, ecfg, initial, self.proposer, self.run.root,
+                             human_complexity=_human_complexity(self.task))
+        if background is not None:
+            engine.start_round_zero(*background)
+        return engine
 
     def restored_engine(self, checkpoint: Path) -> LaResEngine:
         from lares_agent.rewards import allowed_features, load_reward
@@ -224,7 +241,7 @@ class Search:
         earlier = self.begin(engine.env_steps, engine.round)  # a resumed run reports its whole wall time
         steps = engine.run(progress=on_iteration, should_stop=stop)
         if engine.abandoned is not None and self.notify is not None:
-            self.notify(ROUND_ABANDONED)
+            self.notify(ROUND_0_BESIDE_ABANDONED if engine.abandoned == 0 else ROUND_ABANDONED)
         engine.save_checkpoint()  # none after an abandoned round: the resume redoes it from the one before
         # The top learners replayed on fresh episodes choose the policy handed over (engine/loop/handover.py), after
         # a stop too (a second signal stops at once); a resume cuts its event and hands over again at its own end.
@@ -264,6 +281,13 @@ class Search:
             self._trace.conn.close()
         if self._cases is not None:
             self._cases.close()
+
+
+def round_zero_in_background(cfg: SearchConfig) -> bool:
+    """Whether the learners start at step 0 while the LLM writes round 0: in the init setting, where the task's own
+    reward gives them something to train on, when rounds run beside learning (not `--sync-llm`, not ES). From
+    scratch there is no reward but the LLM's to train on, so the learners wait for round 0 there."""
+    return cfg.setting == "init" and cfg.learner != "es" and not cfg.sync_llm
 
 
 def _best_success(engine: LaResEngine) -> float:

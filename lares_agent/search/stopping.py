@@ -18,12 +18,15 @@ from lares_agent.runs import RunLayout, RunLog
 from lares_agent.search.outcome import NotifyFn, RunOutcome
 from lares_agent.search.signals import StopRequest
 
-__all__ = ["ROUND_0_ABANDONED", "ROUND_ABANDONED", "end_in_round_0"]
+__all__ = ["ROUND_0_ABANDONED", "ROUND_0_BESIDE_ABANDONED", "ROUND_ABANDONED", "end_in_round_0"]
 
 ROUND_ABANDONED = ("the reward round in flight was given up: its candidates are not installed and no checkpoint is "
                    "written after it; `lares resume` redoes it from the checkpoint before it")
 ROUND_0_ABANDONED = ("round 0 was given up before it delivered the initial rewards: nothing was trained or "
                      "checkpointed; `lares resume` asks the LLM for round 0 again")
+ROUND_0_BESIDE_ABANDONED = ("round 0 was given up before it delivered its rewards: the learners trained on the task's "
+                            "own reward meanwhile, but no checkpoint is written before round 0's; `lares resume` "
+                            "starts the run again and asks the LLM for round 0 again")
 
 
 def end_in_round_0(log: RunLog, run: RunLayout, stop: StopRequest, earlier_s: float, session_s: float,

@@ -227,7 +227,48 @@ class LaResEngine:
         except Cancelled:
             self._abandon(pending)
             raise
+        if pending.ctx.round == 0:
+            self._install_round_zero(pending, proposals, timing)
+            return pending.ctx
         return self._finish_update(pending, proposals, timing)
+
+    def start_round_zero(self, propose: ProposeFn, refill: Sequence[int]) -> None:
+        """Write round 0 in the background while the learners train from step 0 on the rewards they were built
+        with (in the init setting the task's own reward: it is known from the start, and no learner need wait for
+        the LLM). The hook's rewards arrive as an update without an evaluation (nothing has been learnt to rank
+        yet): each is installed in its ``refill`` slot, relabelled and scaled to the ranked-first learner's column
+        (the task's own reward), and the learners keep the weights they trained on it. A checkpoint is written
+        only after the install, so a resume before it redoes round 0 from the trace."""
+        if self.counters.round != 0 or self.counters.env_steps != 0:
+            raise EngineError("round 0 starts with the run, at step 0")
+        n = self.num_ranked
+        ctx = UpdateContext(round=0, env_steps=0, setting=self.config.setting, slots=(), ranking=(), elites=(),
+                            refill=tuple(sorted(refill)), rewards=tuple(self.rewards[:n]), rollouts={},
+                            feature_sample={})
+        self.log.event({"event": "reward_update_started", "round": 0, "env_steps": 0, "best": self.best_slot,
+                        "refill": list(ctx.refill), "background": True})
+        self.proposals.submit(propose, PendingUpdate(ctx, (), self.best_slot))
+
+    def _install_round_zero(self, pending: PendingUpdate, proposals: Sequence[RewardFunction],
+                            timing: Mapping[str, float]) -> None:
+        ctx, steps = pending.ctx, {"proposed_at": 0, "installed_at": self.counters.env_steps}
+        if len(proposals) > len(ctx.refill):
+            raise EngineError(f"round 0 returned {len(proposals)} rewards for {len(ctx.refill)} slots")
+        replaced: dict[str, str] = {}
+        for slot, fn in zip(ctx.refill, proposals, strict=False):
+            try:
+                extra = self.population.install(slot, fn, pending.best)
+            except RewardColumnError as exc:  # the slot keeps the reward it trained on
+                self.log.event({"event": "candidate_rejected", "round": 0, "slot": slot, "reward_id": fn.id,
+                                "reason": exc.reason, **steps})
+                continue
+            self.rewards[slot] = fn
+            replaced[str(slot)] = fn.id
+            self.log.event({"event": "candidate_accepted", "round": 0, "slot": slot, "reward_id": fn.id, **steps,
+                            **extra})
+        self.log.event({"event": "initial_rewards", "round": 0, "env_steps": steps["installed_at"],
+                        "replaced": replaced, "inherited": [], **{k: float(v) for k, v in timing.items()}})
+        self.save_checkpoint("round-0000")
 
     def _abandon(self, pending: PendingUpdate) -> None:
         """Give up a round whose hook was cancelled: nothing installed, and from now on no checkpoint, because
