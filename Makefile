@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 STAMP := $(VENV)/.installed
 
-.PHONY: install install-test run test test-fast lint bench clean system-deps
+.PHONY: install install-cuda install-test run test test-fast lint bench clean system-deps
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -23,6 +23,14 @@ $(STAMP): $(BIN)/python pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# The CUDA build of the same torch, for a machine with an NVIDIA GPU (then `lares run --device cuda` or `auto`).
+# PyPI's Linux x86-64 wheel of torch is the CUDA build (several GB with its nvidia-* libraries). `===` asks for the
+# version string exactly, so a CPU wheel (`2.13.0+cpu`, which `==` would also take) cannot stand in for it.
+install-cuda: install
+	$(BIN)/pip uninstall -q -y torch
+	$(BIN)/pip install -q "torch===2.13.0"
+	$(BIN)/python -c "import torch; print('torch', torch.__version__, 'CUDA', torch.version.cuda, 'GPU seen:', torch.cuda.is_available())"
 
 run: install
 	$(BIN)/lares run
