@@ -5,7 +5,8 @@
 `--task package.module:function` imports this module (from the folder lares runs in, or PYTHONPATH) and calls
 `task()`, which returns a `TaskSpec`: the env factory, the features a reward may read (name, meaning, unit), how
 each is computed from a raw state recorded after every step, and the success test. The reference is recorded in
-config.json, so `lares resume`, `report`, `trace`, `export` and `lares tasks --show` find the task again.
+config.json; `lares resume`, `report`, `eval` and `export` import the module again only when given the same
+`--task` (a run folder alone never imports code), and `lares tasks --show` takes the reference too.
 """
 
 from __future__ import annotations

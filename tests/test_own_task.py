@@ -17,7 +17,7 @@ from fake_openai import FakeOpenAI, chat_completion, serving
 from typer.testing import CliRunner
 
 from lares_agent.cli.app import app
-from lares_agent.engine.tasks import TaskRegistry, TaskSpecError, resolve_task
+from lares_agent.engine.tasks import TaskRegistry, TaskSpecError, allow_task_reference, resolve_task
 from lares_agent.runs import read_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,6 +31,7 @@ CANDIDATES = [
 
 
 def test_reference_gives_the_example_task() -> None:
+    allow_task_reference(REFERENCE)  # what `--task REFERENCE` on a command line does
     spec = resolve_task(REFERENCE)
     assert spec.name == "InvertedPendulum-v5" and spec.family == "custom" and spec.horizon == 1000
     assert resolve_task(REFERENCE) is spec  # built once
@@ -56,7 +57,7 @@ def test_reference_gives_the_example_task() -> None:
 ])
 def test_bad_references_are_one_line_errors(reference: str, words: str) -> None:
     with pytest.raises((TaskSpecError, TypeError)) as err:
-        TaskRegistry().get(reference)
+        TaskRegistry().load_reference(reference)
     assert words in str(err.value)
 
 
@@ -65,7 +66,7 @@ def test_a_function_that_returns_no_taskspec_is_refused(tmp_path: Path, monkeypa
     monkeypatch.chdir(tmp_path)  # found through the current folder, as `lares` run from there finds it
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
     with pytest.raises(TaskSpecError, match="returned str, not a TaskSpec"):
-        TaskRegistry().get("my_tasks_mod:task")
+        TaskRegistry().load_reference("my_tasks_mod:task")
     sys.modules.pop("my_tasks_mod", None)
 
 
@@ -108,8 +109,8 @@ def test_example_task_end_to_end(server: PendulumServer, tmp_path: Path, monkeyp
     assert result.exit_code == 0, result.output
     stopped = "run stopped" in result.output  # 1.8 s is a fraction of the run on a laptop
     (run,) = list(base.iterdir())
-    # the task is found again from config.json
-    resumed = lares("resume", str(run), "--no-report", "--max-minutes", "10", home=home)
+    # the task is found again when named again (a run folder alone imports no module: tests/test_cli_untrusted_task.py)
+    resumed = lares("resume", str(run), "--task", REFERENCE, "--no-report", "--max-minutes", "10", home=home)
     assert resumed.exit_code == 0, resumed.output
     assert ("run finished: " if stopped else "run already finished") in resumed.output, resumed.output
     assert run.name.startswith("InvertedPendulum-v5-")
@@ -119,17 +120,17 @@ def test_example_task_end_to_end(server: PendulumServer, tmp_path: Path, monkeyp
     # the LLM's answers and numeric children of them (which list their components in sorted order)
     assert rows and {frozenset(r["components"]) for r in rows} <= {frozenset(c["components"]) for c in CANDIDATES}
 
-    again = lares("resume", str(run), "--no-report", home=home)
+    again = lares("resume", str(run), "--task", REFERENCE, "--no-report", home=home)
     assert again.exit_code == 0 and "already finished" in again.output, again.output
-    report = lares("report", str(run), home=home)
+    report = lares("report", str(run), "--task", REFERENCE, home=home)
     assert report.exit_code == 0 and (run / "report" / "index.html").is_file(), report.output
     trace = lares("trace", str(run), home=home)
     assert trace.exit_code == 0 and f"task {REFERENCE}" in trace.output, trace.output
-    exported = lares("export", str(run), "--format", "json", home=home)
+    exported = lares("export", str(run), "--task", REFERENCE, "--format", "json", home=home)
     assert exported.exit_code == 0, exported.output
     data = json.loads(exported.output)
     assert data["task"] == "InvertedPendulum-v5" and data["id"] in {r["id"] for r in rows}
-    module = lares("export", str(run), home=home)
+    module = lares("export", str(run), "--task", REFERENCE, home=home)
     assert module.exit_code == 0 and "pole_tilt [rad]: absolute angle of the pole" in module.output
     assert "def env_features(" not in module.output  # a user task: its author has the feature code
     _exported_equals_compiled_on_real_steps(run, module.output, tmp_path)

@@ -79,7 +79,8 @@ def _root(
 
 
 # --- command registration (one import + one line per command) ---
-from lares_agent.cli.run_cmd import baseline_command, resume_command, run_command  # noqa: E402
+from lares_agent.cli.baseline_cmd import baseline_command  # noqa: E402
+from lares_agent.cli.run_cmd import resume_command, run_command  # noqa: E402
 
 app.command("run")(run_command)
 app.command("resume")(resume_command)

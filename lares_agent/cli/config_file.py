@@ -22,6 +22,7 @@ from typing import Any, Literal
 import typer
 
 from lares_agent.errors import ConfigError
+from lares_agent.runs.input_files import check_input_file
 from lares_agent.search.config import SearchConfig
 from lares_agent.search.presets import FIELDS, parse_field
 
@@ -41,6 +42,7 @@ def read_config_file(path: Path) -> dict[str, Any]:
     if kind is None:
         raise ConfigError(f"--config {path}: the file name must end in {', '.join(SUFFIXES)} (TOML, YAML or JSON)")
     try:
+        check_input_file(path, "--config")  # no device, pipe or huge file (runs/input_files.py)
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(f"--config {path}: no such file") from None
@@ -49,13 +51,18 @@ def read_config_file(path: Path) -> dict[str, Any]:
     try:
         data = _parse(text, kind)
     except (ValueError, RecursionError) as exc:  # tomllib, json and yaml errors are ValueErrors or YAMLErrors
-        raise ConfigError(f"--config {path} is not valid {kind}: {' '.join(str(exc).split())}") from None
+        raise ConfigError(f"--config {path} is not valid {kind}: {_short(' '.join(str(exc).split()))}") from None
     if data is None:  # an empty YAML file
         return {}
     if not isinstance(data, dict):
         raise ConfigError(f"--config {path}: the file must hold a table of options (key = value), "
                           f"not a {type(data).__name__}")
     return data
+
+
+def _short(text: str, limit: int = 200) -> str:
+    """`text` cut to `limit` characters: a value or a parser's message quoted in an error stays one short line."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
 def _parse(text: str, kind: str) -> Any:
@@ -65,8 +72,17 @@ def _parse(text: str, kind: str) -> Any:
         return json.loads(text)
     import yaml  # pyyaml, installed with langchain-core and optuna
 
+    class NoAliases(yaml.SafeLoader):  # type: ignore[misc]  # pyyaml has no type stubs here
+        """Safe YAML without aliases (`*name`): an options file needs none, and a few nested aliases expand
+        to millions of values (the "billion laughs") once the value is walked or printed."""
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                raise yaml.YAMLError("aliases (*name) are not read in an options file: write each value out")
+            return super().compose_node(parent, index)
+
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=NoAliases)  # a SafeLoader subclass
     except yaml.YAMLError as exc:
         raise ValueError(str(exc)) from None
 
@@ -165,7 +181,8 @@ def _typed_value(path: Path, raw: str, name: str, value: object, default: object
             return parse_field(name, value, raw)
         except ConfigError:
             pass
-    raise ConfigError(f"--config {path}: {raw} must be {_describe(hint)}, not {json.dumps(value, default=str)}")
+    raise ConfigError(f"--config {path}: {raw} must be {_describe(hint)}, not "
+                      f"{_short(json.dumps(value, default=str))}")
 
 
 _BAD = object()

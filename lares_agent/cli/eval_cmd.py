@@ -11,10 +11,13 @@ from typing import Annotated, Any
 
 import typer
 
+from lares_agent.cli.out_paths import check_out_path
+from lares_agent.cli.task_option import allow_typed_task, refuse_untrusted_task
 from lares_agent.errors import LaresError
 from lares_agent.runs.handover import HandoverRecord
 
-_SLOT = re.compile(r"^slot[\s:=-]*(\d+)$")
+_SLOT = re.compile(r"^slot(?:-|[\s:=]*)(\d+)$")  # slot 2, slot=2, slot:2, slot-2 (as policies/slot-2.pt)
+_NEGATIVE_SLOT = re.compile(r"^slot[\s:=]+-\s*\d+$")  # slot -1, slot=-1
 
 
 def resolve_policy(run: Path | None, which: str) -> tuple[Any, Path | str]:
@@ -22,6 +25,8 @@ def resolve_policy(run: Path | None, which: str) -> tuple[Any, Path | str]:
     from lares_agent.engine import PolicyArtefact
     from lares_agent.runs import FINAL_POLICY, RunLayout
 
+    if _NEGATIVE_SLOT.match(which.strip().lower()):
+        raise LaresError(f"--policy {which!r}: a slot is numbered from 0 (`slot 0`, `slot 1`, ...)")
     slot = _SLOT.match(which.strip().lower())
     if which not in ("best", "final") and slot is None:
         return PolicyArtefact.load(Path(which)), Path(which)
@@ -97,6 +102,12 @@ def eval_command(
 
     if episodes < 1:
         raise LaresError(f"--episodes must be >= 1, got {episodes}")
+    if video is not None:
+        check_out_path(video, "--video")  # before the episodes; no folder is made for it
+    # a task module only where named now (cli/task_option.py): --task is the task to play on, else the run's
+    allow_typed_task(task)
+    if run is not None and task is None:
+        refuse_untrusted_task(run, None, "evaluate its policy")
     loaded, source = resolve_policy(run, policy)
     horizon = None
     name = task

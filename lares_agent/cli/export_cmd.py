@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from lares_agent.cli.out_paths import EXPORT_MODE, check_out_path
+from lares_agent.cli.task_option import allow_typed_task, refuse_untrusted_task
 from lares_agent.errors import LaresError
 
 if TYPE_CHECKING:
@@ -26,7 +28,9 @@ def export_command(
     human: Annotated[bool, typer.Option(
         "--human", help="Export the task's own reward, written as an expression, instead of a found one.")] = False,
     task: Annotated[str | None, typer.Option(
-        "--task", help="With --human: the task (default: the run's).")] = None,
+        "--task", help="With --human: the task (default: the run's). With a run of your own package.module:function "
+                       "task: that task (lares imports a task's module only when you name it in the command).")]
+    = None,
 ) -> None:
     """Write a found reward for use outside lares: `python` is a module needing numpy only, with one function
     per component, `reward(features)`, the features' meanings and units, a built-in task's feature code
@@ -40,6 +44,8 @@ def export_command(
 
     if format not in FORMATS:
         raise typer.BadParameter(f"must be one of {', '.join(FORMATS)}, not {format!r}", param_hint="--format")
+    if out is not None:
+        check_out_path(out, "--out")  # before any work; no folder is made for it
     if human:
         if reward is not None:
             raise typer.BadParameter("--reward names a found reward; --human exports the task's own",
@@ -48,16 +54,21 @@ def export_command(
             raise typer.BadParameter("give --task NAME (or a run folder, for its task)", param_hint="--task")
         if task is None:
             assert run is not None  # checked above
+            refuse_untrusted_task(run, None, "export its own reward")
             task = read_run(run).task
+        else:
+            allow_typed_task(task)
         spec = resolve_task(task)
         _write_own(spec, "the task's own reward", format, out, {},
                    f"task {spec.name} has no own reward written as an expression")
         return
-    if task is not None:
-        raise typer.BadParameter("--task goes with --human (a run's reward belongs to the run's task)",
-                                 param_hint="--task")
     if run is None:
         raise typer.BadParameter("give the run folder (or --human --task NAME)", param_hint="RUN")
+    if task is not None and task != read_run(run).task:
+        raise typer.BadParameter("--task goes with --human (a run's reward belongs to the run's task; without "
+                                 "--human, --task names the run's own package.module:function task)",
+                                 param_hint="--task")
+    refuse_untrusted_task(run, task, "export its reward")
     data = read_run(run)
     why = "given with --reward"
     if reward is None:
@@ -121,7 +132,11 @@ def _write(parsed: ParsedReward, spec: TaskSpec, reward: str, why: str, format: 
         typer.echo(text, nl=False)
         return
     from lares_agent.runs import atomic_write_text
+    from lares_agent.runs.oserrors import run_file_error
 
-    atomic_write_text(out, text)
+    try:
+        atomic_write_text(out, text, mode=EXPORT_MODE)
+    except OSError as exc:  # [Errno 21] or [Errno 30] in words
+        raise run_file_error("write", out, exc) from None
     typer.echo(f"reward {reward} ({why}) written to", err=True)
     typer.echo(f"  {out}", err=True)

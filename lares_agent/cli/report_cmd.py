@@ -8,6 +8,8 @@ from typing import Annotated
 
 import typer
 
+from lares_agent.cli.task_option import RunTask, refuse_untrusted_task
+
 
 def report_command(
     run: Annotated[Path | None, typer.Argument(help="run directory (runs/<run-id>)")] = None,
@@ -38,6 +40,7 @@ def report_command(
         typer.Option("--video/--no-video", help="render one episode of the policy the run hands over into "
                                                 "report/policy.gif (MuJoCo off screen; a few seconds)"),
     ] = True,
+    task: RunTask = None,
 ) -> None:
     """Write RUN/report/index.html: summary, a GIF of the handed-over policy's episode, final reward population
     and figures (success, return, lineage, reward influence, LLM cost); with --compare, the baseline's curves are
@@ -67,4 +70,6 @@ def report_command(
     from lares_agent.report.html import write_report
 
     assert run is not None
+    if video:  # the video needs the task's env: a task module only where named now (cli/task_option.py)
+        refuse_untrusted_task(run, task, "render the policy's video (or pass --no-video)")
     typer.echo(str(write_report(run, compare=compare, video=video)))

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import json
 from enum import StrEnum
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
 import typer
+import typer.core
 
 from lares_agent.rewards import CheckConfig, Verdict, allowed_features, synthetic_sample, validate
 
@@ -24,6 +25,21 @@ if TYPE_CHECKING:
 reward_app = typer.Typer(help="The reward language: check a candidate against a task.", no_args_is_help=True)
 
 
+class _ExpressionFirst(typer.core.TyperCommand):
+    """`lares reward check "-2*obj_to_target"`: a word that starts with one minus and is not an option of the
+    command (`-t`) is the expression, not an unknown option (a negative reward is common; `--` works too). It is
+    read with a leading space, which the parser ignores; `-tcp_to_target` is an expression here, not `-t cp_...`."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        shorts = {name for param in self.params for name in getattr(param, "opts", ()) if not name.startswith("--")}
+        words, after = [], False
+        for word in args:
+            negative = not after and word.startswith("-") and not word.startswith("--") and len(word) > 1
+            words.append(f" {word}" if negative and word not in shorts else word)
+            after = after or word == "--"
+        return super().parse_args(ctx, words)
+
+
 class SampleKind(StrEnum):
     synthetic = "synthetic"
     rollout = "rollout"
@@ -31,8 +47,9 @@ class SampleKind(StrEnum):
 
 def _load_task(name: str) -> TaskSpec:
     """The task spec (engine layer); a function of its own so tests can stand in a small task."""
-    from lares_agent.engine.tasks import get_task
+    from lares_agent.engine.tasks import allow_task_reference, get_task
 
+    allow_task_reference(name)  # named on this command line (--task): its module may be imported
     return get_task(name)
 
 
@@ -61,10 +78,11 @@ def _print_human(verdict: Verdict, task_name: str) -> None:
         typer.echo(f"warning: {warning}")
 
 
-@reward_app.command("check")
+@reward_app.command("check", cls=_ExpressionFirst)
 def check_command(
     expression: Annotated[
-        str, typer.Argument(help='an expression, or a JSON candidate {"components": {"name": "expr", ...}}')
+        str, typer.Argument(help='an expression (one that starts with a minus too: "-2*obj_to_target"), or a JSON '
+                            'candidate {"components": {"name": "expr", ...}}')
     ],
     task: Annotated[str, typer.Option("--task", "-t", help="task whose features the reward may use")] = "reach-v3",
     as_json: Annotated[bool, typer.Option("--json", help="print the verdict as one JSON object")] = False,

@@ -1,4 +1,4 @@
-"""`lares run`, `lares resume` and `lares baseline`: the main job and its companions."""
+"""`lares run` and `lares resume`: the main job (`lares baseline` is in cli/baseline_cmd.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from lares_agent.cli.task_option import RunTask
 from lares_agent.errors import ConfigError
 from lares_agent.search.presets import is_tuple_field, parse_field, preset_config
 
@@ -331,14 +332,22 @@ def _run_config(ctx: typer.Context, config: Path | None) -> tuple[SearchConfig, 
     """The run's config from the command line over `--config FILE` over the preset, its options by name, and
     what to say before it starts (values dropped, parts of the search skipped); a silent option is refused."""
     from lares_agent.cli.config_file import from_command_line, merge_config_file, shadowed_preset
-    from lares_agent.search.option_checks import option_warnings, paper_differences, refuse_silent_options
+    from lares_agent.cli.task_option import allow_typed_task
+    from lares_agent.search.option_checks import (
+        option_warnings,
+        paper_differences,
+        refuse_silent_options,
+        setting_notes,
+    )
 
     typed = from_command_line(ctx, OLD_NAMES)
     params, from_file = merge_config_file(ctx, config, OLD_NAMES) if config else (dict(ctx.params), set())
+    if "task" in typed:  # a task module is imported only where typed now, never from --config (cli/task_option.py)
+        allow_typed_task(str(params["task"]))
     cfg = preset_config(str(params["preset"]), run_overrides(params))
     cfg, notes = refuse_silent_options(cfg, typed, from_file, f"--config {config}")
     shadowed = shadowed_preset(cfg.preset, typed, from_file, f"--config {config}")
-    said = [f"note: {line}" for line in [*notes, *([shadowed] if shadowed else [])]]
+    said = [f"note: {line}" for line in [*notes, *([shadowed] if shadowed else []), *setting_notes(cfg)]]
     said += [f"warning: {line}" for line in option_warnings(cfg)]
     differences = paper_differences(cfg)
     if differences:
@@ -373,8 +382,10 @@ def resume_command(
     report: Annotated[bool, typer.Option(help="Write the HTML report at the end.")] = True,
     allow_fallback: Annotated[bool, typer.Option(
         help="Exit 0 even when no LLM candidate was accepted (every reward the built-in fallback).")] = False,
+    task: RunTask = None,
 ) -> None:
     """Continue a stopped or killed run from its newest checkpoint and graph state."""
+    from lares_agent.cli.task_option import refuse_untrusted_task
     from lares_agent.runs import RunLayout
     from lares_agent.runs.lock import hold_run
     from lares_agent.search.live_run import asks_llm
@@ -383,6 +394,7 @@ def resume_command(
 
     layout = RunLayout.open(run)
     cfg = read_config(layout)  # refuses a folder that is not a lares run, before anything is written
+    refuse_untrusted_task(run, task, "resume it")  # a task module only where named now (cli/task_option.py)
     with hold_run(layout.root):  # a second writer is refused before the progress bar appears (runs/lock.py)
         done = finished_outcome(layout)
         if done is not None:  # its true summary; nothing appended
@@ -393,44 +405,3 @@ def resume_command(
         with _progress(cfg.budget) as update:
             outcome = resume_run(run, progress=update, extra_minutes=max_minutes, notify=_notify)
         _finish(outcome, report, allow_fallback)
-
-
-def baseline_command(
-    task: Annotated[str | None, typer.Option("--task", "-t", help=(
-        "Task name (see `lares tasks`) or package.module:function; default: the task of --reward-from's run or "
-        "--reward-file's candidate, else reach-v3."))] = None,
-    budget: Annotated[int | None, typer.Option(help="Env steps to train.")] = None,
-    learner: Annotated[str | None, typer.Option(
-        help="Policy learner: sac, crossq or es (default: the preset's).")] = None,
-    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
-    run_dir: Annotated[Path, typer.Option(help="Folder that receives the run folder.")] = RUNS_DIR,
-    preset: Annotated[str, typer.Option(help="demo or paper (network sizes, warm-up, evaluation).")] = "demo",
-    report: Annotated[bool, typer.Option(help="Write the HTML report at the end.")] = True,
-    reward: Annotated[str, typer.Option(
-        help="human (the task's own reward) or success (its success indicator alone: the sparse baseline).")] = "human",
-    reward_from: Annotated[str | None, typer.Option(
-        help="RUN or RUN:REWARD_ID: train on a reward a run found (without an id: the one it handed over, as "
-             "`lares export` picks it), e.g. to retrain it on fresh seeds.")] = None,
-    reward_file: Annotated[Path | None, typer.Option(
-        help='A reward to train on: a JSON candidate {"components": {...}} (`lares export --format json`), a '
-             "--rewards-file list of one, or a text file of one expression.")] = None,
-) -> None:
-    """The learner alone on the task's own (human) reward with the same engine: the comparison for
-    `report --compare`; or alone on a found reward (--reward-from, --reward-file)."""
-    from lares_agent.search.found_reward import notes, resolve
-    from lares_agent.search.runner import check_start, start_run
-
-    found = resolve(reward_from, reward_file, reward)  # refused in one line before a run folder exists
-    task = task or (found.task if found is not None else None) or "reach-v3"
-    cfg = preset_config(preset, {"task": task, "budget": budget, "learner": learner, "seed": seed,
-                                 "setting": "baseline", "population": 1, "elites": 1, "baseline_reward": reward,
-                                 **(found.overrides() if found is not None else {})})
-    check_start(cfg)
-    for line in notes(found, task) if found is not None else []:
-        _notify(line)
-    from lares_agent.runs import RunLayout
-
-    RunLayout.prepare_base(run_dir)
-    with _progress(cfg.budget) as update:
-        outcome = start_run(cfg, run_dir, progress=update)
-    _finish(outcome, report)

@@ -60,6 +60,10 @@ def sweep_command(
             seed_values = tuple(int(s) for s in _split(seeds))
         except ValueError:
             raise ConfigError(f"--seeds {seeds!r}: write comma-separated integers, e.g. 0,1,2") from None
+        from lares_agent.cli.task_option import allow_typed_task
+
+        for task in _split(tasks):  # typed here: a task module may be imported (cli/task_option.py)
+            allow_typed_task(task)
         spec = SweepSpec(tasks=tuple(_split(tasks)), seeds=seed_values, methods=tuple(_split(methods)),  # type: ignore[arg-type]
                          options=parse_sets(set_ or []), preset=preset, cpus_per_trial=cpus_per_trial,
                          shared_cases=shared_cases)

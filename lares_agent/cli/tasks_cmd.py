@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from lares_agent.engine.tasks import TaskSpec, list_tasks, resolve_task
+from lares_agent.engine.tasks import TaskSpec, allow_task_reference, list_tasks, resolve_task
 
 
 def _show(spec: TaskSpec, width: int) -> None:
@@ -45,6 +45,7 @@ def tasks_command(
     console = Console()  # this terminal's width
     width = min(console.width, 100)
     if show is not None:
+        allow_task_reference(show)  # named on this command line: its module may be imported
         spec = resolve_task(show)
         if json:
             typer.echo(_json.dumps(spec.to_dict(), indent=2))

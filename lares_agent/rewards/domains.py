@@ -91,7 +91,9 @@ def domain_reason(
     """The reason the candidate has a pole or leaves a log's domain over the declared feature ranges, or None.
 
     A near-pole counts too: `1/(1e-9 + d)` never reaches 0, but its reciprocal passes `max_abs` (the numeric
-    check's magnitude limit, `NumericThresholds.max_abs`) at the goal, where no early sample state lies."""
+    check's magnitude limit, `NumericThresholds.max_abs`) at the goal, where no early sample state lies. So does a
+    component whose value passes `max_abs` anywhere on the probe states (`_bound_reason`): `exp(0.004/(0.0002 + d))`
+    has no pole and a denominator of at least 2e-4, yet is 4.9e8 at d = 0."""
     declared = {f.name: f for f in features}
     for name, expr in parsed.components.items():
         for kind, site, power in _sites(expr):
@@ -119,4 +121,27 @@ def domain_reason(
             goal = "; a distance is 0 at the goal" if any(_unit(declared.get(k)) == "m" for k in used) else ""
             return (f"component '{name}': {kind} {site}, which {where} over the declared range ({span}{goal}): "
                     f"{_fix(kind, site, used[0])}")
+    return _bound_reason(parsed, declared, sample, max_abs)
+
+
+def _bound_reason(parsed: ParsedReward, declared: Mapping[str, TaskFeature], sample: Mapping[str, np.ndarray],
+                  max_abs: float) -> str | None:
+    """The first component that passes `max_abs` in magnitude (or overflows) on the probe states of the features it
+    reads, naming one such state; None where every one stays within it."""
+    for name, expr in parsed.components.items():
+        used = sorted(s.name for s in expr.free_symbols)
+        if not used:
+            continue
+        ranges = {k: feature_range(declared[k]) if k in declared else (0.0, 1.0) for k in used}
+        probes = _probes(used, ranges, sample)
+        with np.errstate(all="ignore"):
+            values = _site_values(expr, probes)
+            huge = np.flatnonzero(~np.isnan(values) & (np.abs(values) > max_abs))
+        if huge.size:
+            i = int(huge[np.argmax(np.abs(values[huge]))])
+            state = ", ".join(f"{k} = {probes[k][i]:g}" for k in used)
+            span = ", ".join(f"{k} in [{ranges[k][0]:g}, {ranges[k][1]:g}]" for k in used)
+            return (f"component '{name}' reaches {abs(values[i]):.3g} in magnitude at {state} (declared range "
+                    f"{span}), limit {max_abs:g}: bound it, e.g. a smaller scale inside exp or an epsilon of 0.01 "
+                    "or more in a denominator")
     return None

@@ -13,7 +13,13 @@ from typing import Any
 
 from lares_agent.runs.coerce import as_float, as_int, as_mapping, as_opt_str, as_str
 
-__all__ = ["LLMCallRow"]
+__all__ = ["MAX_STORED_ANSWER", "LLMCallRow"]
+
+# Characters of an answer (and of an error line) stored: a model's real answer is a few thousand, and a server that
+# streams megabytes per call would otherwise grow the file by that much per call (300 such calls: tens of MB).
+# A cut answer keeps its start and says its full length (`answer_chars`); a replay hands back what was stored.
+MAX_STORED_ANSWER = 65_536
+_MAX_STORED_ERROR = 2_000
 
 
 @dataclass(frozen=True)
@@ -39,6 +45,7 @@ class LLMCallRow:
     fault: str | None = None  # an injected fault's kind (llm/faults.py); absent otherwise
     cached_tokens: int | None = None  # prompt tokens served from the backend's prefix cache; None: not reported
     response_format: str | None = None  # openai: json_schema | json_object | none, the format this attempt asked for
+    answer_chars: int | None = None  # the answer's full length where the stored one is cut (MAX_STORED_ANSWER)
 
     @property
     def node(self) -> str:
@@ -54,9 +61,9 @@ class LLMCallRow:
             "key": self.key,
             "messages": [dict(m) for m in self.messages],
             "schema": None if self.schema is None else dict(self.schema),
-            "answer": self.answer,
+            "answer": self.answer if self.answer is None else self.answer[:MAX_STORED_ANSWER],
             "ok": self.ok,
-            "error": self.error,
+            "error": self.error if self.error is None else self.error[:_MAX_STORED_ERROR],
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "seconds": self.seconds,
@@ -70,6 +77,9 @@ class LLMCallRow:
             data["cached_tokens"] = self.cached_tokens
         if self.response_format is not None:
             data["response_format"] = self.response_format
+        full = self.answer_chars if self.answer_chars is not None else len(self.answer or "")
+        if full > MAX_STORED_ANSWER:
+            data["answer_chars"] = full  # the stored answer is its first MAX_STORED_ANSWER characters
         return data
 
     @classmethod
@@ -97,4 +107,5 @@ class LLMCallRow:
             fault=as_opt_str(row.get("fault")),
             cached_tokens=as_int(row.get("cached_tokens")),
             response_format=as_opt_str(row.get("response_format")),
+            answer_chars=as_int(row.get("answer_chars")),
         )

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from lares_agent.errors import ConfigError
 from lares_agent.llm.config import LLM_BACKENDS, LLMBackend, LLMConfig
 from lares_agent.search.cores import background_llm_threads
+from lares_agent.search.option_ranges import range_problems
 from lares_agent.search.options import (
     ABLATIONS,
     ANALYSES,
@@ -55,6 +56,7 @@ complexity (lambda 0); the engine's config keeps that default."""
 __all__ = [
     "COMPLEXITY_LAMBDA",
     "SearchConfig",
+    "auto_setting",
     "engine_config",
     "llm_config",
     "missing_keys",
@@ -197,6 +199,7 @@ class SearchConfig:
         # The flags a user types, checked here to name them as typed; the engine config checks the same ranges.
         if any(not str(p).strip() for p in self.personas) or len(set(self.personas)) != len(self.personas):
             problems.append("--personas must be distinct, non-empty names or files separated by commas")
+        problems += range_problems(self)  # nan, and the sizes that take memory (search/option_ranges.py)
         if self.population < 1:
             problems.append("--population must be at least 1")
         elif not 1 <= self.elites <= self.population and self.setting != "baseline":
@@ -352,7 +355,8 @@ def engine_config(cfg: SearchConfig) -> EngineConfig:
     if cfg.setting == "auto":  # the engine runs one setting: the task decides ("auto" in `resolved_for_task`)
         from lares_agent.engine.tasks import get_task
 
-        cfg = dataclasses.replace(cfg, setting="init" if get_task(cfg.task).has_human_reward else "scratch")
+        task = get_task(cfg.task)
+        cfg = dataclasses.replace(cfg, setting=auto_setting(task.has_human_reward, task.human_components is not None))
     learners: ReplayConfig | ESPopulationConfig
     if cfg.learner == "es":
         learners = ESPopulationConfig(es=ESConfig(population_size=cfg.es_population), backend=cfg.backend,
@@ -394,9 +398,17 @@ _NO_LLM_FROM_SCRATCH = ("--ablations no-llm perturbs the constants of the task's
                         "none to perturb: use --setting init")
 
 
-def resolved_for_task(cfg: SearchConfig, has_human_reward: bool) -> SearchConfig:
-    """`cfg` with its "auto" choices resolved against the task. The setting: init where the task has a human
-    reward (the paper's main setting, and the common case of a user with a reward that almost works), else scratch.
+def auto_setting(has_human_reward: bool, has_expression: bool) -> Setting:
+    """What `--setting auto` runs on a task: init where the task's own reward is written as an expression (the
+    paper's main setting, and the common case of a user with a reward that almost works: the LLM is shown it),
+    else scratch. A reward that is only code (`TaskSpec.human_components` None, e.g. examples/inverted_pendulum.py)
+    cannot be shown, so its init round 0 would be the scratch prompt: auto says so and runs scratch
+    (`option_checks.setting_notes`)."""
+    return "init" if has_human_reward and has_expression else "scratch"
+
+
+def resolved_for_task(cfg: SearchConfig, has_human_reward: bool, has_expression: bool = True) -> SearchConfig:
+    """`cfg` with its "auto" choices resolved against the task. The setting: `auto_setting`.
     The fitness rule (`engine/loop/fitness.py::fitness_rule`): success-then-return for a task with a human reward,
     in both settings, else success-then-progress. `start_run` saves the result, so config.json says what ran; the
     engine resolves the fitness rule the same way for callers that build an `EngineConfig` themselves. A choice the
@@ -411,7 +423,7 @@ def resolved_for_task(cfg: SearchConfig, has_human_reward: bool) -> SearchConfig
     if cfg.setting == "init" and not has_human_reward:
         raise ConfigError(f"--setting init refines the task's own (human) reward, and task {cfg.task!r} has none; "
                           "use --setting scratch (or leave the default, auto)")
-    setting = cfg.setting if cfg.setting != "auto" else ("init" if has_human_reward else "scratch")
+    setting = cfg.setting if cfg.setting != "auto" else auto_setting(has_human_reward, has_expression)
     if setting == "scratch" and "no-llm" in cfg.ablations:
         raise ConfigError(f"task {cfg.task!r}: {_NO_LLM_FROM_SCRATCH}")
     rule = fitness_rule(cfg.fitness, has_human_reward)

@@ -27,6 +27,7 @@ import numpy as np
 
 from lares_agent.errors import ConfigError
 from lares_agent.runs import NotARunError, RunLayout
+from lares_agent.runs.input_files import check_input_file
 
 if TYPE_CHECKING:
     from lares_agent.engine import RewardFunction, TaskSpec
@@ -175,6 +176,7 @@ def from_file(path: Path) -> FoundReward:
     string, or a text file holding one bare expression (one component, "reward")."""
     flag = f"--reward-file {path}"
     try:
+        check_input_file(path, "--reward-file")  # no device, pipe or huge file (runs/input_files.py)
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(f"{flag} does not exist") from None

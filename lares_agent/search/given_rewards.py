@@ -10,6 +10,7 @@ import numpy as np
 
 from lares_agent.engine import RewardFunction, TaskSpec
 from lares_agent.errors import LaresError
+from lares_agent.runs.input_files import check_input_file
 from lares_agent.runs.oserrors import run_file_error
 
 __all__ = ["load_rewards_file", "success_reward"]
@@ -31,6 +32,7 @@ def load_rewards_file(path: Path, task: TaskSpec) -> list[RewardFunction]:
     from lares_agent.rewards import synthetic_sample, validate
 
     try:
+        check_input_file(path, "--rewards-file")  # no device, pipe or huge file (runs/input_files.py)
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise LaresError(f"--rewards-file {path} does not exist") from None

@@ -24,10 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from lares_agent.errors import ConfigError
+from lares_agent.runs.input_files import check_input_file
 from lares_agent.search.config import SearchConfig
 from lares_agent.search.options import LLM_FREE_ABLATIONS
 
-__all__ = ["ignored_options", "option_warnings", "paper_differences", "refuse_silent_options"]
+__all__ = ["converted_options", "ignored_options", "option_warnings", "paper_differences", "refuse_silent_options",
+           "setting_notes"]
 
 
 @dataclass(frozen=True)
@@ -115,12 +117,33 @@ def refuse_silent_options(cfg: SearchConfig, typed: Collection[str] = (), from_f
             cfg = dataclasses.replace(cfg, **reset)
         else:
             problems.append(rule.why(cfg))
-    if cfg.selection == "pareto" and cfg.elites == 1 and cfg.setting != "baseline":
-        problems.append("--selection pareto with --elites 1 keeps the candidate of best fitness, which is "
-                        "--selection truncation: give --elites 2 or more, or leave --selection out")
+    problems += converted_options(cfg)
     if problems:
         raise ConfigError("; ".join(dict.fromkeys(problems)))
     return cfg, notes
+
+
+def converted_options(cfg: SearchConfig) -> list[str]:
+    """One line for each option that the run would quietly turn into another: refused by `lares run` and, for
+    every trial, by `lares sweep` (`SweepSpec.check`), however the option was given."""
+    if cfg.selection == "pareto" and cfg.elites == 1 and cfg.setting != "baseline":
+        return ["--selection pareto with --elites 1 keeps the candidate of best fitness, which is --selection "
+                "truncation: give --elites 2 or more, or leave --selection out"]
+    return []
+
+
+def setting_notes(cfg: SearchConfig) -> list[str]:
+    """A line where `--setting auto` runs scratch on a task that has its own reward: the reward is code, not an
+    expression (`config.auto_setting`), so the LLM could not be shown it."""
+    if cfg.setting != "auto":
+        return []
+    from lares_agent.engine.tasks import get_task
+
+    task = get_task(cfg.task)
+    if not task.has_human_reward or task.human_components is not None:
+        return []
+    return [f"--setting auto runs scratch: task {task.name} has its own reward, but not written as an expression, "
+            "so init could not show it to the LLM (--setting init keeps a learner on it beside the search)"]
 
 
 def option_warnings(cfg: SearchConfig) -> list[str]:
@@ -144,6 +167,10 @@ def option_warnings(cfg: SearchConfig) -> list[str]:
     elif e == k:
         out.append(f"--elites {e} equals --population {k}: every candidate survives each reward update, so the LLM "
                    f"writes no reward after the initial {k}")
+    if cfg.setting == "init" and not _shows_own_reward(cfg):
+        out.append(f"--setting init on task {cfg.task}: its own reward is not written as an expression, so the LLM "
+                   "is shown none (round 0's prompt is the scratch one); only the learner kept on that reward is "
+                   "init's")
     if cfg.task_examples == "own" and _setting(cfg) == "init":
         out.append("--task-examples own shows example answers for the task from scratch only; in the init setting "
                    "the prompt shows the task's own reward instead, so it shows what --task-examples other does")
@@ -203,8 +230,17 @@ def _setting(cfg: SearchConfig) -> str:
     if cfg.setting != "auto":
         return cfg.setting
     from lares_agent.engine.tasks import get_task
+    from lares_agent.search.config import auto_setting
 
-    return "init" if get_task(cfg.task).has_human_reward else "scratch"
+    task = get_task(cfg.task)
+    return auto_setting(task.has_human_reward, task.human_components is not None)
+
+
+def _shows_own_reward(cfg: SearchConfig) -> bool:
+    """Whether the task's own reward is an expression the init prompt can show (loads the task)."""
+    from lares_agent.engine.tasks import get_task
+
+    return get_task(cfg.task).human_components is not None
 
 
 def _count_candidates(path: str | None) -> int | None:
@@ -213,6 +249,7 @@ def _count_candidates(path: str | None) -> int | None:
     if not path:
         return None
     try:
+        check_input_file(Path(path), "--rewards-file")  # a device or pipe would never finish reading
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError):
         return None

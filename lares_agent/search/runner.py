@@ -54,7 +54,8 @@ def check_start(cfg: SearchConfig) -> None:
     task, fitness rule, device, persona, `--rewards` file and the LLM (where the run asks it: `asks_llm`)."""
     task = get_task(cfg.task)  # the option ranges were checked when `cfg` was made (SearchConfig.__post_init__)
     check_device(cfg)
-    cfg = resolved_for_task(cfg, task.has_human_reward)  # init and success-then-return need the task's own reward
+    # init and success-then-return need the task's own reward; auto is init only where it is an expression
+    cfg = resolved_for_task(cfg, task.has_human_reward, task.human_components is not None)
     if cfg.setting == "baseline":
         found_rewards(cfg, task)  # a found reward passes the one validator
         return
@@ -87,7 +88,7 @@ def start_run(cfg: SearchConfig, runs_base: Path, run_id: str | None = None,
     `feedback`: a user's note to the first reward round (`lares run --feedback-file`, runs/feedback.py)."""
     check_start(cfg)  # fail on bad input before creating anything
     task = get_task(cfg.task)
-    cfg = resolved_for_task(cfg, task.has_human_reward)  # config.json names what runs, not "auto"
+    cfg = resolved_for_task(cfg, task.has_human_reward, task.human_components is not None)  # config.json: not "auto"
     run = RunLayout.create(runs_base, task.name, run_id)  # not a module:function reference
     with hold_run(run.root):  # one writer per run folder (runs/lock.py)
         return _start_in(cfg, run, progress, notify, feedback)

@@ -87,9 +87,14 @@ def check_llm(cfg: SearchConfig) -> None:
     if cfg.llm_backend == "replay":
         if not cfg.replay_from:
             raise LaresError("--llm-backend replay needs --replay-from RUN (the run whose llm_calls.jsonl to replay)")
-        from lares_agent.llm.replay import load_record
+        from lares_agent.llm.replay import load_record, record_path
 
         load_record(Path(cfg.replay_from))
+        recorded = _recorded_task(record_path(Path(cfg.replay_from)).parent)
+        if recorded is not None and recorded != cfg.task:
+            raise ConfigError(f"--replay-from {cfg.replay_from} is a run of task {recorded!r}, and this run's task is "
+                              f"{cfg.task!r}: its answers are rewards over the other task's features, so every one "
+                              "would be refused; replay a run of the same task")
     elif cfg.llm_backend == "local":
         from lares_agent.llm.models import resolve_model
 
@@ -100,6 +105,22 @@ def check_llm(cfg: SearchConfig) -> None:
         make_openai_chat_model(llm_config(cfg))
         if cfg.base_url:
             probe_endpoint(cfg.base_url)
+
+
+def _recorded_task(folder: Path) -> str | None:
+    """The task of the run in `folder` (its config.json), or None where there is no readable one."""
+    import json
+
+    from lares_agent.runs import RunLayout
+    from lares_agent.runs.input_files import check_input_file
+
+    path = RunLayout(folder).config
+    try:
+        check_input_file(path, "--replay-from")
+        task = json.loads(path.read_text(encoding="utf-8")).get("task")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return task if isinstance(task, str) else None
 
 
 def probe_endpoint(base_url: str, timeout_s: float = 3.0) -> None:

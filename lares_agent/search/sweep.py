@@ -88,11 +88,14 @@ def run_trial(config: Mapping[str, Any]) -> None:
     """
     from ray import tune
 
+    from lares_agent.engine.tasks import allow_task_reference
     from lares_agent.search.runner import finished_outcome, resume_run, start_run
 
     layout = SweepLayout(Path(config["sweep"]))
     spec = SweepSpec.load(layout.spec)
     trial = Trial(str(config["task"]), config["method"], int(config["seed"]))
+    for task in config.get("allow_tasks", ()):  # the references the user typed with --tasks (`_tuner`)
+        allow_task_reference(str(task))
     # Retrieval reads the trial's own case store unless --shared-cases (memory/cases.py: LARES_HOME).
     os.environ["LARES_HOME"] = str(layout.case_home(trial.id, spec.shared_cases))
     run = RunLayout(layout.run(trial.id))
@@ -161,11 +164,16 @@ def _tuner(spec: SweepSpec, layout: SweepLayout) -> Any:
     from ray import tune
     from ray.tune.logger import TBXLoggerCallback
 
+    from lares_agent.engine.tasks import default_registry
+    from lares_agent.engine.tasks.registry import is_reference
+
     grid = {
         "task": tune.grid_search(list(spec.tasks)),
         "method": tune.grid_search(list(spec.methods)),
         "seed": tune.grid_search(list(spec.seeds)),
         "sweep": str(layout.root),
+        # a trial's process imports a task module only where the driver's user typed it (cli/task_option.py)
+        "allow_tasks": [t for t in spec.tasks if is_reference(t) and default_registry().allowed(t)],
     }
     return tune.Tuner(
         _trainable(spec),

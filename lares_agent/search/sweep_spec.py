@@ -118,7 +118,7 @@ class SweepSpec:
         """Every trial's config, each checked as `lares run` checks its own (task, persona, rewards file, LLM);
         raises ConfigError / LaresError with one line naming the trial. The case store is the sweep's own
         (made with the folder), so only its opening is left out here."""
-        from lares_agent.search.option_checks import ignored_options
+        from lares_agent.search.option_checks import converted_options, ignored_options
         from lares_agent.search.runner import check_start
 
         configs: dict[str, SearchConfig] = {}
@@ -126,6 +126,9 @@ class SweepSpec:
         for trial in self.trials():
             try:
                 cfg = self.config(trial)
+                converted = converted_options(cfg)  # as `lares run` refuses them (search/option_checks.py)
+                if converted:
+                    raise ConfigError("; ".join(converted))
                 check_start(dataclasses.replace(cfg, retrieval=False))
             except ConfigError as exc:
                 raise ConfigError(f"trial {trial.id}: {exc}") from None

@@ -6,6 +6,7 @@ env, so listing tasks is instant.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import importlib
 import os
@@ -13,14 +14,18 @@ import sys
 from collections.abc import Iterable
 
 from lares_agent.engine.tasks.spec import TaskError, TaskSpec, TaskSpecError, check_unique
+from lares_agent.errors import ConfigError
 
 __all__ = [
     "DuplicateTaskError",
     "TaskRegistry",
     "UnknownTaskError",
+    "UntrustedTaskError",
+    "allow_task_reference",
     "builtin_specs",
     "default_registry",
     "get_task",
+    "is_reference",
     "list_tasks",
     "register_task",
     "resolve_task",
@@ -45,6 +50,23 @@ class DuplicateTaskError(TaskError, ValueError):
     """A task of that name is already registered."""
 
 
+class UntrustedTaskError(TaskError, ConfigError):
+    """A `package.module:function` reference that the user did not name in this command: read from a run folder's
+    config.json or a `--config` file, whose module lares never imports on its own (importing it runs its code)."""
+
+    def __init__(self, reference: str) -> None:
+        self.reference = reference
+        super().__init__(
+            f"task {reference!r} is a package.module:function reference, and lares imports a task's module (which "
+            f"runs its code) only when you name it in the command: add --task {reference} if you trust that code "
+            f"(in Python: allow_task_reference({reference!r}) first)")
+
+
+def is_reference(name: str) -> bool:
+    """A `package.module:function` task reference rather than a registered name."""
+    return ":" in name
+
+
 def builtin_specs() -> tuple[TaskSpec, ...]:
     """The built-in tasks: 22 MetaWorld v3 tasks (the LaRes benchmark family), then 3 Gymnasium MuJoCo tasks."""
     from lares_agent.engine.tasks.gym_mujoco import gym_mujoco_specs
@@ -62,6 +84,7 @@ class TaskRegistry:
     def __init__(self, specs: Iterable[TaskSpec] = ()) -> None:
         self._specs: dict[str, TaskSpec] = {}
         self._references: dict[str, TaskSpec] = {}  # "module:function" -> the spec it returned (built once)
+        self._allowed: set[str] = set()  # the references `get` may import: named by the user (`allow`)
         for spec in specs:
             self.register(spec)
 
@@ -78,10 +101,22 @@ class TaskRegistry:
         self.get(name)
         del self._specs[name]
 
+    def allow(self, reference: str) -> None:
+        """Let `get` import `reference`'s module: the user named it (`--task` on this command line)."""
+        self._allowed.add(reference)
+
+    def allowed(self, name: str) -> bool:
+        """Whether `get(name)` may resolve `name` without importing code the user did not name."""
+        return not is_reference(name) or name in self._specs or name in self._allowed
+
     def get(self, name: str) -> TaskSpec:
-        """The task called `name`, or the one a `package.module:function` reference returns (`load_reference`);
-        UnknownTaskError with up to three close matches otherwise."""
-        if ":" in name and name not in self._specs:
+        """The task called `name`, or the one an allowed `package.module:function` reference returns
+        (`load_reference`); UntrustedTaskError for a reference not allowed (`allow`), UnknownTaskError with up to
+        three close matches for an unknown name. A name may come from a run folder or a config file that someone
+        else wrote, so `get` never imports a module that the user did not name."""
+        if is_reference(name) and name not in self._specs:
+            if name not in self._allowed:
+                raise UntrustedTaskError(name)
             return self.load_reference(name)
         spec = self._specs.get(name)
         if spec is not None:
@@ -94,8 +129,9 @@ class TaskRegistry:
 
     def load_reference(self, reference: str) -> TaskSpec:
         """The TaskSpec that `function()` of `package.module` returns (a user's task named on the command line
-        and recorded in config.json, so resume, report, trace and export find it again). Importing the module
-        the user named is the point; the current folder is tried as an import root, as `python -m` does."""
+        and recorded in config.json; resume, report and export find it again when it is named again). Importing
+        the module the caller named is the point, so nothing here checks `allow`; the current folder is tried as
+        an import root while the module is imported, as `python -m` does, and taken off the path after."""
         cached = self._references.get(reference)
         if cached is not None:
             return cached
@@ -133,12 +169,18 @@ def _import_user_module(module_name: str, reference: str) -> object:
         missing = (exc.name or "").split(".")[0] == module_name.split(".")[0]
         if not missing or here in sys.path:
             raise TaskSpecError(f"task {reference!r}: cannot import {module_name} ({exc})") from None
-    sys.path.insert(0, here)  # `lares` is a console script: its sys.path lacks the folder it runs in
+    # `lares` is a console script: its sys.path lacks the folder it runs in. That folder is an import root only
+    # while the named module is imported, so no later import of the process finds a file of the folder instead
+    # of an installed module.
+    sys.path.insert(0, here)
     try:
         return importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         raise TaskSpecError(f"task {reference!r}: cannot import {module_name} ({exc}); run lares from the folder "
                             "that holds it, or put that folder on PYTHONPATH") from None
+    finally:
+        with contextlib.suppress(ValueError):
+            sys.path.remove(here)
 
 
 _DEFAULT: list[TaskRegistry] = []  # filled on first use
@@ -151,9 +193,17 @@ def default_registry() -> TaskRegistry:
     return _DEFAULT[0]
 
 
+def allow_task_reference(reference: str) -> None:
+    """Let `get_task` import the module of `reference` (`package.module:function`): the CLI calls it for a task
+    the user typed with `--task`, never for one read from a file."""
+    if is_reference(reference):
+        default_registry().allow(reference)
+
+
 def get_task(name: str) -> TaskSpec:
-    """The task called `name`, or a `package.module:function` reference (raises UnknownTaskError with the close
-    matches, TaskSpecError for a reference that does not give a TaskSpec)."""
+    """The task called `name`, or an allowed `package.module:function` reference (`allow_task_reference`; raises
+    UntrustedTaskError for another, UnknownTaskError with the close matches for an unknown name, TaskSpecError for
+    a reference that does not give a TaskSpec)."""
     return default_registry().get(name)
 
 
