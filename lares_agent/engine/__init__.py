@@ -39,6 +39,7 @@ from lares_agent.engine.loop.selection import (
     SelectionConfig,
     distinct_fraction,
 )
+from lares_agent.engine.potential import PotentialReward, is_potential
 from lares_agent.engine.protocols import Population, PopulationLearner, StepInfo
 from lares_agent.engine.rollouts.episodes import EnvPool, batch_features, run_episodes
 from lares_agent.engine.rollouts.sampling import random_feature_sample, uniform_actions
@@ -125,6 +126,7 @@ __all__ = [
     "PolicyArtefact",
     "Population",
     "PopulationLearner",
+    "PotentialReward",
     "ProposeFn",
     "ReplayBuffer",
     "ReplayConfig",
@@ -145,6 +147,7 @@ __all__ = [
     "distinct_fraction",
     "evaluate_policy",
     "get_task",
+    "is_potential",
     "latest_checkpoint",
     "list_tasks",
     "load_checkpoint",

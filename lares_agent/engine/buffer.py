@@ -19,6 +19,7 @@ import numpy as np
 from lares_agent.engine.column_map import REWARD_NORMALISATIONS, Affine, ColumnMap, RewardNormalisation
 from lares_agent.engine.contracts import NEXT_PREFIX, Batch, RewardFunction
 from lares_agent.engine.errors import ConstantRewardError, NonFiniteRewardError, RewardColumnError
+from lares_agent.engine.potential import FIRST_STEP, PREV_PREFIX, TERMINATED, is_potential
 
 __all__ = ["Affine", "ColumnMap", "ReplayBuffer"]
 
@@ -115,10 +116,15 @@ class ReplayBuffer:
         # Reward the new rows from the *stored* (float32) features, exactly as set_column reads old rows,
         # and through each column's fixed map: new and old data stay on one scale (§12 item 4).
         stored = {name: self.features[rows, i] for i, name in enumerate(self.feature_names)}
+        steps: dict[str, np.ndarray] | None = None  # made once, where a column's reward reads transitions
         for j, fn in enumerate(self._fns):
             if fn is None:
                 continue
-            raw = self._evaluate(fn, stored, n)
+            inputs = stored
+            if is_potential(fn):
+                steps = steps if steps is not None else {**stored, **self.transition_features(rows)}
+                inputs = steps
+            raw = self._evaluate(fn, inputs, n)
             bad = ~np.isfinite(raw)
             column_map = self._affine[j]
             assert column_map is not None  # set together with the function
@@ -162,7 +168,10 @@ class ReplayBuffer:
             ref_mean, ref_std = float(ref_values.mean()), float(ref_values.std())
             if ref_std <= _CONSTANT_RTOL * max(1.0, abs(ref_mean)):
                 raise ConstantRewardError(f"reference column {reference} is constant on the buffer")
-        raw = self._evaluate(fn, self.feature_view(), self.size)
+        view = self.feature_view()
+        if is_potential(fn):  # Phi(s) reads each row's previous row (engine/potential.py)
+            view.update(self.transition_features(np.arange(self.size)))
+        raw = self._evaluate(fn, view, self.size)
         bad = ~np.isfinite(raw)
         if bad.any():
             raise NonFiniteRewardError(
@@ -243,6 +252,26 @@ class ReplayBuffer:
         newest = (self.ptr - 1) % self.capacity
         ok = ~(self.terminated[idx] | self.truncated[idx]) & (idx != newest) & (nxt < self.size)
         return np.where(ok, nxt, idx), ok
+
+    def prev_rows(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For stored rows `idx`: the row of the same episode's previous step, and whether it exists (the previous
+        row did not end an episode and is still stored: `idx` is not the oldest row). Where there is none the row
+        itself is returned, as `next_rows` does."""
+        idx = np.asarray(idx, np.int64)
+        prv = (idx - 1) % self.capacity
+        oldest = self.ptr if self.size == self.capacity else 0
+        ok = (idx != oldest) & ~(self.terminated[prv] | self.truncated[prv])
+        return np.where(ok, prv, idx), ok
+
+    def transition_features(self, idx: np.ndarray) -> dict[str, np.ndarray]:
+        """What a reward that reads transitions needs besides rows `idx`' own features (engine/potential.py): each
+        feature at the previous row (`PREV_PREFIX`), whether there is none (`FIRST_STEP`), and whether the step
+        really ended its episode (`TERMINATED`; a time-limit cut is not a terminal)."""
+        prv, has_prev = self.prev_rows(idx)
+        out = {PREV_PREFIX + name: self.features[prv, i] for i, name in enumerate(self.feature_names)}
+        out[FIRST_STEP] = ~has_prev
+        out[TERMINATED] = self.terminated[np.asarray(idx, np.int64)].copy()
+        return out
 
     # ------------------------------------------------------------------ sampling
     def sample(
