@@ -120,13 +120,18 @@ class HandOver:
         return self._last
 
     def _replay(self, policies: Sequence[PolicyArtefact]) -> list[MemberEvaluation]:
-        """Every policy on the same ``episodes`` deterministic episodes of the hand-over stream, in lock step."""
+        """Every policy on the same ``episodes`` deterministic episodes of the hand-over stream, as many together
+        in lock step as ``evaluate_members`` steps at once."""
         if self._pool is None:
             self._pool = EnvPool(self.task.make_env, self.seed + _POOL_SEED)
         seeds = [episode_seed(self.seed, HANDOVER_STREAM, e) for e in range(self.episodes)]
 
-        def act(obs: np.ndarray, members: np.ndarray) -> np.ndarray:
-            return np.concatenate([policies[int(m)].act(obs[i : i + 1]) for i, m in enumerate(members)])
+        def act(obs: np.ndarray, members: np.ndarray) -> np.ndarray:  # one forward per policy over its rows
+            out = np.empty((len(members), self.task.act_dim))
+            for m in np.unique(members):
+                rows = members == m
+                out[rows] = policies[int(m)].act(obs[rows])
+            return out
 
         n = len(policies)
         return evaluate_members(self._pool, act, self.task.raw_state, self.task.features, list(range(n)), [None] * n,

@@ -64,12 +64,19 @@ def seeded_reset(env: gymnasium.Env, seed: int) -> tuple[Any, dict[str, Any]]:
 
 
 class EnvPool:
-    """A growable list of environments of one task, created on first use (MetaWorld ``make`` costs ~0.6 s)."""
+    """A growable list of environments of one task, created on first use (MetaWorld ``make`` costs ~0.6 s).
+
+    Environment ``i`` is built with construction seed ``base_seed + i``. An episode depends on that seed as well
+    as on its reset seed (MetaWorld's MT1 draws its list of goal variations from it), never on the episodes the
+    env played before; so ``copies`` hands out further envs of the same construction seed, on which a member
+    plays the episodes it would have played one after another on env ``i``, at the same time.
+    """
 
     def __init__(self, make_env: Callable[[int], gymnasium.Env], base_seed: int) -> None:
         self._make_env = make_env
         self._base_seed = int(base_seed)
         self._envs: list[gymnasium.Env] = []
+        self._copies: dict[int, list[gymnasium.Env]] = {}
 
     def get(self, n: int) -> list[gymnasium.Env]:
         """The first ``n`` environments, creating missing ones."""
@@ -77,11 +84,24 @@ class EnvPool:
             self._envs.append(self._make_env(self._base_seed + len(self._envs)))
         return self._envs[:n]
 
+    def copies(self, n: int, k: int) -> list[list[gymnasium.Env]]:
+        """``k`` environments of each of the first ``n`` construction seeds: row ``i`` is env ``i`` (``get``) and
+        ``k - 1`` more built like it, created on first use and kept."""
+        first = self.get(n)
+        out: list[list[gymnasium.Env]] = []
+        for i in range(n):
+            more = self._copies.setdefault(i, [])
+            while len(more) < k - 1:
+                more.append(self._make_env(self._base_seed + i))
+            out.append([first[i], *more[: k - 1]])
+        return out
+
     def close(self) -> None:
         """Close every environment (MuJoCo renderers hold native resources)."""
-        for env in self._envs:
+        for env in [*self._envs, *(e for more in self._copies.values() for e in more)]:
             env.close()
         self._envs.clear()
+        self._copies.clear()
 
 
 @dataclass(frozen=True)

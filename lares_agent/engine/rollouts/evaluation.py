@@ -24,7 +24,12 @@ import numpy as np
 from lares_agent.engine.contracts import HUMAN_REWARD_FEATURE, ComponentStats, MemberEvaluation, RewardFunction
 from lares_agent.engine.rollouts.episodes import EnvPool, batch_features, run_episodes
 
-__all__ = ["action_jerk", "component_stats", "evaluate_members", "progress_closed"]
+__all__ = ["MAX_EVAL_ENVS", "action_jerk", "component_stats", "evaluate_members", "progress_closed"]
+
+MAX_EVAL_ENVS = 20
+"""The most envs an evaluation steps in lock step (the default population's 4 learners x 5 episodes). Each further
+env is built once and kept (a MetaWorld env takes about 0.6 s to build and some MB; docs/RESULTS.md, "Evaluation
+episodes stepped together")."""
 
 SUCCESS_FEATURE = "success"
 _NO_DISTANCE = 1e-9  # a start this close to the goal has nothing to close: the episode scores 0
@@ -42,6 +47,20 @@ def progress_closed(prog: np.ndarray) -> float:
     if abs(start) < _NO_DISTANCE:
         return 0.0
     return float(np.clip((start - end) / abs(start), -1.0, 1.0))
+
+
+def _row_wise(act: Callable[[np.ndarray, np.ndarray], np.ndarray],
+              members: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    """``act`` over a batch's rows, each member's rows given together; a lone row goes in twice.
+
+    A one-row matrix product takes another kernel than a several-row one (BLAS matrix-vector) and rounds
+    differently in the last bits, which a MuJoCo episode amplifies; with at least two rows a member's actions
+    are the same whether it plays one episode at a time or several together."""
+    _, counts = np.unique(members, return_counts=True)
+    if counts.min() > 1:
+        return lambda obs: act(obs, members)
+    doubled = np.concatenate([members, members])
+    return lambda obs: act(np.concatenate([obs, obs]), doubled)[: len(members)]
 
 
 def action_jerk(actions: np.ndarray) -> float:
@@ -80,14 +99,18 @@ def evaluate_members(
     keep_rollouts: int = 0,
     drop_features: frozenset[str] = frozenset(),
     approach_feature: str | None = None,
+    max_envs: int = MAX_EVAL_ENVS,
 ) -> list[MemberEvaluation]:
-    """Evaluate ``members`` (one env each, lock step) for ``episodes`` deterministic episodes.
+    """Evaluate ``members`` for ``episodes`` deterministic episodes, as many as ``max_envs`` envs allow in lock
+    step (one ``act`` call a step over every member's episodes).
 
-    ``act(obs [M, obs_dim], members [M]) -> [M, act_dim]`` must be deterministic (tanh of the mean);
-    ``rewards[i]`` is member ``members[i]``'s raw reward function (None: own return and components are NaN).
-    ``reset_seeds[e]`` seeds episode e for every member. ``drop_features`` are removed from the kept rollouts
-    (the human reward is never shown to the LLM in the from-scratch setting). ``approach_feature``: the task's
-    (None: ``approach_closed`` is NaN).
+    Member ``i`` plays every episode on an env of construction seed ``i`` of ``pool`` (``EnvPool.copies``), so the
+    numbers do not depend on how many episodes run at once: ``max_envs`` = the member count plays one episode of
+    each member at a time. ``act(obs [N, obs_dim], members [N]) -> [N, act_dim]`` must be deterministic (tanh of
+    the mean) and act on each row alone; ``rewards[i]`` is member ``members[i]``'s raw reward function (None: own
+    return and components are NaN). ``reset_seeds[e]`` seeds episode e for every member. ``drop_features`` are
+    removed from the kept rollouts (the human reward is never shown to the LLM in the from-scratch setting).
+    ``approach_feature``: the task's (None: ``approach_closed`` is NaN).
     """
     if len(rewards) != len(members):
         raise ValueError(f"evaluate_members: {len(members)} members but {len(rewards)} reward functions")
@@ -97,7 +120,7 @@ def evaluate_members(
     if m == 0 or episodes < 1:
         return []
     member_arr = np.asarray(members, np.int64)
-    envs = pool.get(m)
+    together = max(1, min(episodes, max_envs // m))  # episodes of each member in one lock-step batch
     succ = np.zeros((m, episodes))
     task_ret = np.zeros((m, episodes))
     own_ret = np.zeros((m, episodes))
@@ -111,14 +134,19 @@ def evaluate_members(
     nonfinite = np.zeros(m, bool)
     comps: list[dict[str, list[np.ndarray]]] = [{} for _ in range(m)]
     kept: list[list[dict[str, np.ndarray]]] = [[] for _ in range(m)]
-    for e in range(episodes):
-        batch = run_episodes(
-            envs, lambda obs: act(obs, member_arr), raw_state, horizon, [reset_seeds[e]] * m
-        )
-        nonfinite |= batch.nonfinite
+    for first in range(0, episodes, together):
+        n_ep = min(together, episodes - first)
+        copies = pool.copies(m, n_ep)
+        # rows episode-major: row j * m + i is member i's episode first + j
+        envs = [copies[i][j] for j in range(n_ep) for i in range(m)]
+        row_members = np.tile(member_arr, n_ep)
+        batch = run_episodes(envs, _row_wise(act, row_members), raw_state, horizon,
+                             [reset_seeds[first + j] for j in range(n_ep) for _ in range(m)])
         feats, offsets = batch_features(features, batch)
-        for i in range(m):
-            rows = slice(int(offsets[i]), int(offsets[i + 1]))
+        for row in range(n_ep * m):
+            e, i = first + row // m, row % m
+            nonfinite[i] |= bool(batch.nonfinite[row])
+            rows = slice(int(offsets[row]), int(offsets[row + 1]))
             f = {k: v[rows] for k, v in feats.items()}
             succ[i, e] = float(np.any(f[SUCCESS_FEATURE] > 0.5))
             human = f.get(HUMAN_REWARD_FEATURE)
@@ -128,8 +156,8 @@ def evaluate_members(
             start_prog[i, e], closed[i, e] = float(prog[0]), progress_closed(prog)
             if approach_feature is not None:
                 approach[i, e] = progress_closed(f[approach_feature])
-            jerk[i, e] = action_jerk(batch.action[i, batch.valid(i)])
-            length[i, e] = float(batch.lengths[i])
+            jerk[i, e] = action_jerk(batch.action[row, batch.valid(row)])
+            length[i, e] = float(batch.lengths[row])
             fn = rewards[i]
             if fn is None:
                 own_ret[i, e] = float("nan")

@@ -1,0 +1,124 @@
+"""Evaluation episodes stepped together (engine/rollouts/evaluation.py): every member's episodes run in lock step
+with one act call a step, and each MemberEvaluation is the one the episode-at-a-time evaluation gives."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from helpers import point_task
+
+from lares_agent.engine import MemberEvaluation, SACConfig
+from lares_agent.engine.learners.factory import make_population
+from lares_agent.engine.rollouts.episodes import EnvPool
+from lares_agent.engine.rollouts.evaluation import evaluate_members
+from lares_agent.engine.tasks import TaskSpec, get_task
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+class Scaled:
+    """A raw reward with two components, so component statistics are compared too."""
+
+    id, key, complexity = "s", "s", 1.0
+
+    def __call__(self, features: Any) -> np.ndarray:
+        return sum(self.components(features).values())  # type: ignore[return-value]
+
+    def components(self, features: Any) -> dict[str, np.ndarray]:
+        d = np.asarray(features["dist"], np.float64)
+        return {"near": -d, "far": -(d**2)}
+
+
+def same(a: MemberEvaluation, b: MemberEvaluation) -> None:
+    """Every field equal (NaN equal to NaN), the kept rollouts and component statistics included."""
+    for field in dataclasses.fields(MemberEvaluation):
+        x, y = getattr(a, field.name), getattr(b, field.name)
+        if field.name == "rollouts":
+            assert len(x) == len(y)
+            for rx, ry in zip(x, y, strict=True):
+                assert rx.keys() == ry.keys()
+                assert all(np.array_equal(rx[k], ry[k]) for k in rx)
+        elif isinstance(x, float):
+            assert x == y or (np.isnan(x) and np.isnan(y)), field.name
+        else:
+            assert x == y, field.name
+
+
+def sac_act(task: TaskSpec, members: int) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    pop = make_population(SACConfig(hidden=(16, 16)), members, task.obs_dim, task.act_dim, 3, device="cpu")
+    gen = torch.Generator()
+    return lambda obs, m: pop.act(obs, m, True, gen)
+
+
+def evaluate(task: TaskSpec, act: Callable[[np.ndarray, np.ndarray], np.ndarray], members: list[int], episodes: int,
+             max_envs: int, horizon: int | None = None) -> list[MemberEvaluation]:
+    pool = EnvPool(task.make_env, 11)
+    try:
+        return evaluate_members(pool, act, task.raw_state, task.features, members,
+                                [Scaled() if i % 2 and "dist" in task.feature_names else None
+                                 for i in range(len(members))], episodes,
+                                horizon or task.horizon, [100 + 7 * e for e in range(episodes)], task.progress_feature,
+                                keep_rollouts=2,
+                                approach_feature=task.approach_feature or task.progress_feature, max_envs=max_envs)
+    finally:
+        pool.close()
+
+
+def test_every_episode_together_gives_what_one_episode_at_a_time_gives() -> None:
+    task = point_task()
+    act = sac_act(task, 3)
+    members = [2, 0, 1]
+    one_at_a_time = evaluate(task, act, members, 5, max_envs=3)
+    for max_envs in (15, 7, 100):  # all at once, uneven batches (2, 2, 1 episodes), more room than needed
+        for a, b in zip(evaluate(task, act, members, 5, max_envs), one_at_a_time, strict=True):
+            same(a, b)
+    assert [e.member for e in one_at_a_time] == members
+    assert len(one_at_a_time[0].rollouts) == 2 and one_at_a_time[1].component_stats
+
+
+def test_one_act_call_a_step_over_every_members_episodes() -> None:
+    task = point_task()
+    inner = sac_act(task, 2)
+    rows: list[int] = []
+
+    def act(obs: np.ndarray, m: np.ndarray) -> np.ndarray:
+        rows.append(len(m))
+        return inner(obs, m)
+
+    evaluate(task, act, [0, 1], 4, max_envs=8)
+    assert len(rows) == task.horizon and set(rows) == {8}  # 2 members x 4 episodes, one call a step
+    rows.clear()
+    evaluate(task, act, [0, 1], 4, max_envs=2)
+    assert len(rows) == 4 * task.horizon  # one episode round at a time
+
+
+def test_copies_share_the_construction_seed_and_are_kept() -> None:
+    made: list[int] = []
+
+    def make(seed: int) -> Any:
+        made.append(seed)
+        return point_task().make_env(seed)
+
+    pool = EnvPool(make, 5)
+    first = pool.copies(2, 3)
+    assert made == [5, 6, 5, 5, 6, 6]
+    assert first[0][0] is pool.get(1)[0]
+    again = pool.copies(2, 2)
+    assert made == [5, 6, 5, 5, 6, 6] and again[1] == first[1][:2]  # nothing built twice
+    pool.close()
+
+
+@pytest.mark.slow
+def test_metaworld_episodes_together_match_one_at_a_time() -> None:
+    """MetaWorld draws an episode's goal from its env's construction seed as well as the reset seed: each member's
+    episodes must run on envs built like its own."""
+    task = get_task("reach-v3")
+    act = sac_act(task, 2)
+    for a, b in zip(evaluate(task, act, [0, 1], 2, max_envs=4, horizon=25),
+                    evaluate(task, act, [0, 1], 2, max_envs=2, horizon=25), strict=True):
+        same(a, b)
