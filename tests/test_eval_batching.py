@@ -5,18 +5,20 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import torch
-from helpers import point_task
+from helpers import flat_config, point_task
 
-from lares_agent.engine import MemberEvaluation, SACConfig
+from lares_agent.engine import MemberEvaluation, SACConfig, make_engine
 from lares_agent.engine.learners.factory import make_population
 from lares_agent.engine.rollouts.episodes import EnvPool
 from lares_agent.engine.rollouts.evaluation import evaluate_members
 from lares_agent.engine.tasks import TaskSpec, get_task
+from lares_agent.rewards import compile_record
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -122,3 +124,22 @@ def test_metaworld_episodes_together_match_one_at_a_time() -> None:
     for a, b in zip(evaluate(task, act, [0, 1], 2, max_envs=4, horizon=25),
                     evaluate(task, act, [0, 1], 2, max_envs=2, horizon=25), strict=True):
         same(a, b)
+
+
+def test_run_timing_splits_evaluation_relabel_warm_up_and_records(tmp_path: Path) -> None:
+    """The wall-time split a run's ``run_end`` records (benchmarks/trial_cost.py reads it)."""
+    cfg = flat_config(setting="init", population=2, elites=1, total_steps=90, warmup_steps=30, reward_period=45,
+                      eval_every=45, eval_episodes=2, update_eval_episodes=2, handover_episodes=2, buffer_capacity=2000,
+                      seed=1, feature_sample=50, sac=SACConfig(hidden=(8, 8), batch_size=8, utd_ratio=0.25))
+    task = point_task()
+    fixed = [compile_record({"id": f"r{i}", "components": {"near": f"-{i + 1} * dist"}, "rationale": ""}, task)
+             for i in range(4)]
+    engine = make_engine(task, cfg, fixed[:2], lambda ctx: fixed[2 : 2 + len(ctx.refill)], tmp_path)
+    try:
+        engine.run()
+        timing = engine.timing
+    finally:
+        engine.close()
+    assert {"sim_s", "learn_s", "eval_s", "warmup_s", "relabel_s", "handover_s", "records_s"} <= timing.keys()
+    assert 0 < timing["eval_s"] < timing["sim_s"]  # evaluation episodes are part of the episodes' time
+    assert min(timing["warmup_s"], timing["relabel_s"], timing["records_s"]) > 0

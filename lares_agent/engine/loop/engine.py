@@ -90,6 +90,7 @@ class LaResEngine:
         self.abandoned: int | None = None
         """The round given up because the run was asked to stop (None: none); no checkpoint is written after it."""
         self._start = time.monotonic()
+        self._records_s = 0.0  # writing checkpoints and policy files, this session
 
     # ------------------------------------------------------------------ views
     @property
@@ -130,9 +131,10 @@ class LaResEngine:
 
     @property
     def timing(self) -> dict[str, float]:
-        """The population's wall seconds by activity this session, and the hand-over's replays' (``handover_s``,
-        when on); ``run_end`` records them."""
-        return {**self.population.timing, **({"handover_s": self.handover.seconds} if self.handover.episodes else {})}
+        """The population's wall seconds by activity this session, the hand-over's replays' (``handover_s``,
+        when on) and writing checkpoints and policy files (``records_s``); ``run_end`` records them."""
+        return {**self.population.timing, **({"handover_s": self.handover.seconds} if self.handover.episodes else {}),
+                "records_s": self._records_s}
 
     # ------------------------------------------------------------------ driving
     def run(
@@ -433,7 +435,11 @@ class LaResEngine:
         None, writing nothing, once a round was abandoned (:meth:`_abandon`)."""
         if self.abandoned is not None:
             return None
-        return self.log.checkpoint(self.state_dict, name, self.counters)
+        began = time.monotonic()
+        try:
+            return self.log.checkpoint(self.state_dict, name, self.counters)
+        finally:
+            self._records_s += time.monotonic() - began
 
     def _policy_state(self) -> dict[str, Any]:
         """What policy files are cut from (``policy_artefact.artefact_from_state``)."""
@@ -461,9 +467,13 @@ class LaResEngine:
         low, high = self.population.action_box()
         ids = [fn.id for fn in self.rewards[: self.num_ranked]]
         chosen = handover.chosen if handover is not None else self.best_slot
-        return write_policies(RunLayout(self.run_dir), name, self._policy_state(), chosen, low, high, ids, every_slot,
-                              members=self.population.leaders,
-                              extra=handover.policy_fields() if handover is not None else None)
+        began = time.monotonic()
+        try:
+            return write_policies(RunLayout(self.run_dir), name, self._policy_state(), chosen, low, high, ids,
+                                  every_slot, members=self.population.leaders,
+                                  extra=handover.policy_fields() if handover is not None else None)
+        finally:
+            self._records_s += time.monotonic() - began
 
     def close(self) -> None:
         """Let the proposal worker go, close the population's environments and the log."""

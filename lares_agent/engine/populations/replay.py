@@ -119,7 +119,7 @@ class ReplayPopulation:
         self.quarantined_learners: set[int] = set()
         self.acted = np.zeros(self.num_learners, np.int64)
         self.loss_sum = {key: np.zeros(self.num_learners) for key in LOSS_KEYS}
-        self.seconds = {"sim_s": 0.0, "learn_s": 0.0}
+        self.seconds = {"sim_s": 0.0, "learn_s": 0.0, "eval_s": 0.0, "warmup_s": 0.0, "relabel_s": 0.0}
         self._loss_reason = f"non-finite {LEARNER_NAMES[self.replay.learner]} loss"
 
     def _extra_rank(self) -> list[list[int]]:
@@ -134,8 +134,9 @@ class ReplayPopulation:
 
     @property
     def timing(self) -> dict[str, float]:
-        """Wall seconds this session in episodes (training and evaluation: ``sim_s``) and in learner updates
-        (``learn_s``)."""
+        """Wall seconds this session in episodes (training and evaluation: ``sim_s``; ``eval_s`` the evaluations'
+        part of it), in learner updates (``learn_s``), in the warm-up's random episodes and first labels
+        (``warmup_s``) and in labelling reward columns at updates (``relabel_s``: relabel and rescale)."""
         return dict(self.seconds)
 
     def quarantined(self, slot: int) -> bool:
@@ -160,6 +161,7 @@ class ReplayPopulation:
         learners are quarantined until the next update."""
         if self.counters.warmed_up:
             return
+        began = time.monotonic()
         stored, counter = 0, 0
         act = uniform_actions(self.rng, self.act_dim)
         while stored < self.replay.warmup_steps:
@@ -191,6 +193,7 @@ class ReplayPopulation:
                 self._quarantine(learner, f"initial reward rejected; sharing slot {donors[0]}'s reward until the "
                                           "next update", 0)
         self.counters.warmed_up = True
+        self.seconds["warmup_s"] += time.monotonic() - began
         self.event({"event": "warmup", "steps": stored, "rewards": [fn.id for fn in rewards],
                     "device": str(self.device), **({"reward_gain": gains} if gains else {})})
 
@@ -309,6 +312,7 @@ class ReplayPopulation:
             if ev.nonfinite:
                 self._quarantine(ev.member, "non-finite actions or reward during evaluation", env_steps)
         self.seconds["sim_s"] += time.monotonic() - start
+        self.seconds["eval_s"] += time.monotonic() - start
         out = self.quarantined_learners.__contains__
         if update:
             use_task_return, rule = self._grading
@@ -330,9 +334,13 @@ class ReplayPopulation:
     def install(self, slot: int, fn: RewardFunction, best: int) -> Mapping[str, float]:
         """Relabel the slot's column with ``fn`` (over the whole buffer unless the no-relabel ablation), scaled
         to the best slot's column; the buffer raises RewardColumnError for a constant or non-finite column."""
-        affine = self.buffer.set_column(slot, fn, reference=best if self.replay.scale_to_best else None,
-                                        relabel=self.replay.relabel,
-                                        normalisation=self.replay.reward_normalisation)
+        began = time.monotonic()
+        try:
+            affine = self.buffer.set_column(slot, fn, reference=best if self.replay.scale_to_best else None,
+                                            relabel=self.replay.relabel,
+                                            normalisation=self.replay.reward_normalisation)
+        finally:
+            self.seconds["relabel_s"] += time.monotonic() - began
         return {"scale": affine.scale, "shift": affine.shift}
 
     def reward_nonfinite(self, slot: int, evaluation: MemberEvaluation) -> bool:
