@@ -29,7 +29,8 @@ WITH_HUMAN = "point-with-human-v0"
 @pytest.fixture
 def tasks() -> Iterator[tuple[TaskSpec, TaskSpec]]:
     """Two registered point tasks, one without a human reward."""
-    specs = (point_task(name=NO_HUMAN, has_human_reward=False), point_task(name=WITH_HUMAN))
+    specs = (point_task(name=NO_HUMAN, has_human_reward=False),
+             point_task(name=WITH_HUMAN, human_components=(("reward", "-dist"),)))  # written: auto runs init
     for spec in specs:
         register_task(spec, replace=True)
     try:
@@ -89,6 +90,8 @@ def test_auto_setting_is_init_where_the_task_has_a_human_reward(tasks: Any) -> N
     assert cfg.setting == "auto"
     assert resolved_for_task(cfg, has_human_reward=True).setting == "init"
     assert resolved_for_task(cfg, has_human_reward=False).setting == "scratch"
+    # a reward of code only: init would show the LLM no expression to refine
+    assert resolved_for_task(cfg, has_human_reward=True, has_expression=False).setting == "scratch"
     for setting in ("scratch", "init", "baseline"):
         assert resolved_for_task(SearchConfig(setting=setting), has_human_reward=True).setting == setting
     # the engine gets one setting, the one the task decides

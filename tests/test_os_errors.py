@@ -65,9 +65,9 @@ def test_a_failed_append_leaves_no_half_line(tmp_path: Path, monkeypatch: pytest
     assert [r["env_steps"] for r in read_jsonl(path)] == [1, 3]
 
 
-def _one_line(result: Any, *fragments: str) -> None:
+def _one_line(result: Any, *fragments: str, code: int = 1) -> None:
     lines = [line for line in result.output.splitlines() if line.strip()]
-    assert result.exit_code == 1 and len(lines) == 1 and lines[0].startswith("error: "), result.output
+    assert result.exit_code == code and len(lines) == 1 and lines[0].startswith("error: "), result.output
     for fragment in fragments:
         assert fragment in lines[0], lines[0]
 
@@ -103,7 +103,7 @@ def test_bad_input_files_are_named(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         (tmp_path / "me.md").write_bytes(b"# Me\n\x89PNG\r\n\x1a\n\xff\xfe\x00")
         args, fragments = ["--persona", "me.md"], ("me.md", "not UTF-8 text")
     result = CliRunner().invoke(app, ["run", *SMALL, "--run-dir", str(runs), *args], env={"LARES_HOME": str(tmp_path)})
-    _one_line(result, *fragments)
+    _one_line(result, *fragments, code=2 if kind == "directory" else 1)  # a folder is a wrong option, told at once
     assert not runs.exists()
 
 

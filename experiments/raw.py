@@ -1,0 +1,97 @@
+"""A study's raw runs, packed: every `runs/` folder under `experiments/<study>/` in one `runs.tar.xz` beside them.
+
+    python experiments/raw.py unpack evidence            # experiments/evidence/runs/, retrain/*/runs/, ... (git ignores them)
+    python experiments/raw.py unpack evidence DEST       # the same folders under DEST instead
+    python experiments/raw.py pack evidence              # after a study adds runs: rewrite its archive
+    python experiments/raw.py list                       # the studies with an archive
+
+The scripts of a study (`updates.py`, `handover_rule.py`, `lares report --sweep ...`) read the unpacked folders,
+so unpack first. An archive is deterministic (names sorted, times and owners zeroed), so packing the same runs
+again gives the same bytes and git stores no change.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import lzma
+import tarfile
+from collections.abc import Sequence
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ARCHIVE = "runs.tar.xz"
+
+
+def archive_of(study: str) -> Path:
+    return HERE / study / ARCHIVE
+
+
+def raw_files(folder: Path) -> list[Path]:
+    """Every file inside a `runs/` folder below `folder`, relative to it, sorted."""
+    found = {p.relative_to(folder) for runs in folder.rglob("runs") if runs.is_dir() for p in runs.rglob("*")
+             if p.is_file() and "__pycache__" not in p.parts}
+    return sorted(found)
+
+
+def pack(folder: Path, archive: Path) -> int:
+    """Write every raw-run file below `folder` into `archive` (xz, deterministic); the number of files."""
+    files = raw_files(folder)
+    if not files:
+        raise SystemExit(f"{folder}: no runs/ folder to pack")
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for rel in files:
+            data = (folder / rel).read_bytes()
+            info = tarfile.TarInfo(rel.as_posix())
+            info.size, info.mtime, info.mode = len(data), 0, 0o644
+            tar.addfile(info, io.BytesIO(data))
+    archive.write_bytes(lzma.compress(buffer.getvalue(), preset=9 | lzma.PRESET_EXTREME))
+    return len(files)
+
+
+def unpack(archive: Path, dest: Path) -> list[Path]:
+    """Extract `archive` under `dest` (regular files only, no path outside it); the files written."""
+    written = []
+    with tarfile.open(archive, mode="r:xz") as tar:
+        for member in tar.getmembers():
+            if not member.isfile():
+                continue
+            target = (dest / member.name).resolve()
+            if not target.is_relative_to(dest.resolve()):
+                raise SystemExit(f"{archive}: {member.name} points outside {dest}")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            source = tar.extractfile(member)
+            assert source is not None
+            target.write_bytes(source.read())
+            written.append(target)
+    return written
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("unpack", help="extract a study's raw runs (into its folder, or DEST)")
+    up.add_argument("study")
+    up.add_argument("dest", nargs="?", type=Path)
+    down = sub.add_parser("pack", help="rewrite a study's archive from its runs/ folders")
+    down.add_argument("study")
+    sub.add_parser("list", help="the studies with an archive")
+    args = parser.parse_args(argv)
+    if args.command == "list":
+        for path in sorted(HERE.glob(f"*/{ARCHIVE}")):
+            print(path.parent.name)
+        return 0
+    archive = archive_of(args.study)
+    if args.command == "pack":
+        print(f"{archive}: {pack(HERE / args.study, archive)} files")
+        return 0
+    if not archive.is_file():
+        raise SystemExit(f"no {archive}; the studies with raw runs: `python experiments/raw.py list`")
+    dest = args.dest or HERE / args.study
+    print(f"{len(unpack(archive, dest))} files under {dest}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
