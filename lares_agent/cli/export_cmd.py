@@ -15,6 +15,7 @@ from lares_agent.errors import LaresError
 if TYPE_CHECKING:
     from lares_agent.engine.tasks import TaskSpec
     from lares_agent.rewards import ParsedReward
+    from lares_agent.rewards.export_potential import PotentialForm
 
 FORMATS = ("python", "json", "latex")
 
@@ -96,7 +97,11 @@ def export_command(
         record = {"components": dict(candidate.components), "rationale": candidate.rationale}
         fitness = candidate.fitness
     parsed = parse_candidate(record, allowed_features(spec))
-    _write(parsed, spec, reward, why, format, out, {"selected": why, "fitness": fitness})
+    from lares_agent.rewards.export_potential import potential_forms
+
+    form = potential_forms(data.events).get(reward)  # `--shaping potential`: the reward is a potential's shaping
+    extra = {"selected": why, "fitness": fitness, **({"shaping": "potential", **vars(form)} if form else {})}
+    _write(parsed, spec, reward, why, format, out, extra, potential=form)
 
 
 def _write_own(spec: TaskSpec, why: str, format: str, out: Path | None, extra: dict[str, object],
@@ -112,8 +117,9 @@ def _write_own(spec: TaskSpec, why: str, format: str, out: Path | None, extra: d
 
 
 def _write(parsed: ParsedReward, spec: TaskSpec, reward: str, why: str, format: str, out: Path | None,
-           extra: dict[str, object]) -> None:
-    """The reward in `format`, to `out` or stdout."""
+           extra: dict[str, object], potential: PotentialForm | None = None) -> None:
+    """The reward in `format`, to `out` or stdout; `potential`: it is a potential and how it shaped its base (the
+    python module computes the shaped reward, the JSON says so, the LaTeX is Phi's)."""
     from lares_agent.rewards.export import ExportedFeature, candidate_document, latex_document, python_module
 
     if format == "python":
@@ -123,7 +129,7 @@ def _write(parsed: ParsedReward, spec: TaskSpec, reward: str, why: str, format: 
         heading = (f"The own reward of task {spec.name}, written as a lares reward expression ({reward})."
                    if extra.get("human") else None)
         text = python_module(parsed, features, reward_id=reward, task=spec.name, feature_code=feature_code(spec),
-                             feature_kind=FEATURE_CODE_KIND, heading=heading)
+                             feature_kind=FEATURE_CODE_KIND, heading=heading, potential=potential)
     elif format == "json":
         text = candidate_document(parsed, reward, spec.name, extra)
     else:

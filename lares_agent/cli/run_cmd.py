@@ -229,6 +229,11 @@ def run_command(
         "to write the task's own reward (start distances, the designer's weighted errors, finger-pad gaps; "
         "docs/scratch-features.md). Default off: every task's scratch setting holds its generic features only. "
         "The init setting always offers them.")] = None,
+    shaping: Annotated[str, typer.Option(
+        help="additive: the LLM writes the reward (LaRes); potential: it writes a potential Phi of the state (higher "
+             "closer to solving the task) and the learners train on the task's success indicator (with init: its "
+             "own reward) plus gamma*Phi(s') - Phi(s), which leaves the best policy unchanged (Ng, Harada and "
+             "Russell 1999; --learner sac or crossq).")] = "additive",
     personas: Annotated[str | None, typer.Option(
         help="Critic ensemble: persona names or files separated by commas; defects are merged by vote.")] = None,
     reward_normalisation: Annotated[str, typer.Option(

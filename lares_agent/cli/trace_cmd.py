@@ -42,14 +42,16 @@ def trace_command(
     if candidate is not None:
         lineage = trace.lineage(candidate)
         if json:
-            typer.echo(_json.dumps({"run": str(trace.root), "candidate": lineage.to_json()}, indent=2, default=str))
+            typer.echo(_json.dumps({"run": str(trace.root), "candidate": lineage.to_json(),
+                                    "form": trace.form(candidate)}, indent=2, default=str))
         else:
-            _show_lineage(lineage)
+            _show_lineage(lineage, trace.form(candidate))
         return
     steps = trace.select(node=node, round=round)
     if json:
         payload = {
             "run": str(trace.root), "task": trace.task, "persona": trace.persona, "llm_backend": trace.llm_backend,
+            "shaping": trace.shaping, "potentials": trace.potentials,
             "rounds": list(trace.rounds), "steps": [asdict(s) for s in steps],
             "candidates": [asdict(c) for c in trace.candidates.values()
                            if round is None or c.round == round],
@@ -162,7 +164,9 @@ def _show_candidates(console: Any, trace: Any) -> None:
     accepted = [c for c in trace.candidates.values() if c.verdict == "accepted"]
     if not accepted:
         return
-    console.print(Text("accepted candidates:"))
+    console.print(Text("accepted candidates:" if trace.shaping != "potential" else
+                       "accepted candidates (potentials: the learners trained on the base reward plus "
+                       "gamma*Phi(s') - Phi(s); --candidate ID says more):"))
     wrap = textwrap.TextWrapper(width=max(40, min(console.width, 120)) - 1, initial_indent="    ",
                                 subsequent_indent="      ")
     for c in accepted:
@@ -244,7 +248,7 @@ def _show_call(console: Any, call: Any) -> None:
         console.print(Text(f"[answer]\n{_cut(call.answer)}"))
 
 
-def _show_lineage(lineage: Any) -> None:
+def _show_lineage(lineage: Any, form: str) -> None:
     from rich.text import Text
 
     console = _console()
@@ -254,6 +258,7 @@ def _show_lineage(lineage: Any) -> None:
         f"round {c.round}, try {c.attempt}, slot {c.slot if c.slot is not None else '-'}, complexity "
         f"{c.complexity if c.complexity is not None else '-'}",
         f"components: {_components(c.components)}",
+        f"form: {form}",
         f"rationale: {c.rationale or '-'}",
     ]
     for e in c.evaluations:

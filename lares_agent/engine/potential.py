@@ -33,13 +33,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal, get_args
 
 import numpy as np
 
 from lares_agent.engine.contracts import RewardFunction
 
-__all__ = ["FIRST_STEP", "PREV_PREFIX", "TERMINATED", "PotentialReward", "is_potential"]
+__all__ = ["FIRST_STEP", "PREV_PREFIX", "SHAPINGS", "TERMINATED", "PotentialReward", "Shaping", "is_potential"]
+
+Shaping = Literal["additive", "potential"]
+"""What the LLM's reward is (`--shaping`): "additive", the reward itself (LaRes); "potential", a Phi that shapes a
+base reward (this module)."""
+SHAPINGS: tuple[Shaping, ...] = get_args(Shaping)
 
 PREV_PREFIX = "prev:"
 """``prev:<name>``: the feature at the same episode's previous row (the state s the step left), as the buffer hands

@@ -44,7 +44,7 @@ def fitted_system(ctx: RunContext) -> str:
     text = ""
     for detail in range(MAX_DETAIL + 1):
         text = system_text(ctx.task, ctx.offered_features(), ctx.limits.checks.limits.max_components,
-                           ctx.limits.task_examples, ctx.human_reward, detail)
+                           ctx.limits.task_examples, ctx.human_reward, detail, ctx.limits.shaping)
         if window is None:
             return text
         size = window.size or 0

@@ -14,6 +14,7 @@ from typing import Literal, Protocol, get_args
 
 import numpy as np
 
+from lares_agent.engine.potential import SHAPINGS, Shaping
 from lares_agent.errors import ConfigError
 from lares_agent.llm.client import LLMClient
 from lares_agent.memory.cases import CaseStore
@@ -89,7 +90,7 @@ class GraphLimits:
     random_edits: bool = False
     mutation_sigma: float = 0.5  # children's constants times exp(N(0, sigma))
     # rank valid candidates by the proxy; False (default): keep them in proposal order, the proxy only logged, as the
-    # runs show no signal in it (benchmarks/prescreen_signal.py, docs/RESULTS.md)
+    # runs show no signal in it (experiments/sample_efficiency/prescreen_signal.py, docs/RESULTS.md)
     prescreen: bool = False
     seed: int = 0  # the children's randomness (with the round and attempt)
     # "facts": analyse states the computed facts and critique the computed defects, no LLM call; "llm": the model
@@ -100,6 +101,9 @@ class GraphLimits:
     # False (default): every task's scratch setting holds its generic features only (docs/scratch-features.md).
     # The init setting always offers them: the reward it refines reads them.
     designer_features: bool = False
+    # "potential" (`--shaping potential`): the LLM writes a potential Phi of the state (its own system prompt, no
+    # action features offered or accepted) that shapes a base reward (engine/potential.py)
+    shaping: Shaping = "additive"
 
     def __post_init__(self) -> None:
         if self.retry_budget < 0 or self.per_call < 1 or self.max_calls_per_pass < 1:
@@ -111,6 +115,8 @@ class GraphLimits:
         if self.analysis not in ANALYSIS_MODES:
             raise ConfigError(f"GraphLimits: analysis must be one of {', '.join(ANALYSIS_MODES)}, "
                               f"not {self.analysis!r}")
+        if self.shaping not in SHAPINGS:
+            raise ConfigError(f"GraphLimits: shaping must be one of {', '.join(SHAPINGS)}, not {self.shaping!r}")
         if self.task_examples not in TASK_EXAMPLE_MODES:
             raise ConfigError(f"GraphLimits: task_examples must be one of {', '.join(TASK_EXAMPLE_MODES)}, "
                               f"not {self.task_examples!r}")
@@ -148,7 +154,8 @@ class RunContext:
 
     def offered_features(self) -> tuple[str, ...]:
         """The features the prompts list and the grammar lets an answer name (`rewards.prompt_features`)."""
-        return prompt_features(self.task, designer=self.offers_designer_features)
+        return prompt_features(self.task, designer=self.offers_designer_features,
+                               state_only=self.limits.shaping == "potential")
 
     def hidden_names(self) -> frozenset[str]:
         """The names an answer may not use because they are the designer's: the task's designer features where
@@ -160,8 +167,9 @@ class RunContext:
     @property
     def checks(self) -> CheckConfig:
         """The validator's settings for this run's candidates: `limits.checks`, refusing the designer's features
-        where they are not offered."""
-        return replace(self.limits.checks, designer_features=self.offers_designer_features)
+        where they are not offered and the action's features in a potential."""
+        return replace(self.limits.checks, designer_features=self.offers_designer_features,
+                       state_only=self.limits.shaping == "potential")
 
     @property
     def critic_personas(self) -> tuple[Persona, ...]:

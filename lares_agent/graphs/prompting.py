@@ -14,9 +14,10 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
+from lares_agent.engine.potential import Shaping
 from lares_agent.graphs.context import GraphTask, TaskExampleMode
 from lares_agent.graphs.state import CandidateRecord, EliteInfo
-from lares_agent.prompts.loader import Persona, render
+from lares_agent.prompts.loader import Persona, load_template
 
 __all__ = [
     "FUNCTION_TABLE",
@@ -123,8 +124,13 @@ MAX_DETAIL = 3
 MEANING_CHARS = 40  # a feature's meaning at detail 2
 
 
+POTENTIAL_BLOCKS = BUILDING_BLOCKS.rsplit("\n", 1)[0].replace("Building blocks", "Building blocks of a potential")
+"""`BUILDING_BLOCKS` for a potential: the same shapes, without the effort costs (a potential reads no action)."""
+
+
 def system_text(task: GraphTask, feature_names: Sequence[str], max_components: int,
-                examples: TaskExampleMode = "none", human: Mapping[str, str] | None = None, detail: int = 0) -> str:
+                examples: TaskExampleMode = "none", human: Mapping[str, str] | None = None, detail: int = 0,
+                shaping: Shaping = "additive") -> str:
     """The fixed system message of a run: identical across nodes, calls and personas, so llama.cpp caches it (the
     persona goes into the user message, `persona_text`). ``examples`` (`GraphLimits.task_examples`): "none" shows
     the building blocks and no example answer, so that what the model writes is not a copy of ours (the template's
@@ -134,18 +140,31 @@ def system_text(task: GraphTask, feature_names: Sequence[str], max_components: i
 
     ``detail`` shortens it for a small context (`graphs/budget.py` picks it), keeping the task, the features and
     the rules: 1 leaves out the building blocks and the other task's example, 2 also cuts each feature's meaning to
-    `MEANING_CHARS`, 3 leaves the meanings and this task's example answers out (the task's own reward stays)."""
+    `MEANING_CHARS`, 3 leaves the meanings and this task's example answers out (the task's own reward stays).
+
+    ``shaping`` "potential" (`GraphLimits.shaping`): the system_potential template, which asks for a potential of the
+    state (higher closer to solving the task) shaping the base reward it names (engine/potential.py): the task's
+    own reward with init (shown as the base, whose terms may serve as a potential), else its success indicator."""
     approach = task.approach_feature if task.approach_feature in feature_names else None
+    potential = shaping == "potential"
+    blocks = POTENTIAL_BLOCKS if potential else BUILDING_BLOCKS
     if human is not None:
-        shown = ("The task's own reward, written by its designer (the starting point: refine it):\n"
+        label = ("the base reward your potential shapes; its terms may serve as a potential too" if potential
+                 else "the starting point: refine it")
+        shown = (f"The task's own reward, written by its designer ({label}):\n"
                  + _example(human, "the designer's reward"))
     elif examples == "own" and detail < MAX_DETAIL:
         shown = "For this task:\n" + task_examples(task.progress_feature, approach)
     else:
-        shown = "None for this task: build its reward from its own features." + ("\n" + BUILDING_BLOCKS) * (detail < 1)
+        what = "potential" if potential else "reward"
+        shown = f"None for this task: build its {what} from its own features." + ("\n" + blocks) * (detail < 1)
     meaning_chars = None if detail < 2 else MEANING_CHARS if detail == 2 else 0
-    text = render(
-        "system",
+    extra: dict[str, object] = {}
+    if potential:
+        extra["base_reward"] = ("the task's own reward, shown below" if human is not None
+                                else "1 on every step where the task's success test holds, else 0")
+    text = load_template("system_potential" if potential else "system").render(dict(
+        **extra,
         task_name=task.name,
         task_description=" ".join(str(task.description).split()),
         horizon=task.horizon,
@@ -155,7 +174,7 @@ def system_text(task: GraphTask, feature_names: Sequence[str], max_components: i
         feature_table=feature_table(task, feature_names, meaning_chars),
         max_components=max_components,
         function_table=FUNCTION_TABLE,
-    )
+    ))
     return text if detail < 1 and examples != "none" else text.split(OTHER_TASK_EXAMPLE)[0] + "\n"
 
 

@@ -100,6 +100,7 @@ def _summary_rows(s: RunSummary) -> list[tuple[str, str, str]]:
          f"{s.prompt_tokens + s.completion_tokens}"),
         ("llm_calls", "LLM calls / seconds", f"{s.llm_calls} / {s.llm_seconds:.1f} s"),
         ("candidates", "candidates accepted / rejected", f"{s.n_accepted} / {s.n_rejected}"),
+        ("shaping", "reward form (--shaping)", s.shaping or "–"),
         ("best_reward", "best reward", s.best_reward_id or "–"),
         ("handed_over", "policy handed over (trained on)", s.handed_over or "–"),
         ("handover", "hand-over: top learners replayed on fresh episodes", s.handover or "– (the one ranked first)"),

@@ -102,6 +102,8 @@ class RunSummary:
     handover: str = ""
     """How the newest policy handed over was chosen: each candidate's success on the fresh episodes and which won
     (`runs/handover.py`; empty where the run handed over the policy ranked first)."""
+    shaping: str = ""
+    """What form the searched rewards have, in words (`reward_form`)."""
 
 
 def _holders_from(ev: Evaluation) -> dict[int, str]:
@@ -296,7 +298,22 @@ def summarize(run: RunData) -> RunSummary:
         final_human_success=_last_finite(run.human_series("success")[1]),
         handed_over=handed_over(run),
         handover=_handover(run),
+        shaping=reward_form(run),
     )
+
+
+def reward_form(run: RunData) -> str:
+    """What the LLM's rewards are (config.json `shaping`): the rewards themselves, or potentials shaping a base reward
+    as gamma*Phi(s') - Phi(s) (engine/potential.py), with the base and gamma of their `potential` events."""
+    if run.setting == "baseline":
+        return "–"
+    if run.config.get("shaping") != "potential":
+        return "additive: the LLM writes the reward"
+    shaped = [e for e in run.events if e.event == "potential"]
+    bases = sorted({str(e.get("base")) for e in shaped})
+    gammas = sorted({str(e.get("gamma")) for e in shaped})
+    return ("potential: the LLM writes Phi; the learners train on the base reward "
+            f"({', '.join(bases) or '?'}) + gamma*Phi(s') - Phi(s), gamma {', '.join(gammas) or '?'}")
 
 
 def _handover(run: RunData) -> str:
@@ -325,4 +342,6 @@ def handed_over(run: RunData) -> str:
         return ""
     if chosen.reward_id == HUMAN_REWARD_ID:
         return f"the task's own reward ({chosen.why})"
+    if run.config.get("shaping") == "potential":
+        return f"a searched potential, {chosen.reward_id}, shaping the base reward ({chosen.why})"
     return f"a searched reward, {chosen.reward_id} ({chosen.why})"

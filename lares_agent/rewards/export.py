@@ -23,6 +23,7 @@ from sympy.logic.boolalg import BooleanFalse, BooleanTrue
 from lares_agent.rewards import functions as fn
 from lares_agent.rewards import shaping
 from lares_agent.rewards.candidate import ParsedReward, reward_key
+from lares_agent.rewards.export_potential import PotentialForm, potential_source, potential_wrapper
 from lares_agent.rewards.limits import RewardRejected
 
 __all__ = ["ExportedFeature", "candidate_document", "latex_document", "numpy_expression", "python_module"]
@@ -226,11 +227,13 @@ def python_module(
     feature_code: str | None = None,
     feature_kind: str = "",
     heading: str | None = None,
+    potential: PotentialForm | None = None,
 ) -> str:
     """A standalone module (numpy only): one function per component, `components()`, `reward()`, the feature
     docs, the optional feature code (`env_features(env, obs, info, action)`, for a built-in task) and a Gymnasium
     `LaresRewardWrapper`. `heading` replaces the first docstring line (a task's own reward was not found by a
-    search)."""
+    search). `potential`: the components are a potential's (`--shaping potential`), whose sum is `potential_sum`,
+    and `reward` the shaped reward the learners trained on (rewards/export_potential.py)."""
     used = sorted(parsed.features_used)
     known = {f.name: f for f in features}
     bodies: list[str] = []
@@ -260,8 +263,11 @@ def python_module(
     doc = "\n".join([
         heading or f"Reward {reward_id} found by lares-agent on task {task}.",
         "",
+        *([*potential.lines(), ""] if potential is not None else []),
         "Standalone: needs numpy only (gymnasium only for the optional LaresRewardWrapper at the end).",
-        "reward(features) takes {feature name: float64 array [N]} and returns the reward [N], the sum of:",
+        ("potential_sum(features) takes {feature name: float64 array [N]} and returns Phi as written [N], the sum of:"
+         if potential else
+         "reward(features) takes {feature name: float64 array [N]} and returns the reward [N], the sum of:"),
         "",
         *lines,
         "",
@@ -286,22 +292,25 @@ def python_module(
         parts.append("\n# --- helpers: lares' reward functions, inlined ---\n" + _helper_source(frozenset(helpers)))
     parts.append("\n# --- one function per component ---\n" + "\n\n".join(bodies))
     calls = "\n".join(f"        {n!r}: component_{n}(features)," for n in parsed.components)
+    total, what = ("potential_sum", "The potential as written") if potential else ("reward", "The total reward")
     parts.append(
         "\ndef components(features):\n"
         '    """Each component of the reward: {name: float64 array [N]}."""\n'
         f"    return {{\n{calls}\n    }}\n"
-        "\n\ndef reward(features: dict[str, np.ndarray]) -> np.ndarray:\n"
-        '    """The total reward [N]: the sum of the components."""\n'
+        f"\n\ndef {total}(features: dict[str, np.ndarray]) -> np.ndarray:\n"
+        f'    """{what} [N]: the sum of the components."""\n'
         "    parts = components(features)\n"
         "    total = np.zeros(np.shape(next(iter(parts.values()))), dtype=np.float64)\n"
         "    for part in parts.values():\n"
         "        total += part\n"
         "    return total\n"
     )
+    if potential is not None:
+        parts.append(potential_source(potential))
     if feature_code:
         _check_no_clash("\n".join(parts), feature_code)
         parts.append(f"\n# --- the features from the environment: {feature_kind} ---\n{feature_code}")
-    parts.append(_WRAPPER)
+    parts.append(_WRAPPER if potential is None else potential_wrapper(_WRAPPER))
     source = "\n".join(parts)
     return source if "math." in source.replace("import math", "") else source.replace("import math\n\n", "")
 

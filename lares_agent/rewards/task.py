@@ -10,10 +10,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 __all__ = [
+    "ACTION_FEATURES",
     "HUMAN_EXPR_ID",
     "HUMAN_REWARD_FEATURE",
     "RewardTask",
     "TaskFeature",
+    "action_features",
     "allowed_features",
     "designer_features",
     "human_components",
@@ -25,6 +27,10 @@ __all__ = [
 # The feature under which a task exposes its own reward (engine/contracts.py names it the same): a candidate
 # never reads it, or the LLM would copy the human reward it must not see in the from-scratch setting.
 HUMAN_REWARD_FEATURE = "human_reward"
+
+ACTION_FEATURES = ("action_norm", "gripper_command")
+"""Features the built-in tasks compute from the step's action, not from the state it reached: a potential, a
+function of the state (engine/potential.py), never reads them."""
 
 HUMAN_EXPR_ID = "human-expr"
 """The id of the task's own reward written as an expression (`human_record`), as records and exports name it."""
@@ -82,10 +88,16 @@ def designer_features(task: object) -> frozenset[str]:
     return frozenset(str(n) for n in getattr(task, "designer_features", ()) or ())
 
 
-def prompt_features(task: RewardTask, designer: bool = True) -> tuple[str, ...]:
-    """The features the LLM is shown and its answers may name: the allowed ones less the offstage ones, and less
-    the designer's where `designer` is False (from scratch)."""
+def action_features(task: RewardTask) -> frozenset[str]:
+    """The task's features read from the action (`ACTION_FEATURES`, those it has)."""
+    return frozenset(ACTION_FEATURES) & set(allowed_features(task))
+
+
+def prompt_features(task: RewardTask, designer: bool = True, state_only: bool = False) -> tuple[str, ...]:
+    """The features the LLM is shown and its answers may name: the allowed ones less the offstage ones, less the
+    designer's where `designer` is False (from scratch), and less the action's where `state_only` (a potential)."""
     hidden = offstage_features(task) | (frozenset() if designer else designer_features(task))
+    hidden |= action_features(task) if state_only else frozenset()
     return tuple(n for n in allowed_features(task) if n not in hidden)
 
 

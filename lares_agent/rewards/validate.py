@@ -24,7 +24,9 @@ unbounded regeneration loop, docs/lares-reference.md §12 item 28):
    test_approach_check.py checks every built-in one).
 
 After 1, a candidate that names a feature the task marks as its designer's (`TaskSpec.designer_features`) is
-rejected where `CheckConfig.designer_features` is off (the scratch setting, docs/scratch-features.md).
+rejected where `CheckConfig.designer_features` is off (the scratch setting, docs/scratch-features.md), and one that
+reads the step's action (`rewards.task.ACTION_FEATURES`) where `CheckConfig.state_only` is on: a potential
+(`--shaping potential`, engine/potential.py) is a function of the state.
 
 Between 5 and 6, a term that reads only features the task declares offstage (reach-v3's puck) is rejected: the
 object is in the scene but not in the task, so such a term is constant on the robot's runs and pays nothing (a
@@ -62,6 +64,7 @@ from lares_agent.rewards.limits import Limits, RewardRejected
 from lares_agent.rewards.numeric import NumericThresholds, check_numeric
 from lares_agent.rewards.task import (
     RewardTask,
+    action_features,
     allowed_features,
     designer_features,
     human_components,
@@ -85,6 +88,8 @@ class CheckConfig:
     repair_sign: bool = True  # negate a component that only grows with the progress distance (module docstring)
     # False (from scratch): a candidate naming a feature made to write the task's own reward is rejected
     designer_features: bool = True
+    # True (a potential, `--shaping potential`): a candidate reading the step's action is rejected
+    state_only: bool = False
     limits: Limits = field(default_factory=Limits)
     weights: ComplexityWeights = field(default_factory=ComplexityWeights)
     thresholds: NumericThresholds = field(default_factory=NumericThresholds)
@@ -187,6 +192,17 @@ def _designer_reason(parsed: ParsedReward, task: RewardTask) -> str | None:
         if used:
             return (f"component '{name}' reads {', '.join(used)}: made to write the task's own reward (the "
                     "designer's features), which a reward from scratch does not use; use the listed features")
+    return None
+
+
+def _action_reason(parsed: ParsedReward, task: RewardTask) -> str | None:
+    """The first component that reads the step's action (`rewards.task.action_features`), as a reason."""
+    hidden = action_features(task)
+    for name, expr in parsed.components.items():
+        used = sorted({str(s) for s in expr.free_symbols} & hidden)
+        if used:
+            return (f"component '{name}' reads {', '.join(used)}, which the action sets: a potential is a function "
+                    "of the state alone; use the state's features")
     return None
 
 
@@ -345,6 +361,10 @@ def validate(
     canonical = dict(parsed.canonical)
     if not config.designer_features:
         reason = _designer_reason(parsed, task)
+        if reason is not None:
+            return Verdict(False, reason, parsed.complexity, canonical, key=key)
+    if config.state_only:
+        reason = _action_reason(parsed, task)
         if reason is not None:
             return Verdict(False, reason, parsed.complexity, canonical, key=key)
     human_parsed = _human_parsed(task, config)

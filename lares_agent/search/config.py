@@ -28,6 +28,7 @@ from lares_agent.search.options import (
     REWARD_NORMALISATIONS,
     SELECTIONS,
     SETTINGS,
+    SHAPINGS,
     TASK_EXAMPLES,
     Ablation,
     Analysis,
@@ -41,6 +42,7 @@ from lares_agent.search.options import (
     RewardNormalisation,
     Selection,
     Setting,
+    Shaping,
     TaskExamples,
 )
 
@@ -166,6 +168,10 @@ class SearchConfig:
     analysis: Analysis = "facts"  # GraphLimits.analysis: "facts" calls no LLM in analyse/critique
     task_examples: TaskExamples = "none"  # GraphLimits.task_examples: "none" shows no example answer (reference)
     designer_features: bool = False  # GraphLimits.designer_features: from scratch, also offer the designer's features
+    # What the LLM writes (GraphLimits.shaping): "additive", the reward itself; "potential", a Phi of the state that
+    # shapes the base reward (success from scratch, the task's own with init) as gamma*Phi(s') - Phi(s)
+    # (engine/potential.py, search/potentials.py; SAC/CrossQ only)
+    shaping: Shaping = "additive"
     personas: tuple[str, ...] = ()  # the critic ensemble (--personas a,b); () : `persona` critiques alone
     reward_normalisation: RewardNormalisation = "affine"  # ReplayConfig.reward_normalisation (SAC/CrossQ only)
     reward_gain: float | None = None  # ReplayConfig.reward_gain (SAC/CrossQ only); never the sparse success reward
@@ -188,6 +194,7 @@ class SearchConfig:
             *_choice("--fitness", self.fitness, FITNESS_RULES),
             *_choice("--inherit", self.inherit, INHERIT_RULES),
             *_choice("--device", self.device, DEVICES),
+            *_choice("--shaping", self.shaping, SHAPINGS),
         ]
         if self.baseline_reward != "human" and self.setting != "baseline":
             problems.append(f"--reward {self.baseline_reward} is the baseline's reward (`lares baseline`)")
@@ -271,6 +278,7 @@ class SearchConfig:
         elif self.learners_per_reward > 1 and self.learner == "es":
             # each ES slot is one ES learner with its own perturbation population (populations/es.py)
             problems.append("--learners-per-reward applies to the replay-buffer engine (--learner sac or crossq)")
+        problems += _shaping_problems(self)
         if self.obs_norm and self.learner == "es":
             problems.append("--obs-norm applies to --learner sac or crossq (ES keeps its own observation statistics)")
         if problems:
@@ -392,6 +400,27 @@ def engine_config(cfg: SearchConfig) -> EngineConfig:
         selection=SelectionConfig(method=cfg.selection, tournament_size=cfg.tournament_size),
         propose_in_background=cfg.learner != "es" and not cfg.sync_llm, learners=learners,
     )
+
+
+def _shaping_problems(cfg: SearchConfig) -> list[str]:
+    """Where `--shaping potential` makes no sense: it shapes the search's rewards on the replay buffer, whose stored
+    transitions give Phi(s) and Phi(s'), through a map that only scales and shifts the shaped reward."""
+    if cfg.shaping != "potential":
+        return []
+    out: list[str] = []
+    if cfg.setting == "baseline":
+        out.append("--shaping potential shapes the rewards a search writes; a baseline trains on one reward as it is")
+    if cfg.learner == "es":
+        out.append("--shaping potential shapes the rewards of the replay-buffer engine (--learner sac or crossq): "
+                   "ES sums undiscounted episode returns, in which gamma*Phi(s') - Phi(s) telescopes to an end bonus")
+    if cfg.reward_normalisation != "affine":
+        out.append(f"--reward-normalisation {cfg.reward_normalisation} squashes the reward, and a squashed "
+                   "base + gamma*Phi(s') - Phi(s) is no longer shaped by a potential: use affine with --shaping "
+                   "potential")
+    if cfg.reward_gain is not None:
+        out.append("--reward-gain scales a reward by what it pays at the goal; a potential is standardised on the "
+                   "buffer instead (engine/potential.py): leave it out with --shaping potential")
+    return out
 
 
 _NO_LLM_FROM_SCRATCH = ("--ablations no-llm perturbs the constants of the task's own reward, and from scratch there is "

@@ -25,11 +25,12 @@ def success_reward(task: TaskSpec) -> RewardFunction:
                            "rationale": "the task's success indicator alone (sparse baseline)"}, task)
 
 
-def load_rewards_file(path: Path, task: TaskSpec) -> list[RewardFunction]:
+def load_rewards_file(path: Path, task: TaskSpec, state_only: bool = False) -> list[RewardFunction]:
     """Candidates given by the user (`--rewards-file FILE`): a JSON list of `{"components": ..., "rationale": ...}`
     (or of bare expression strings); each goes through the one validator, on the sample `lares reward check`
-    uses by default (synthetic states, seed 0), so that command says why one is refused; a bad one stops the run."""
-    from lares_agent.rewards import synthetic_sample, validate
+    uses by default (synthetic states, seed 0), so that command says why one is refused; a bad one stops the run.
+    `state_only` (`--shaping potential`: they are potentials): one reading the step's action is refused."""
+    from lares_agent.rewards import CheckConfig, synthetic_sample, validate
 
     try:
         check_input_file(path, "--rewards-file")  # no device, pipe or huge file (runs/input_files.py)
@@ -51,7 +52,7 @@ def load_rewards_file(path: Path, task: TaskSpec) -> list[RewardFunction]:
     sample = synthetic_sample(task.features, 4096, np.random.default_rng(0))
     out: list[RewardFunction] = []
     for i, item in enumerate(data):
-        verdict = validate(item, task, sample, id=f"given-{i}")
+        verdict = validate(item, task, sample, id=f"given-{i}", config=CheckConfig(state_only=state_only))
         if verdict.reward is None:
             raise LaresError(f"--rewards-file candidate {i} rejected: {verdict.reason}")
         out.append(verdict.reward)

@@ -31,6 +31,7 @@ from lares_agent.search.found_reward import found_rewards
 from lares_agent.search.given_rewards import load_rewards_file, success_reward
 from lares_agent.search.options import LLM_FREE_ABLATIONS
 from lares_agent.search.outcome import NotifyFn, ProgressFn, RunOutcome, RunStatus
+from lares_agent.search.potentials import load_potential, shaper_for
 from lares_agent.search.resume_checks import ResumePlan
 from lares_agent.search.signals import StopRequest
 from lares_agent.search.stopping import ROUND_0_BESIDE_ABANDONED, ROUND_ABANDONED, end_in_round_0
@@ -139,7 +140,7 @@ class Search:
             limits=GraphLimits(reflect=reflects(cfg) and asks_llm(cfg), llm_proposals=asks_llm(cfg),
                                analysis=cfg.analysis, oversample=cfg.candidates_per_slot,
                                numeric_children=cfg.numeric_children, seed=cfg.seed, task_examples=cfg.task_examples,
-                               designer_features=cfg.designer_features,
+                               designer_features=cfg.designer_features, shaping=cfg.shaping,
                                prescreen=cfg.prescreen, random_edits=edits_at_random(cfg)),
             critics=tuple(resolve_persona(p) for p in cfg.personas),
             # the init setting refines the task's own reward; from scratch the LLM never sees it
@@ -147,7 +148,8 @@ class Search:
             if cfg.setting == "init" and self.task.human_components else None,
         )
         self._trace = open_trace(self.run.root)
-        self.proposer = GraphProposer(build_graph(self._trace), context, self.log, self.task.name)
+        self.proposer = GraphProposer(build_graph(self._trace), context, self.log, self.task.name,
+                                      shaper=shaper_for(cfg, self.task, _human_complexity(self.task)))
 
     def begin(self, env_steps: int, round_: int) -> float:
         """Log this session's `run_start` once, before anything the session does can log an event (the initial
@@ -166,7 +168,9 @@ class Search:
         background: tuple[Callable[[UpdateContext], list[RewardFunction]], Sequence[int]] | None = None
         if self.cfg.setting != "baseline":
             n = ecfg.num_slots
-            given = load_rewards_file(Path(self.cfg.rewards_file), self.task) if self.cfg.rewards_file else []
+            potential = self.cfg.shaping == "potential"  # given rewards are potentials then: of the state alone
+            given = (load_rewards_file(Path(self.cfg.rewards_file), self.task, state_only=potential)
+                     if self.cfg.rewards_file else [])
             sample = random_feature_sample(self.task, max(self.cfg.warmup_steps, 500), self.cfg.seed, self.cfg.horizon)
             self.begin(0, 0)  # a new engine starts at step 0, round 0
             began = time.monotonic()
@@ -204,7 +208,7 @@ class Search:
         names = allowed_features(self.task)
 
         def load(data: Mapping[str, Any]) -> RewardFunction:
-            return load_reward(data, names)
+            return load_potential(data, names) if data.get("kind") == "potential" else load_reward(data, names)
 
         # config.json names the learner; a checkpoint of another kind is refused in one line
         return restore_engine(checkpoint, self.task, load, self.proposer, self.run.root, learner=self.cfg.learner,

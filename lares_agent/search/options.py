@@ -21,6 +21,7 @@ __all__ = [
     "REWARD_NORMALISATIONS",
     "SELECTIONS",
     "SETTINGS",
+    "SHAPINGS",
     "TASK_EXAMPLES",
     "Ablation",
     "Analysis",
@@ -34,6 +35,7 @@ __all__ = [
     "RewardNormalisation",
     "Selection",
     "Setting",
+    "Shaping",
     "TaskExamples",
 ]
 
@@ -64,6 +66,10 @@ DEVICES: tuple[Device, ...] = get_args(Device)
 # names repeated as above): "on-success" only once it has succeeded, "always" as the reference.
 Inherit = Literal["on-success", "always"]
 INHERIT_RULES: tuple[Inherit, ...] = get_args(Inherit)
+# --shaping: what the LLM writes, a reward ("additive", LaRes) or a potential Phi of the state that shapes a base
+# reward as gamma*Phi(s') - Phi(s) (engine/potential.py, whose names these repeat as above).
+Shaping = Literal["additive", "potential"]
+SHAPINGS: tuple[Shaping, ...] = get_args(Shaping)
 # Ablations of LaRes' parts; each switches one part off, default none (full LaRes).
 Ablation = Literal["no-relabel", "no-thompson", "no-scaling", "no-constraint", "no-reflection", "no-retrieval",
                    "no-llm", "random-edit"]

@@ -29,6 +29,7 @@ from lares_agent.rewards import CompiledReward, compile_record, record_key
 from lares_agent.rewards.tuning import Measured
 from lares_agent.runs import CandidateRow, RunLog, Verdict
 from lares_agent.runs.feedback import pending_notes
+from lares_agent.search.potentials import Shaper
 from lares_agent.tools.trajectory import Rollout
 
 # Below this share of distinct reward structures among the elites, the proposer is told to explore.
@@ -64,8 +65,10 @@ def measured_rewards(rows: Sequence[CandidateRow], human: Mapping[str, str] | No
 class GraphProposer:
     """Connects `LaResEngine`'s hook to the round graph; logs candidates and feeds the case store."""
 
-    def __init__(self, graph: RoundGraph, context: RunContext, log: RunLog, task_name: str) -> None:
+    def __init__(self, graph: RoundGraph, context: RunContext, log: RunLog, task_name: str,
+                 shaper: Shaper | None = None) -> None:
         self.graph, self.context, self.log, self.task_name = graph, context, log, task_name
+        self.shaper = shaper  # `--shaping potential`: each accepted reward is a potential shaping the base
         self.in_flight = False
         self.fallbacks = 0
         # A resumed run replays rounds the trace already holds (their stored results come back without new LLM
@@ -81,6 +84,7 @@ class GraphProposer:
         """Round 0: `n` candidates, the `given` ones (from --rewards) first, the rest from the graph."""
         rewards = list(given)[:n]
         for slot, reward in enumerate(rewards):
+            rewards[slot] = self._shaped(reward, sample, 0, slot)
             parsed = getattr(reward, "parsed", None)
             self._append(
                 CandidateRow(id=reward.id, round=0, slot=slot, verdict="accepted", reason="given (--rewards)",
@@ -95,9 +99,9 @@ class GraphProposer:
             elites = [EliteInfo(id=HUMAN_ELITE, components=dict(human), stats={})] if human is not None else []
             round_input = RoundInput(round=0, n_wanted=need, elites=elites, rollout_ids=[])
             result = self._round(round_input, self.context.for_round(sample, measured=self._measured))
-            rewards += self._accepted(result, slots=list(range(len(rewards), n)))
+            rewards += self._accepted(result, slots=list(range(len(rewards), n)), sample=sample)
         while len(rewards) < n:
-            rewards.append(self._fallback(round_=0, slot=len(rewards)))
+            rewards.append(self._shaped(self._fallback(round_=0, slot=len(rewards)), sample, 0, len(rewards)))
         return rewards
 
     def __call__(self, ctx: UpdateContext) -> list[RewardFunction]:
@@ -116,7 +120,8 @@ class GraphProposer:
                                  rollout_ids=list(rollouts), explore=bool(explore),
                                  rejections=self._recent_rejections(), tried=self._tried())
         result = self._round(round_input, self.context.for_round(ctx.feature_sample, rollouts, self._measured))
-        return self._accepted(result, slots=list(ctx.refill), parent=ctx.rewards[ctx.best].id)
+        return self._accepted(result, slots=list(ctx.refill), parent=ctx.rewards[ctx.best].id,
+                              sample=ctx.feature_sample)
 
     # ------------------------------------------------------------------ helpers
     def _round(self, round_input: RoundInput, context: RunContext) -> RoundResult:
@@ -133,9 +138,10 @@ class GraphProposer:
             self._log_candidate(rec, result.round, verdict="rejected", slot=None)
         return result
 
-    def _accepted(self, result: RoundResult, slots: list[int], parent: str | None = None) -> list[RewardFunction]:
+    def _accepted(self, result: RoundResult, slots: list[int], parent: str | None = None,
+                  sample: Mapping[str, np.ndarray] | None = None) -> list[RewardFunction]:
         """Compile the round's accepted records (the graph hands back records, never functions; after a resume
-        they come from the trace) and log them."""
+        they come from the trace) and log them; under `--shaping potential` each shapes the base (`_shaped`)."""
         ctx = self.context
         out: list[RewardFunction] = []
         for rec, slot in zip(result.accepted, slots, strict=False):
@@ -155,8 +161,22 @@ class GraphProposer:
                         round=result.round,
                     )
                 )
-            out.append(reward)
+            out.append(self._shaped(reward, sample or {}, result.round, slot))
         return out
+
+    def _shaped(self, reward: RewardFunction, sample: Mapping[str, np.ndarray], round_: int,
+                slot: int) -> RewardFunction:
+        """The reward a slot trains on: ``reward`` itself, or under `--shaping potential` the base shaped by it as a
+        potential standardised on ``sample``, with a `potential` event that says so (the report, trace and export
+        read it)."""
+        if self.shaper is None:
+            return reward
+        shaped = self.shaper.shape(reward, sample)
+        logged = {(e.get("reward_id"), e.round, e.get("slot")) for e in self.log.events.read()
+                  if e.event == "potential"}
+        if (shaped.id, round_, slot) not in logged:  # a replayed round (resume) logs none again
+            self.log.event("potential", round=round_, slot=slot, **self.shaper.describe(shaped))
+        return shaped
 
     def _notes(self, round_: int) -> list[dict[str, str]]:
         """The user's notes this round takes, read from the run folder now: a note added while the run is live

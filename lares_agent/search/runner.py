@@ -69,7 +69,7 @@ def check_start(cfg: SearchConfig) -> None:
     if uses_retrieval(cfg):
         check_case_store()
     if cfg.rewards_file:
-        load_rewards_file(Path(cfg.rewards_file), task)
+        load_rewards_file(Path(cfg.rewards_file), task, state_only=cfg.shaping == "potential")
     if asks_llm(cfg):  # a control without the LLM needs no backend
         check_llm(cfg)
 

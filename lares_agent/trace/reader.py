@@ -255,4 +255,6 @@ def read_trace(path: Path) -> RunTrace:
         raw=raw,
         updates=_updates(log),
         notes=_notes(log),
+        shaping=str(config.get("shaping") or "additive"),
+        potentials={str(e.get("reward_id")): dict(e.fields) for e in log.events.read() if e.event == "potential"},
     )

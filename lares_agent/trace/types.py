@@ -127,6 +127,20 @@ class RunTrace:
     The update of round R ranked the rewards that the graph's round R then replaced."""
     notes: tuple[NoteTrace, ...] = ()
     """The user's notes, oldest first, each with the round that took it into its critique."""
+    shaping: str = "additive"
+    """What the LLM wrote (config.json `shaping`): a reward, or a potential that shaped a base reward."""
+    potentials: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Under `--shaping potential`: each reward id's `potential` event (its base, gamma and standardisation)."""
+
+    def form(self, reward_id: str) -> str:
+        """One line saying what a reward's components are: the reward itself, or a potential and its shaping."""
+        if self.shaping != "potential":
+            return "additive: the components sum to the reward the learners trained on"
+        shaped = self.potentials.get(reward_id)
+        if shaped is None:
+            return "potential Phi (not installed, so no base or standardisation was fixed)"
+        return (f"potential Phi: the learners trained on {shaped.get('base')} + gamma*Phi(s') - Phi(s), gamma "
+                f"{shaped.get('gamma')}, Phi = (sum - {shaped.get('top'):.4g}) / {shaped.get('spread'):.4g}")
 
     def update(self, round: int) -> RewardUpdateRecord | None:
         """The reward update of one round (the last one logged, after a resume), or None."""
