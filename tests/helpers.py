@@ -256,3 +256,11 @@ def load_script(path: Path, name: str | None = None) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def unpacked_study(study: str, dest: Path) -> Path:
+    """A study's raw runs (`experiments/<study>/runs.tar.xz`) unpacked under `dest`, as `experiments/raw.py unpack
+    STUDY DEST` does; `dest` then holds the study's `runs/` folders."""
+    raw = load_script(Path(__file__).resolve().parents[1] / "experiments" / "raw.py", "experiments_raw")
+    raw.unpack(raw.archive_of(study), dest)
+    return dest

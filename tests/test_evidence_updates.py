@@ -1,12 +1,12 @@
-"""experiments/evidence/updates.py: what each reward update of a grid trial saw and did, read from the committed
-records of the evidence grid."""
+"""experiments/evidence/updates.py: what each reward update of a grid trial saw and did, read from the evidence
+grid's records (its runs.tar.xz, unpacked)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from helpers import load_script
+from helpers import load_script, unpacked_study
 
 ROOT = Path(__file__).resolve().parents[1] / "experiments" / "evidence"
 
@@ -34,11 +34,10 @@ def test_a_random_edit_is_not_read_as_an_llm_answer() -> None:
 
 
 def test_a_committed_with_init_trial_reads_as_updates_answers_and_what_was_handed_over(
-        capsys: pytest.CaptureFixture[str]) -> None:
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     trial = "door-close-v3-lares-init-s2"
-    if not (ROOT / "runs" / trial / "events.jsonl").is_file():
-        pytest.skip("the evidence grid's records are not in this checkout")
-    assert load_script(ROOT / "updates.py").main([str(ROOT / "runs"), "--pattern", trial]) == 0
+    runs = unpacked_study("evidence", tmp_path) / "runs"
+    assert load_script(ROOT / "updates.py").main([str(runs), "--pattern", trial]) == 0
     out = capsys.readouterr().out
     rows = [line for line in out.splitlines() if line.startswith("| ") and "env steps" not in line]
     assert len(rows) == 16  # 4 updates x 3 searched slots and the kept learner on the task's own reward

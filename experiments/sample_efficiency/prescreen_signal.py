@@ -8,14 +8,14 @@ grade could not tell them apart). The statistic is Kendall's tau over the untied
 interval that resamples whole rounds; the pooled Spearman over all candidates (rounds, tasks and grades mixed) is
 printed beside it, and each run's own.
 
-Run: `python benchmarks/prescreen_signal.py [RUN_DIR ...]` (default: every LaRes run whose records the
-experiments folder keeps, `experiments/*/runs/*-lares-*`).
+Run: `python experiments/raw.py unpack sample_efficiency`, then
+`python experiments/sample_efficiency/prescreen_signal.py [RUN_DIR ...]` (default: this study's LaRes trials,
+`experiments/sample_efficiency/runs/*-lares-*`).
 """
 
 from __future__ import annotations
 
 import argparse
-import glob
 import itertools
 from collections import defaultdict
 from pathlib import Path
@@ -25,7 +25,7 @@ import numpy as np
 from lares_agent.report.proxy import ProxyRow, proxy_rows, spearman
 from lares_agent.report.run_reader import read_run
 
-DEFAULT_RUNS = "experiments/*/runs/*-lares-*"
+DEFAULT_RUNS = Path(__file__).resolve().parent / "runs"
 BOOTSTRAP = 10_000
 
 
@@ -55,9 +55,9 @@ def main() -> None:
     parser.add_argument("runs", nargs="*", type=Path)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    runs = args.runs or [Path(p) for p in sorted(glob.glob(DEFAULT_RUNS))]
+    runs = args.runs or sorted(DEFAULT_RUNS.glob("*-lares-*"))
     if not runs:
-        raise SystemExit(f"no run folders (looked for {DEFAULT_RUNS})")
+        raise SystemExit(f"no run folders in {DEFAULT_RUNS} (`python experiments/raw.py unpack sample_efficiency`)")
 
     pooled: list[ProxyRow] = []
     rounds: dict[tuple[str, int | None], list[ProxyRow]] = defaultdict(list)

@@ -1,0 +1,50 @@
+"""experiments/raw.py: a study's raw runs packed in one archive come back byte for byte, and a RESULTS table
+regenerates from them (the with-init sweep's `lares report --sweep` table)."""
+
+from __future__ import annotations
+
+import io
+import lzma
+import shutil
+import tarfile
+from pathlib import Path
+
+import pytest
+from helpers import load_script, unpacked_study
+
+from lares_agent.report.sweep_table import write_sweep_report
+
+EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
+
+
+def test_unpack_then_pack_gives_the_same_archive(tmp_path: Path) -> None:
+    raw = load_script(EXPERIMENTS / "raw.py", "experiments_raw")
+    unpacked = unpacked_study("learners", tmp_path / "learners")
+    assert raw.raw_files(unpacked) and all(p.parts[0] in ("runs", "options") for p in raw.raw_files(unpacked))
+    again = tmp_path / "again.tar.xz"
+    raw.pack(unpacked, again)
+    assert again.read_bytes() == raw.archive_of("learners").read_bytes()  # deterministic: git sees no change
+
+
+def test_an_archive_member_outside_the_destination_is_refused(tmp_path: Path) -> None:
+    raw = load_script(EXPERIMENTS / "raw.py", "experiments_raw")
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        info = tarfile.TarInfo("../escaped.txt")
+        info.size = 1
+        tar.addfile(info, io.BytesIO(b"x"))
+    bad = tmp_path / "bad.tar.xz"
+    bad.write_bytes(lzma.compress(buffer.getvalue()))
+    with pytest.raises(SystemExit, match="outside"):
+        raw.unpack(bad, tmp_path / "dest")
+    assert not (tmp_path / "escaped.txt").exists()
+
+
+def test_the_with_init_table_regenerates_from_its_archive(tmp_path: Path) -> None:
+    study = EXPERIMENTS / "with_init"
+    sweep = unpacked_study("with_init", tmp_path / "sweep")
+    for name in ("sweep.json", "targets.json"):
+        shutil.copy(study / name, sweep / name)
+    paths = write_sweep_report(sweep, replay=study / "results" / "final_policies.csv")
+    table = next(p for p in paths if p.name == "table.md")
+    assert table.read_text(encoding="utf-8") == (study / "results" / "table.md").read_text(encoding="utf-8")
