@@ -1,13 +1,15 @@
 """A study's raw runs, packed: every `runs/` folder under `experiments/<study>/` in one `runs.tar.xz` beside them.
 
-    python experiments/raw.py unpack evidence            # experiments/evidence/runs/, retrain/*/runs/, ... (git ignores them)
-    python experiments/raw.py unpack evidence DEST       # the same folders under DEST instead
-    python experiments/raw.py pack evidence              # after a study adds runs: rewrite its archive
-    python experiments/raw.py list                       # the studies with an archive
+    python experiments/raw.py unpack evidence        # experiments/evidence/runs/, retrain/*/runs/, ... (ignored by git)
+    python experiments/raw.py unpack evidence DEST   # the same folders under DEST instead
+    python experiments/raw.py pack evidence          # after a study adds runs: rewrite its archive
+    python experiments/raw.py list                   # the studies with an archive
 
 The scripts of a study (`updates.py`, `handover_rule.py`, `lares report --sweep ...`) read the unpacked folders,
 so unpack first. An archive is deterministic (names sorted, times and owners zeroed), so packing the same runs
-again gives the same bytes and git stores no change.
+again gives the same bytes and git stores no change. The archives of superseded studies (`IN_HISTORY`) are kept in
+the repository's history rather than its tree; `unpack` reads them from there (`git show COMMIT:PATH`), which needs
+a clone with that commit (not a shallow one).
 """
 
 from __future__ import annotations
@@ -15,12 +17,18 @@ from __future__ import annotations
 import argparse
 import io
 import lzma
+import subprocess
 import tarfile
 from collections.abc import Sequence
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ARCHIVE = "runs.tar.xz"
+# Studies whose archive left the tree with their section of docs/results-archive.md: the commit that holds it.
+IN_HISTORY = {
+    "sample_efficiency": "e94e285e828a6e1fa9bc14f041268917e25f15b5",
+    "ablations": "e94e285e828a6e1fa9bc14f041268917e25f15b5",
+}
 
 
 def archive_of(study: str) -> Path:
@@ -50,10 +58,27 @@ def pack(folder: Path, archive: Path) -> int:
     return len(files)
 
 
-def unpack(archive: Path, dest: Path) -> list[Path]:
-    """Extract `archive` under `dest` (regular files only, no path outside it); the files written."""
+def archive_bytes(study: str) -> bytes:
+    """A study's archive: the file in its folder, else the copy in the history (`IN_HISTORY`)."""
+    path = archive_of(study)
+    if path.is_file():
+        return path.read_bytes()
+    if study not in IN_HISTORY:
+        raise SystemExit(f"no {path}; the studies with raw runs: `python experiments/raw.py list`")
+    spec = f"{IN_HISTORY[study]}:experiments/{study}/{ARCHIVE}"
+    shown = subprocess.run(["git", "show", spec], cwd=HERE, capture_output=True, check=False)
+    if shown.returncode != 0:
+        raise SystemExit(f"{study}'s raw runs are in the history at {spec}, which this clone lacks "
+                         f"(`git fetch --unshallow`): {shown.stderr.decode(errors='replace').strip()}")
+    return shown.stdout
+
+
+def unpack(archive: Path | bytes, dest: Path) -> list[Path]:
+    """Extract `archive` (a file, or its bytes) under `dest` (regular files only, no path outside it); the files
+    written."""
     written = []
-    with tarfile.open(archive, mode="r:xz") as tar:
+    data = archive.read_bytes() if isinstance(archive, Path) else archive
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:xz") as tar:
         for member in tar.getmembers():
             if not member.isfile():
                 continue
@@ -81,15 +106,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "list":
         for path in sorted(HERE.glob(f"*/{ARCHIVE}")):
             print(path.parent.name)
+        for study, commit in IN_HISTORY.items():
+            print(f"{study} (in the history, {commit[:7]})")
         return 0
     archive = archive_of(args.study)
     if args.command == "pack":
         print(f"{archive}: {pack(HERE / args.study, archive)} files")
         return 0
-    if not archive.is_file():
-        raise SystemExit(f"no {archive}; the studies with raw runs: `python experiments/raw.py list`")
     dest = args.dest or HERE / args.study
-    print(f"{len(unpack(archive, dest))} files under {dest}")
+    print(f"{len(unpack(archive_bytes(args.study), dest))} files under {dest}")
     return 0
 
 

@@ -262,5 +262,5 @@ def unpacked_study(study: str, dest: Path) -> Path:
     """A study's raw runs (`experiments/<study>/runs.tar.xz`) unpacked under `dest`, as `experiments/raw.py unpack
     STUDY DEST` does; `dest` then holds the study's `runs/` folders."""
     raw = load_script(Path(__file__).resolve().parents[1] / "experiments" / "raw.py", "experiments_raw")
-    raw.unpack(raw.archive_of(study), dest)
+    raw.unpack(raw.archive_bytes(study), dest)
     return dest

@@ -48,3 +48,14 @@ def test_the_with_init_table_regenerates_from_its_archive(tmp_path: Path) -> Non
     paths = write_sweep_report(sweep, replay=study / "results" / "final_policies.csv")
     table = next(p for p in paths if p.name == "table.md")
     assert table.read_text(encoding="utf-8") == (study / "results" / "table.md").read_text(encoding="utf-8")
+
+
+def test_a_superseded_study_unpacks_from_the_history(tmp_path: Path) -> None:
+    raw = load_script(EXPERIMENTS / "raw.py", "experiments_raw")
+    assert not raw.archive_of("ablations").exists()  # out of the tree, in the history
+    try:
+        data = raw.archive_bytes("ablations")
+    except SystemExit as exc:  # a shallow clone, or a copy without .git
+        pytest.skip(str(exc))
+    files = raw.unpack(data, tmp_path)
+    assert len(files) == 60 and all((f.parent / "metrics.jsonl").is_file() for f in files)
