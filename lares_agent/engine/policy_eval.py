@@ -39,8 +39,10 @@ def evaluate_policy(task: TaskSpec, policy: PolicyArtefact, episodes: int, seed:
     try:
         check_policy_fits(policy, pool.get(1)[0], task)
         seeds = [episode_seed(seed, EVAL_STREAM, e) for e in range(episodes)]
+        # one episode at a time: the envs of a one-off evaluation would cost more to build than they save
         (result,) = evaluate_members(pool, lambda obs, _m: policy.act(obs), task.raw_state, task.features, [0],
-                                     [None], episodes, int(horizon or task.horizon), seeds, task.progress_feature)
+                                     [None], episodes, int(horizon or task.horizon), seeds, task.progress_feature,
+                                     max_envs=1)
     finally:
         pool.close()
     return result

@@ -120,8 +120,9 @@ class HandOver:
         return self._last
 
     def _replay(self, policies: Sequence[PolicyArtefact]) -> list[MemberEvaluation]:
-        """Every policy on the same ``episodes`` deterministic episodes of the hand-over stream, as many together
-        in lock step as ``evaluate_members`` steps at once."""
+        """Every policy on the same ``episodes`` deterministic episodes of the hand-over stream, one episode of each
+        in lock step at a time: a run hands over a few times, and more envs stepped together would cost more to
+        build than they save (docs/RESULTS.md, "Evaluation episodes stepped together")."""
         if self._pool is None:
             self._pool = EnvPool(self.task.make_env, self.seed + _POOL_SEED)
         seeds = [episode_seed(self.seed, HANDOVER_STREAM, e) for e in range(self.episodes)]
@@ -135,7 +136,7 @@ class HandOver:
 
         n = len(policies)
         return evaluate_members(self._pool, act, self.task.raw_state, self.task.features, list(range(n)), [None] * n,
-                                self.episodes, self.horizon, seeds, self.task.progress_feature)
+                                self.episodes, self.horizon, seeds, self.task.progress_feature, max_envs=n)
 
     def state_dict(self) -> dict[str, Any]:
         return {"ranking": None if self.ranking is None else [int(s) for s in self.ranking]}
