@@ -18,7 +18,9 @@ from lares_agent.engine.learners.factory import make_population
 from lares_agent.engine.rollouts.episodes import EnvPool
 from lares_agent.engine.rollouts.evaluation import evaluate_members
 from lares_agent.engine.tasks import TaskSpec, get_task
+from lares_agent.errors import ConfigError
 from lares_agent.rewards import compile_record
+from lares_agent.search.config import SearchConfig
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -143,3 +145,36 @@ def test_run_timing_splits_evaluation_relabel_warm_up_and_records(tmp_path: Path
     assert {"sim_s", "learn_s", "eval_s", "warmup_s", "relabel_s", "handover_s", "records_s"} <= timing.keys()
     assert 0 < timing["eval_s"] < timing["sim_s"]  # evaluation episodes are part of the episodes' time
     assert min(timing["warmup_s"], timing["relabel_s"], timing["records_s"]) > 0
+
+
+def test_no_round_hand_overs_leaves_the_learners_and_the_final_choice_alone(tmp_path: Path) -> None:
+    """``handover_rounds`` False: only the final policy is replayed on fresh episodes; the run trains alike."""
+    task = point_task()
+    fixed = [compile_record({"id": f"r{i}", "components": {"near": f"-{i + 1} * dist"}, "rationale": ""}, task)
+             for i in range(8)]
+    ends = []
+    for rounds in (True, False):
+        cfg = flat_config(setting="init", population=2, elites=1, total_steps=150, warmup_steps=30, reward_period=45,
+                          eval_every=0, eval_episodes=2, update_eval_episodes=2, handover_episodes=2,
+                          handover_rounds=rounds, buffer_capacity=2000, seed=1, feature_sample=50,
+                          sac=SACConfig(hidden=(8, 8), batch_size=8, utd_ratio=0.25))
+        engine = make_engine(task, cfg, fixed[:2], lambda ctx: fixed[2 + ctx.round : 3 + ctx.round],
+                             tmp_path / str(rounds))
+        try:
+            engine.run()
+            final = engine.hand_over("final")
+            handed = [e["policy"] for e in engine.events if e["event"] == "handover"]
+            updates = [(e["round"], e["fitness"]) for e in engine.events if e["event"] == "reward_update"]
+            ends.append((updates, final, handed, engine.timing["handover_s"]))
+        finally:
+            engine.close()
+    (updates_on, final_on, handed_on, _), (updates_off, final_off, handed_off, _) = ends
+    assert len(updates_on) >= 2 and updates_on == updates_off
+    assert handed_on == [f"round-{r:04d}" for r, _ in updates_on] + ["final"] and handed_off == ["final"]
+    assert final_on is not None and final_off is not None
+    assert final_on.chosen == final_off.chosen and final_on.candidates == final_off.candidates
+
+
+def test_no_round_hand_overs_needs_hand_overs() -> None:
+    with pytest.raises(ConfigError, match="--no-handover-rounds"):
+        SearchConfig(handover_episodes=0, handover_rounds=False)

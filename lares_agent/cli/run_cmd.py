@@ -262,6 +262,11 @@ def run_command(
         help="Fresh episodes on which the top learners by fitness are replayed before a policy is handed over "
              "(each round's and the final one); the best there is handed over. 0: the one ranked first, as the "
              "reference (default 20).", rich_help_panel=MORE)] = None,
+    handover_rounds: Annotated[bool | None, typer.Option(
+        "--handover-rounds/--no-handover-rounds",
+        help="Choose each round's policy file on the fresh episodes too (default); --no-handover-rounds: only the "
+             "final policy, which saves a replay of the top learners at every reward update and changes nothing "
+             "the learners do.", rich_help_panel=MORE)] = None,
     checkpoint_every: Annotated[int | None, typer.Option(
         help="Env steps between checkpoints (besides those at reward updates).", rich_help_panel=MORE)] = None,
     horizon: Annotated[int | None, typer.Option(

@@ -114,6 +114,7 @@ class SearchConfig:
     # Fresh episodes on which the top learners by fitness are replayed before a policy is handed over (each round's
     # and the final one; EngineConfig.handover_episodes, engine/loop/handover.py); 0: the ranked-first one's
     handover_episodes: int = 20
+    handover_rounds: bool = True  # EngineConfig.handover_rounds: each round's policy file chosen on them too
     checkpoint_every: int = 2_000
     horizon: int | None = None  # None: the task's own horizon
     hidden: tuple[int, ...] = (128, 128)
@@ -240,6 +241,9 @@ class SearchConfig:
                 or self.handover_episodes < 0:
             problems.append("--handover-episodes must be a whole number of episodes, 0 (off: the policy ranked "
                             f"first is handed over) or more, not {self.handover_episodes!r}")
+        elif self.handover_episodes == 0 and not self.handover_rounds:
+            problems.append("--no-handover-rounds leaves out the rounds' replays on fresh episodes, and "
+                            "--handover-episodes 0 makes none: drop one of them")
         if not 0 <= self.numeric_children <= 16:
             problems.append(f"--numeric-children must be between 0 and 16, not {self.numeric_children}")
         unknown = [a for a in self.ablations if a not in ABLATIONS]
@@ -394,6 +398,7 @@ def engine_config(cfg: SearchConfig) -> EngineConfig:
         setting=cfg.setting, population=cfg.population, elites=cfg.elites, total_steps=cfg.budget,
         reward_period=cfg.reward_period, eval_every=cfg.eval_every, eval_episodes=cfg.eval_episodes,
         update_eval_episodes=cfg.eval_episodes, handover_episodes=cfg.handover_episodes,
+        handover_rounds=cfg.handover_rounds,
         checkpoint_every=cfg.checkpoint_every,
         complexity_lambda=cfg.complexity_lambda, fitness=cfg.fitness, inherit=cfg.inherit, horizon=cfg.horizon,
         seed=cfg.seed,

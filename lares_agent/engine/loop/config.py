@@ -186,6 +186,10 @@ class EngineConfig:
     """Fresh episodes on which the top learners by fitness are replayed before a policy file is written (each
     round's and the final one); the best there is handed over (``loop/handover.py``). 0: the ranked-first slot's
     policy, as the reference (a checkpoint from before this field reads back so)."""
+    handover_rounds: bool = True
+    """Whether each round's policy file is chosen on fresh episodes too; False: only the run's final policy is, and
+    a round's file is its ranked-first slot's. Nothing the learners do depends on it, nor the final choice: it saves
+    the round hand-overs' replays (the top learners' ``handover_episodes`` episodes at every reward update)."""
     checkpoint_every: int = 0
     """Env steps between periodic checkpoints (0: only at reward updates); needs a run directory."""
     complexity_lambda: float = 0.0

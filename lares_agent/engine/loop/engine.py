@@ -383,7 +383,8 @@ class LaResEngine:
             record["diversity"] = ctx.diversity.to_json()
         self.log.event(record)
         name = f"round-{ctx.round:04d}"
-        handover = self.hand_over(name)  # before the checkpoint, which then holds its event
+        # before the checkpoint, which then holds its event
+        handover = self.hand_over(name) if self.config.handover_rounds else None
         if self.save_checkpoint(name) is not None:
             self.save_policy(name, handover=handover)
         return ctx
