@@ -20,6 +20,7 @@ from lares_agent.engine.rollouts.evaluation import evaluate_members
 from lares_agent.engine.tasks import TaskSpec, get_task
 from lares_agent.errors import ConfigError
 from lares_agent.rewards import compile_record
+from lares_agent.runs import RunLayout, read_jsonl
 from lares_agent.search.config import SearchConfig
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -178,3 +179,29 @@ def test_no_round_hand_overs_leaves_the_learners_and_the_final_choice_alone(tmp_
 def test_no_round_hand_overs_needs_hand_overs() -> None:
     with pytest.raises(ConfigError, match="--no-handover-rounds"):
         SearchConfig(handover_episodes=0, handover_rounds=False)
+
+
+def test_no_eval_at_updates_leaves_out_the_evaluation_an_update_repeats(tmp_path: Path) -> None:
+    """``eval_at_updates`` False: where a periodic evaluation and a reward update's fall on one env step, only the
+    update's row is written; every other row and the run's training stay."""
+    task = point_task()
+    fixed = [compile_record({"id": f"r{i}", "components": {"near": f"-{i + 1} * dist"}, "rationale": ""}, task)
+             for i in range(8)]
+    rows = []
+    for at_updates in (True, False):
+        cfg = flat_config(setting="init", population=2, elites=1, total_steps=270, warmup_steps=30, reward_period=90,
+                          eval_every=45, eval_episodes=2, update_eval_episodes=2, eval_at_updates=at_updates,
+                          buffer_capacity=2000, seed=1, feature_sample=50,
+                          sac=SACConfig(hidden=(8, 8), batch_size=8, utd_ratio=0.25))
+        run = tmp_path / str(at_updates)
+        engine = make_engine(task, cfg, fixed[:2], lambda ctx: fixed[2 + ctx.round : 3 + ctx.round], run)
+        try:
+            engine.run()
+        finally:
+            engine.close()
+        rows.append([(r["kind"], r["env_steps"]) for r in read_jsonl(RunLayout(run).metrics)])
+    every, fewer = rows
+    updates = [s for kind, s in every if kind == "update"]
+    assert len(updates) >= 2 and [s for kind, s in fewer if kind == "update"] == updates
+    left_out = [s for s in updates if ("eval", s) in every]
+    assert left_out and [r for r in every if not (r[0] == "eval" and r[1] in left_out)] == fewer

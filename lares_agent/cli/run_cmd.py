@@ -258,6 +258,11 @@ def run_command(
         help="Env steps between evaluations of every learner.", rich_help_panel=MORE)] = None,
     eval_episodes: Annotated[int | None, typer.Option(
         help="Episodes per learner at each evaluation and reward update.", rich_help_panel=MORE)] = None,
+    eval_at_updates: Annotated[bool | None, typer.Option(
+        "--eval-at-updates/--no-eval-at-updates",
+        help="--no-eval-at-updates: leave out a periodic evaluation where a reward update evaluates the same "
+             "learners at the same step (its row is the curves' point there; later evaluations play other "
+             "seeds).", rich_help_panel=MORE)] = None,
     handover_episodes: Annotated[int | None, typer.Option(
         help="Fresh episodes on which the top learners by fitness are replayed before a policy is handed over "
              "(each round's and the final one); the best there is handed over. 0: the one ranked first, as the "

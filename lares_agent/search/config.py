@@ -111,6 +111,7 @@ class SearchConfig:
     warmup_steps: int = 1_000
     eval_every: int = 1_500
     eval_episodes: int = 5
+    eval_at_updates: bool = True  # EngineConfig.eval_at_updates: False leaves out an evaluation an update repeats
     # Fresh episodes on which the top learners by fitness are replayed before a policy is handed over (each round's
     # and the final one; EngineConfig.handover_episodes, engine/loop/handover.py); 0: the ranked-first one's
     handover_episodes: int = 20
@@ -398,7 +399,7 @@ def engine_config(cfg: SearchConfig) -> EngineConfig:
         setting=cfg.setting, population=cfg.population, elites=cfg.elites, total_steps=cfg.budget,
         reward_period=cfg.reward_period, eval_every=cfg.eval_every, eval_episodes=cfg.eval_episodes,
         update_eval_episodes=cfg.eval_episodes, handover_episodes=cfg.handover_episodes,
-        handover_rounds=cfg.handover_rounds,
+        handover_rounds=cfg.handover_rounds, eval_at_updates=cfg.eval_at_updates,
         checkpoint_every=cfg.checkpoint_every,
         complexity_lambda=cfg.complexity_lambda, fitness=cfg.fitness, inherit=cfg.inherit, horizon=cfg.horizon,
         seed=cfg.seed,

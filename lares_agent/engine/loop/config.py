@@ -180,6 +180,9 @@ class EngineConfig:
     """Env steps between evaluations logged to metrics.jsonl (0: only at reward updates)."""
     eval_episodes: int = 20
     """Deterministic episodes per learner at each periodic evaluation (run.sh: 20)."""
+    eval_at_updates: bool = True
+    """False: a periodic evaluation is left out where a reward update's evaluation of the same learners follows at
+    the same env step (its ``update`` row is the curves' point there); later evaluations then play other seeds."""
     update_eval_episodes: int = 20
     """Deterministic episodes per learner at a reward update (fitness)."""
     handover_episodes: int = 0

@@ -172,7 +172,8 @@ class LaResEngine:
         if c.next_eval is not None and c.env_steps >= c.next_eval:
             while c.next_eval <= c.env_steps:
                 c.next_eval += cfg.eval_every
-            self._log_evaluation("eval", self.evaluate(cfg.eval_episodes))
+            if cfg.eval_at_updates or not self._update_follows():
+                self._log_evaluation("eval", self.evaluate(cfg.eval_episodes))
         # No periodic checkpoint while a proposal is in flight: it would hold a state from which the resume could
         # not rerun the round that started before it (the next step after the install writes it).
         if c.next_checkpoint is not None and c.env_steps >= c.next_checkpoint and not self.update_in_flight:
@@ -189,6 +190,12 @@ class LaResEngine:
         if cfg.max_rounds is not None and c.round >= cfg.max_rounds:
             return False
         return c.env_steps - c.last_update_steps >= cfg.reward_period
+
+    def _update_follows(self) -> bool:
+        """Whether the next step starts with a reward update's evaluation of the same learners at this env step:
+        one is due, the budget is not spent, and no proposal is in flight (its install, first, would change
+        learners; and whether it has returned depends on how long the LLM took)."""
+        return self.proposals.pending is None and not self.done and self._update_due()
 
     def _run_due_update(self) -> None:
         """Install a background proposal that returned, or is overdue (the next update is due: it is waited for,
