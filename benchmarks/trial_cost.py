@@ -22,12 +22,14 @@ checkpoints and policy files, and the rest. `--side-by-side` then runs two LaRes
 
     python benchmarks/trial_cost.py                          # reach-v3, 3,000 steps, about 10 minutes
     python benchmarks/trial_cost.py --budget 30000 --task hammer-v3 --side-by-side
+    python benchmarks/trial_cost.py --run-args "--no-handover-rounds"   # a schedule option's effect
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -92,7 +94,7 @@ def command(kind: str, args: argparse.Namespace, seed: int) -> list[str]:
     if kind == "single":
         return ["baseline", *common]
     run = ["run", *common, "--setting", "init", "--population", str(args.k), "--reward-period",
-           str(args.reward_period or max(args.budget // 2, 1))]
+           str(args.reward_period or max(args.budget // 2, 1)), *shlex.split(args.run_args)]
     return [*run, "--ablations", "no-llm"] if kind == "no-llm" else run
 
 
@@ -164,12 +166,14 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--core", type=int, default=0, help="the core the runs alone are pinned to")
     parser.add_argument("--side-by-side", action="store_true", help="then two LaRes trials at once, one per core")
+    parser.add_argument("--run-args", default="", help="more `lares run` options for the LaRes and no-LLM runs, "
+                        "e.g. '--no-handover-rounds --no-eval-at-updates'")
     parser.add_argument("--keep", type=Path, default=None, help="keep the run folders here (default: deleted)")
     args = parser.parse_args()
     out = args.keep or Path(tempfile.mkdtemp(prefix="trial-cost-"))
     out.mkdir(parents=True, exist_ok=True)
     print(f"{args.task}, {args.budget:,} env steps, K={args.k} + the human learner, seed {args.seed}, "
-          f"core {args.core}; load before: {os.getloadavg()[0]:.2f}")
+          f"core {args.core} {args.run_args}; load before: {os.getloadavg()[0]:.2f}")
     try:
         trials: dict[str, Trial] = {}
         for name, kind in (("LaRes", "lares"), ("no LLM", "no-llm"), ("single", "single")):
