@@ -1,7 +1,7 @@
 """A stop gives up the LLM round in flight within seconds.
 
-A first SIGTERM used to wait for the round's LLM calls, as long as the calls' time-outs and retries (docs/RESULTS.md,
-"Stopping during an LLM round"). Now the client gives the call up (`llm/cancel.py`), the round is
+A first SIGTERM used to wait for the round's LLM calls, as long as the calls' time-outs and retries
+(benchmarks/README.md, "Stopping during an LLM round"). Now the client gives the call up (`llm/cancel.py`), the round is
 abandoned with nothing installed and no checkpoint after it, and a resume redoes it. Checked at each layer: the
 client (a silent HTTP server, a back-off), the engine (a background and a blocking round, then the resume equals
 the uninterrupted run) and the whole CLI (SIGTERM in round 0 and in a background round, then `lares resume`).

@@ -13,7 +13,7 @@ One LLM call per scenario and mode (6 calls, 5-12 s each on 2 cores). Run by han
     python experiments/analysis/run.py                     # the default 1.5B model
     python experiments/analysis/run.py --model qwen2.5-coder-0.5b
 
-docs/RESULTS.md, "The analysis", reports what it found.
+experiments/proposals/README.md, "The analysis", reports what it found.
 """
 
 from __future__ import annotations

@@ -33,8 +33,8 @@ ANALYSIS_MODES: tuple[AnalysisMode, ...] = get_args(AnalysisMode)
 # Which example answers the system prompt shows: "none" (runs' default), the building blocks only, as the
 # reference shows no answer; "other": also one answer for a different task; "own": also two for the run's task. The
 # 1.5B model copies whichever example it is shown (docs/results-archive.md, "Sample efficiency on five MetaWorld
-# tasks (50k steps)"; docs/RESULTS.md, "Proposals without own-task examples, under the grammar"), and a result that
-# depends on an example we wrote is not a result of the search.
+# tasks (50k steps)"; experiments/proposals/README.md, "Proposals without own-task examples, under the grammar"), and
+# a result that depends on an example we wrote is not a result of the search.
 TaskExampleMode = Literal["none", "other", "own"]
 TASK_EXAMPLE_MODES: tuple[TaskExampleMode, ...] = get_args(TaskExampleMode)
 
@@ -70,7 +70,7 @@ class GraphLimits:
     explore_temperature: float = 0.8  # when the population has lost diversity
     temperature_step: float = 0.15  # added per proposal already made this round (at T=0.4 the 1.5B repeats itself)
     max_temperature: float = 1.0  # the ramp's cap (Eureka samples at 1.0; at 0.8 the 1.5B under the grammar
-    # kept repeating one answer: docs/RESULTS.md, "The evidence grid on the current code")
+    # kept repeating one answer: docs/RESULTS.md, "The evidence grid")
     analyse_max_tokens: int = 200
     critique_max_tokens: int = 220
     grammar: bool = True  # the local model decodes proposals under the language's grammar (rewards/grammar.py)

@@ -1,7 +1,7 @@
 """Abort the local model's computation mid-batch once the run is asked to stop.
 
 Checking the stop between prompt batches and tokens (`local.py`) is not enough: one prompt batch of the 1.5B
-model takes tens of seconds on a loaded 2-core machine (docs/RESULTS.md, "Stopping during an LLM round"), so a
+model takes tens of seconds on a loaded 2-core machine (benchmarks/README.md, "Stopping during an LLM round"), so a
 stop still waited that long. llama.cpp can abort a
 decode between two graph nodes through its abort callback, but that callback runs once per node (about a
 thousand per batch) on a compute thread: a Python callback would take the GIL each time and slow every answer

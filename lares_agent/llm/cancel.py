@@ -1,7 +1,7 @@
 """Give up an LLM call within a fraction of a second once the run is asked to stop.
 
 A first SIGTERM used to wait for the call in flight: the call's time-out, then its retries and back-off, on a
-server that never answers (docs/RESULTS.md, "Stopping during an LLM round"). `LLMClient.cancelled` is the run's
+server that never answers (benchmarks/README.md, "Stopping during an LLM round"). `LLMClient.cancelled` is the run's
 stop request, read as a plain flag (nothing here runs in a signal handler or takes a lock a handler could need).
 The client checks it before each attempt and while it backs off. A call runs on a daemon thread while the caller
 waits in slices of `POLL_S` (so that in round 0 the main thread is free to run the signal handler that sets the

@@ -14,7 +14,7 @@ w*tolerance(d, 0, r, s, ...)). The model still picks the shape and every constan
 freely; the grammar only rules out a wrong sign, a missing progress term, and a scale s that leaves the term flat
 over the distance an episode closes (r under 0.1 m; s within `scale_bounds` of the distances the run has seen, or
 the distance at the start where the task has it as a feature). In the evidence grid's two door-close-v3 seeds
-that never moved the door (docs/RESULTS.md, "The evidence grid on the current code") the 1.5B wrote
+that never moved the door (docs/RESULTS.md, "The evidence grid") the 1.5B wrote
 `exp(-obj_to_target/10)`, which changes by 5% between the start and the goal, and `exp(-tcp_to_obj/0.05)`, which is
 0.0005 at the handle's start distance of 0.38 m: either way no gradient until the goal is nearly reached. A fixed
 0.1 to 0.99 m still let it write `exp(-obj_to_target/0.1)` for a door 0.49 m from shut (0.008 at the start; docs/

@@ -107,7 +107,7 @@ def scales_within(opening: Mapping[str, str], features: Sequence[str], limits: L
     grammar's progress and approach terms) keeps every `exp(-d/s)` and `tanh(d/s)` of its distance at a scale s
     within the grammar's bounds for that feature (``bounds``, `grammar.scale_bounds`; `grammar.SCALE_BOUNDS` where
     none is given). A child's constants are its parent's times up to e, so a parent the grammar bounded can have
-    children that are flat over the episode again (docs/RESULTS.md, "The evidence grid on the current code")."""
+    children that are flat over the episode again (docs/RESULTS.md, "The evidence grid")."""
 
     def ok(components: Mapping[str, str]) -> bool:
         for name, feature in opening.items():

@@ -1,7 +1,7 @@
 """What a stop leaves behind when it gives up the reward round in flight.
 
-A first SIGTERM/SIGINT used to wait for the round's LLM calls (docs/RESULTS.md, "Stopping during an LLM round"). Now it
-cancels them (`LLMClient.cancelled` is the run's `StopRequest`, `llm/cancel.py`), so the round raises
+A first SIGTERM/SIGINT used to wait for the round's LLM calls (benchmarks/README.md, "Stopping during an LLM
+round"). Now it cancels them (`LLMClient.cancelled` is the run's `StopRequest`, `llm/cancel.py`), so the round raises
 `errors.Cancelled` within a second and is abandoned, never installed:
 
 - in a training round the engine abandons it (`LaResEngine._abandon`): no candidate installed, no checkpoint
