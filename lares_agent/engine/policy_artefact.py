@@ -89,7 +89,7 @@ def _es_actor(learner: Mapping[str, Any], hidden: list[int], normalize: bool) ->
         out[f"actor.{i}.bias"] = torch.as_tensor(params[k : k + sizes[i + 1]].copy())
         k += sizes[i + 1]
     if normalize:
-        out["obs_mean"] = torch.as_tensor(np.asarray(norm["mean"], np.float64))
+        out["obs_mean"] = torch.as_tensor(np.array(norm["mean"], np.float64))  # a copy: the source may be read-only
         out["obs_std"] = torch.as_tensor(np.sqrt(np.asarray(norm["var"], np.float64) + _ES_NORM_EPS))
         out["obs_clip"] = float(norm["clip"])
     return out
