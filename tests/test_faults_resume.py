@@ -262,3 +262,21 @@ def test_the_fallback_warning_names_where_the_rewards_came_from() -> None:
     mixed = LLMHealth(0, 1, 3, 0, 2, None, given=1)
     assert "the built-in fallback (1 slot(s)) or from --rewards-file (1 slot(s))" in mixed.sentence()
     assert "every reward is the built-in fallback (2 slot(s))" in LLMHealth(0, 2, 3, 0, 0, None).sentence()
+
+
+def test_a_run_of_children_of_the_task_reward_is_not_called_a_fallback_run(tmp_path: Path) -> None:
+    """With init and an LLM that never answers, every slot can be a numeric child of the task's own reward."""
+    from lares_agent.runs import RunLog, llm_health
+
+    rows = [{"id": f"r1-a0-{i}", "round": 1, "slot": i, "verdict": "accepted", "origin": "child", "parent_id": "human",
+             "components": {"c": "-obj_to_target"}} for i in range(3)]
+    rows.append({"id": "r1-a0-9", "round": 1, "verdict": "rejected", "reason": "LLM call failed: HTTP 500"})
+    (tmp_path / "candidates.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    health = llm_health(RunLog(tmp_path))
+    assert health.only_fallbacks and health.children == 3 and health.fallbacks == 0
+    assert "every reward is a numeric child of the task's own reward" in health.sentence()
+    assert "(3 slot(s))" in health.sentence() and "fallback" not in health.sentence()
+    rows.append({"id": "fallback-r0-0", "round": 0, "slot": 0, "verdict": "accepted", "reason": "fallback"})
+    (tmp_path / "candidates.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    mixed = llm_health(RunLog(tmp_path)).sentence()
+    assert "every reward is the built-in fallback (1 slot(s)) or a numeric child" in mixed

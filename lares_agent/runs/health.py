@@ -30,6 +30,8 @@ class LLMHealth:
     rejected: int  # proposals rejected, for any reason
     top_failure: str | None  # the most common failure, one line
     given: int = 0  # slots filled from the user's --rewards-file
+    children: int = 0  # numeric children of a reward the LLM did not write (the task's own, a fallback, an edit)
+    edits: int = 0  # random structural edits (the random-edit control)
 
     @property
     def only_fallbacks(self) -> bool:
@@ -41,10 +43,17 @@ class LLMHealth:
         reason = f"; most common failure: {self.top_failure}" if self.top_failure else ""
         refused = (f" ({self.refused_calls} more calls not made: endpoint down or time limit reached)"
                    if self.refused_calls else "")
-        sources = [f"the built-in fallback ({self.fallbacks} slot(s))"] if self.fallbacks or not self.given else []
-        if self.given:
-            sources.append(f"from --rewards-file ({self.given} slot(s))")
-        return (f"no LLM candidate was accepted: every reward is {' or '.join(sources)}; "
+        # name only the sources that filled a slot: with init every slot can be a numeric child of the task's own
+        # reward, which is no fallback
+        sources = [text for n, text in (
+            (self.fallbacks, f"the built-in fallback ({self.fallbacks} slot(s))"),
+            (self.given, f"from --rewards-file ({self.given} slot(s))"),
+            (self.children, f"a numeric child of the task's own reward or of an elite the LLM did not write "
+                            f"({self.children} slot(s))"),
+            (self.edits, f"a random edit ({self.edits} slot(s))"),
+        ) if n]
+        installed = f"every reward is {' or '.join(sources)}" if sources else "no reward was installed"
+        return (f"no LLM candidate was accepted: {installed}; "
                 f"{self.failed_calls} LLM call(s) failed{refused}, {self.rejected} proposal(s) rejected{reason}")
 
 
@@ -67,6 +76,8 @@ def llm_health(log: RunLog) -> LLMHealth:
             from_llm.add(r.id)
     fallbacks = {r.id for r in accepted if r.reason == "fallback"}
     given = {r.id for r in accepted if r.reason == NOT_FROM_LLM[1]}
+    others = [r for r in accepted if r.id not in from_llm | fallbacks | given]
+    children = sum(1 for r in others if r.origin == "child")
     rejected = [r.reason or "" for r in rows if r.verdict == "rejected"]
     refused = sum(1 for r in rejected if "not called for" in r or "refused" in r)
     failed = [c.error or "" for c in log.llm_calls.read() if not c.ok]
@@ -77,7 +88,8 @@ def llm_health(log: RunLog) -> LLMHealth:
         key = counts.most_common(1)[0][0]
         top = next(r for r in pool if _normal(r) == key)
         top = top if len(top) <= 240 else top[:237] + "..."
-    return LLMHealth(len(from_llm), len(fallbacks), len(failed), refused, len(rejected), top, len(given))
+    return LLMHealth(len(from_llm), len(fallbacks), len(failed), refused, len(rejected), top, len(given),
+                     children, len(others) - children)
 
 
 @dataclass(frozen=True)
