@@ -14,7 +14,9 @@ import torch
 from helpers import flat_config, point_task
 
 from lares_agent.engine import MemberEvaluation, SACConfig, make_engine
+from lares_agent.engine.contracts import UpdateContext
 from lares_agent.engine.learners.factory import make_population
+from lares_agent.engine.loop.slots import PendingUpdate
 from lares_agent.engine.rollouts.episodes import EnvPool
 from lares_agent.engine.rollouts.evaluation import evaluate_members
 from lares_agent.engine.tasks import TaskSpec, get_task
@@ -205,3 +207,40 @@ def test_no_eval_at_updates_leaves_out_the_evaluation_an_update_repeats(tmp_path
     assert len(updates) >= 2 and [s for kind, s in fewer if kind == "update"] == updates
     left_out = [s for s in updates if ("eval", s) in every]
     assert left_out and [r for r in every if not (r[0] == "eval" and r[1] in left_out)] == fewer
+
+
+def test_an_update_follows_after_an_overdue_proposal_and_never_while_one_may_still_return() -> None:
+    """What ``eval_at_updates`` False asks before leaving an evaluation out, with a proposal in flight: it depends
+    on env steps only (an overdue one is waited for and installed first), never on whether the LLM has returned."""
+    task = point_task()
+    fixed = [compile_record({"id": f"r{i}", "components": {"near": f"-{i + 1} * dist"}, "rationale": ""}, task)
+             for i in range(3)]
+    cfg = flat_config(setting="init", population=2, elites=1, total_steps=1000, warmup_steps=30, reward_period=100,
+                      eval_at_updates=False, max_rounds=3, sac=SACConfig(hidden=(8, 8)))
+    engine = make_engine(task, cfg, fixed[:2])
+    try:
+        c = engine.counters
+
+        def in_flight(round_: int, at: int) -> None:
+            ctx = UpdateContext(round=round_, env_steps=at, setting="init", slots=(), ranking=(), elites=(),
+                                refill=(), rewards=(), rollouts={}, feature_sample={})
+            engine.proposals.pending = PendingUpdate(ctx, (), 0)
+
+        c.env_steps, c.round, c.last_update_steps = 150, 1, 100
+        assert not engine._update_follows()  # 50 steps since the last update
+        c.env_steps = 200
+        assert engine._update_follows()
+        in_flight(2, 120)
+        assert not engine._update_follows()  # it may return before the next update is due: none follows
+        c.env_steps = 220
+        assert engine._update_follows()  # overdue: installed, then the next update (round 3) at this step
+        in_flight(3, 120)
+        assert not engine._update_follows()  # after its install the rounds are spent
+        in_flight(0, 0)  # round 0 in the background leaves the counters as they are
+        c.round, c.last_update_steps = 0, 0
+        assert engine._update_follows()
+        c.env_steps = 1000
+        assert not engine._update_follows()  # the budget is spent: no next step
+    finally:
+        engine.proposals.pending = None
+        engine.close()

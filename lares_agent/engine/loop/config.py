@@ -181,8 +181,9 @@ class EngineConfig:
     eval_episodes: int = 20
     """Deterministic episodes per learner at each periodic evaluation (run.sh: 20)."""
     eval_at_updates: bool = True
-    """False: a periodic evaluation is left out where a reward update's evaluation of the same learners follows at
-    the same env step (its ``update`` row is the curves' point there); later evaluations then play other seeds."""
+    """False: a periodic evaluation is left out where a reward update's evaluation follows at the same env step (its
+    ``update`` row, after the install of a proposal in flight, is the curves' point there); later evaluations then
+    play other seeds."""
     update_eval_episodes: int = 20
     """Deterministic episodes per learner at a reward update (fitness)."""
     handover_episodes: int = 0

@@ -183,19 +183,29 @@ class LaResEngine:
         return dataclasses.replace(info, env_steps=c.env_steps, round=c.round)
 
     # ------------------------------------------------------------------ when a reward update runs
-    def _update_due(self) -> bool:
+    def _update_due(self, round_: int | None = None, last_update_steps: int | None = None) -> bool:
+        """Whether a reward update is due now (given another round and last update's step: as they would be)."""
         cfg, c = self.config, self.counters
+        round_ = c.round if round_ is None else round_
+        last = c.last_update_steps if last_update_steps is None else last_update_steps
         if cfg.setting == "baseline" or cfg.reward_period <= 0:
             return False
-        if cfg.max_rounds is not None and c.round >= cfg.max_rounds:
+        if cfg.max_rounds is not None and round_ >= cfg.max_rounds:
             return False
-        return c.env_steps - c.last_update_steps >= cfg.reward_period
+        return c.env_steps - last >= cfg.reward_period
 
     def _update_follows(self) -> bool:
-        """Whether the next step starts with a reward update's evaluation of the same learners at this env step:
-        one is due, the budget is not spent, and no proposal is in flight (its install, first, would change
-        learners; and whether it has returned depends on how long the LLM took)."""
-        return self.proposals.pending is None and not self.done and self._update_due()
+        """Whether the next step starts with a reward update's evaluation at this env step: the budget is not spent
+        and one is due, after the install of a proposal in flight when that is overdue (waited for, whatever the
+        LLM's speed; the install may reset replaced learners first). One in flight and not overdue: no update."""
+        pending, c = self.proposals.pending, self.counters
+        if pending is None:
+            return not self.done and self._update_due(c.round, c.last_update_steps)
+        if c.env_steps - pending.ctx.env_steps < self.config.reward_period:
+            return False
+        # as the counters will be after its install (round 0's leaves them as they are)
+        after = (pending.ctx.round, pending.ctx.env_steps) if pending.ctx.round > 0 else (c.round, c.last_update_steps)
+        return not self.done and self._update_due(*after)
 
     def _run_due_update(self) -> None:
         """Install a background proposal that returned, or is overdue (the next update is due: it is waited for,
