@@ -15,7 +15,8 @@ from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, TypeVar
 
-__all__ = ["FakeOpenAI", "ReacherServer", "RefusesFormat", "chat_completion", "format_refusal", "serving"]
+__all__ = ["FakeOpenAI", "ReacherServer", "RefusesFormat", "asked_format", "chat_completion", "format_refusal",
+           "serving"]
 
 
 class FakeOpenAI(ThreadingHTTPServer):
@@ -70,19 +71,28 @@ def reacher_answer(body: dict[str, Any], n: int) -> dict[str, Any]:
     return chat_completion(text, body.get("model", "fake"), 50, 10)
 
 
+def asked_format(body: dict[str, Any]) -> str:
+    """What a request asks its answer to follow: "grammar" (a `grammar` field), else its response_format's type
+    ("none" without one)."""
+    return "grammar" if body.get("grammar") else (body.get("response_format") or {}).get("type", "none")
+
+
 def format_refusal(body: dict[str, Any], refused: tuple[str, ...] = ("json_schema",),
                    status: int = 500) -> tuple[int, dict[str, Any]] | None:
-    """The error a server that cannot honour a `response_format` of a kind in `refused` answers (some answer
-    500, not 400); None when the request asks for another format."""
-    fmt = (body.get("response_format") or {}).get("type", "none")
+    """The error a server that cannot honour a `response_format` of a kind in `refused` (or "grammar": a
+    `grammar` field, as OpenAI's own endpoint refuses it) answers (some answer 500, not 400); None when the
+    request asks for another format."""
+    fmt = asked_format(body)
     if fmt not in refused:
         return None
-    return status, {"error": {"message": f"response_format {fmt} not supported", "type": "server_error"}}
+    message = ("Unrecognized request argument supplied: grammar" if fmt == "grammar"
+               else f"response_format {fmt} not supported")
+    return status, {"error": {"message": message, "type": "server_error"}}
 
 
 class RefusesFormat(FakeOpenAI):
     """Answers like `reacher_answer`, but requests asking for a format in `refused` get `format_refusal`'s
-    error; `formats` lists every request's response_format type ("none" without one)."""
+    error; `formats` lists what every request asked with (`asked_format`)."""
 
     def __init__(self, refused: tuple[str, ...] = ("json_schema",), status: int = 500) -> None:
         super().__init__()
@@ -92,7 +102,7 @@ class RefusesFormat(FakeOpenAI):
 
     def answer(self, path: str, headers: Message, body: dict[str, Any]) -> tuple[int, dict[str, Any] | bytes]:
         with self.lock:
-            self.formats.append((body.get("response_format") or {}).get("type", "none"))
+            self.formats.append(asked_format(body))
             n = len(self.formats)
         refusal = format_refusal(body, self.refused, self.status)
         return refusal if refusal is not None else (200, reacher_answer(body, n))

@@ -151,6 +151,71 @@ def test_a_server_refusing_every_format_ends_without_one() -> None:
     assert steps == [("json_schema", "json_object"), ("json_object", "none")]
 
 
+GBNF = 'root ::= "{" sp "\\"components\\"" sp ":" sp "{}" sp "}"\nsp ::= " "?'
+
+
+class GrammarServer(FakeOpenAI):
+    """Keeps every request body; answers what the grammar writes, or, with `ignores`, free text when a grammar
+    was sent (a server that drops unknown fields)."""
+
+    def __init__(self, ignores: bool = False) -> None:
+        super().__init__()
+        self.ignores = ignores
+        self.bodies: list[dict[str, Any]] = []
+
+    def answer(self, path: str, headers: Message, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        with self.lock:
+            self.bodies.append(body)
+        text = "Reward: -tcp_to_obj" if self.ignores and "grammar" in body else '{"components": {}}'
+        return 200, chat_completion(text, body["model"], 21, 9)
+
+
+def test_a_server_reading_gbnf_gets_the_grammar_and_no_response_format(tmp_path) -> None:
+    formats = FormatSteps()
+    with serving(GrammarServer()) as srv:
+        client = _client(_config(srv.url), formats, tmp_path / "g.jsonl")
+        client.complete(MESSAGES, json_schema=SCHEMA, grammar=GBNF)
+        client.complete(MESSAGES, json_schema=SCHEMA)  # a call without a grammar keeps the response_format
+    first, second = srv.bodies
+    assert first["grammar"] == GBNF and "response_format" not in first  # llama.cpp's field, alone
+    assert first["guided_grammar"] == GBNF and first["structured_outputs"] == {"grammar": GBNF}  # vLLM's
+    assert "grammar" not in second and second["response_format"]["type"] == "json_schema"
+    rows = RecordFile(tmp_path / "g.jsonl", LLMCallRow.from_json).read()
+    assert [r.response_format for r in rows] == ["grammar", "json_schema"]
+    assert formats.grammar(Endpoint(srv.url, "qwen-test"))
+
+
+def test_a_refused_grammar_steps_down_to_the_response_format_once_per_endpoint(tmp_path) -> None:
+    """A server that refuses the `grammar` field with a 400 naming it (as OpenAI's own does)."""
+    formats = FormatSteps()
+    steps: list[tuple[str, str, str]] = []
+    with serving(RefusesFormat(refused=("grammar",), status=400)) as srv:
+        client = _client(_config(srv.url), formats, tmp_path / "r.jsonl")
+        client.on_format_step = lambda endpoint, refused, step, why: steps.append((refused, step, why))
+        assert client.complete(MESSAGES, json_schema=SCHEMA, grammar=GBNF).attempt == 1
+        client.complete(MESSAGES, json_schema=SCHEMA, grammar=GBNF)
+        _client(_config(srv.url), formats).complete(MESSAGES, json_schema=SCHEMA, grammar=GBNF)  # same endpoint
+    assert srv.formats == ["grammar", "json_schema", "json_schema", "json_schema"]  # not sent again
+    assert len(steps) == 1 and steps[0][:2] == ("grammar", "json_schema") and "grammar" in steps[0][2]
+    assert not formats.grammar(Endpoint(srv.url, "qwen-test"))
+    rows = RecordFile(tmp_path / "r.jsonl", LLMCallRow.from_json).read()
+    assert rows[0].error is not None and rows[0].error.startswith("grammar refused, stepping down to json_schema: ")
+    assert client.breaker.refusal(None) is None and client.usage["failures"] == 1
+
+
+def test_a_server_ignoring_the_grammar_is_asked_with_the_response_format_after_its_first_answer() -> None:
+    steps: list[tuple[str, str]] = []
+    with serving(GrammarServer(ignores=True)) as srv:
+        client = _client(_config(srv.url), FormatSteps())
+        client.on_format_step = lambda endpoint, refused, step, why: steps.append((refused, step))
+        first = client.complete(MESSAGES, json_schema=SCHEMA, grammar=GBNF)
+        second = client.complete(MESSAGES, json_schema=SCHEMA, grammar=GBNF)
+    assert first.text == "Reward: -tcp_to_obj"  # handed on as it came: the caller judges the answer
+    assert json.loads(second.text) == {"components": {}}
+    assert ["grammar" in b for b in srv.bodies] == [True, False]
+    assert srv.bodies[1]["response_format"]["type"] == "json_schema" and steps == [("grammar", "json_schema")]
+
+
 class Flaky(FakeOpenAI):
     """A 500 that says nothing about the format on the first `failures` requests, then answers."""
 
@@ -193,23 +258,25 @@ TINY = ["--task", "Reacher-v5", "--budget", "300", "--reward-period", "150", "--
 
 
 @pytest.mark.slow
-def test_a_run_against_a_server_answering_json_schema_with_500_steps_down_and_succeeds(tmp_path) -> None:
-    with serving(RefusesFormat(status=500)) as srv:
+def test_a_run_against_a_server_answering_grammar_and_json_schema_with_500_steps_down_and_succeeds(tmp_path) -> None:
+    with serving(RefusesFormat(refused=("grammar", "json_schema"), status=500)) as srv:
         result = CliRunner().invoke(app, ["run", *TINY, "--llm", "openai", "--model", "fake", "--base-url", srv.url,
                                           "--run-dir", str(tmp_path / "runs")],
                                     env={"LARES_HOME": str(tmp_path), "COLUMNS": "240", "OPENAI_API_KEY": ""})
         assert result.exit_code == 0, result.output
         (run,) = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]
         rows = RecordFile(run / LLM_CALLS_NAME, LLMCallRow.from_json).read()
-        assert srv.formats.count("json_schema") == 1  # refused once, for the whole run
+        # each refused once, for the whole run
+        assert srv.formats.count("grammar") == 1 and srv.formats.count("json_schema") == 1
         schema_rows = [r for r in rows if r.schema is not None]
-        assert schema_rows[0].response_format == "json_schema" and not schema_rows[0].ok
-        assert schema_rows[1:] and all(r.ok and r.response_format == "json_object" for r in schema_rows[1:])
-        # the step is in the run's events, once: endpoint, refused and next format, the server's error
+        assert [(r.response_format, r.ok) for r in schema_rows[:2]] == [("grammar", False), ("json_schema", False)]
+        assert schema_rows[2:] and all(r.ok and r.response_format == "json_object" for r in schema_rows[2:])
+        # each step is in the run's events, once: endpoint, refused and next format, the server's error
         steps = [e for e in RecordFile(run / EVENTS_NAME, Event.from_json).read() if e.event == "llm_format_step"]
-        assert len(steps) == 1, steps
-        assert steps[0].get("refused") == "json_schema" and steps[0].get("next") == "json_object"
-        assert srv.url in steps[0].get("endpoint") and steps[0].get("error") and steps[0].time is not None
+        assert [(e.get("refused"), e.get("next")) for e in steps] == [("grammar", "json_schema"),
+                                                                      ("json_schema", "json_object")], steps
+        assert all(srv.url in e.get("endpoint") and e.get("error") and e.time is not None for e in steps)
+        assert "grammar" in steps[0].get("error")
         # the step is remembered for the endpoint in this process: a later client starts at json_object
         assert FORMAT_STEPS.level(Endpoint(srv.url, "fake")) == 1
         later = make_client(LLMConfig(backend="openai", model="fake", base_url=srv.url), None)

@@ -1,9 +1,9 @@
 """`LLMClient`: the one thing graph nodes call. Retries, time-outs, budgets, usage and the call record.
 
 Graph nodes hand over LangChain messages and, optionally, a JSON schema; the client translates the schema for
-the backend (llama.cpp grammar, OpenAI `json_schema` with a fall-back, nothing for replay), retries transient
-failures with bounded exponential back-off, refuses calls once the run's token or wall budget is spent, and
-appends every call to the run's `llm_calls.jsonl`, which is also what a replay answers from.
+the backend (llama.cpp grammar; for a server, its grammar fields, then `json_schema` with a fall-back; nothing for
+replay), retries transient failures with bounded exponential back-off, refuses calls once the run's token or wall
+budget is spent, and appends every call to the run's `llm_calls.jsonl`, which is also what a replay answers from.
 """
 
 from __future__ import annotations
@@ -26,7 +26,16 @@ from lares_agent.llm.breaker import Breaker, BreakerTrip
 from lares_agent.llm.config import LLMConfig
 from lares_agent.llm.errors import BadAnswer, BudgetExceeded, ContextTooSmall, EndpointDown, LLMError
 from lares_agent.llm.failures import bad_answer, failure_kind, one_line, retryable, status_of
-from lares_agent.llm.formats import FORMAT_LADDER, FORMAT_STEPS, Endpoint, FormatSteps, names_format
+from lares_agent.llm.formats import (
+    FORMAT_LADDER,
+    FORMAT_STEPS,
+    GRAMMAR,
+    Endpoint,
+    FormatSteps,
+    follows_grammar,
+    grammar_body,
+    names_format,
+)
 from lares_agent.llm.local import LlamaCppChatModel, to_openai_messages
 from lares_agent.llm.replay import ReplayChatModel, call_key, record_file
 from lares_agent.llm.usage import UsageLedger, cached_tokens
@@ -98,7 +107,7 @@ class LLMClient:
         served = getattr(chat_model, "wrapped_model", chat_model)  # the fault injector's endpoint is its model's
         self.endpoint = Endpoint(str(getattr(served, "openai_api_base", None) or _OPENAI_BASE),
                                  str(getattr(served, "model_name", "") or ""))
-        # each step down of the response_format: (endpoint, refused format, next format, the error's line)
+        # each step down of the grammar or response_format: (endpoint, refused format, next format, why)
         self.on_format_step: Callable[[Endpoint, str, str, str], None] | None = None
         self._count = 0
         self._lock = threading.Lock()
@@ -149,11 +158,14 @@ class LLMClient:
             timeout = min(timeout, self.deadline - self._clock())
         return max(0.01, timeout)
 
-    def _format(self, json_schema: Mapping[str, Any] | None) -> str | None:
-        """The response_format an openai-compatible call asks with now (None: other backends, or no schema)."""
-        if self.kind != "openai" or json_schema is None:
+    def _format(self, json_schema: Mapping[str, Any] | None, grammar: str | None = None) -> str | None:
+        """What an openai-compatible call asks with now: the grammar until the endpoint gave it up (never at
+        OpenAI's own, which has none), else the response_format (None: other backends, or neither given)."""
+        if self.kind != "openai":
             return None
-        return FORMAT_LADDER[self.formats.level(self.endpoint)]
+        if grammar is not None and self.endpoint.base_url != _OPENAI_BASE and self.formats.grammar(self.endpoint):
+            return GRAMMAR
+        return None if json_schema is None else FORMAT_LADDER[self.formats.level(self.endpoint)]
 
     def _kwargs(
         self, json_schema: Mapping[str, Any] | None, temperature: float, max_tokens: int, seed: int,
@@ -175,6 +187,8 @@ class LLMClient:
                 kw["grammar"] = grammar
             elif json_schema is not None:
                 kw["response_format"] = {"type": "json_object", "schema": dict(json_schema)}
+        elif level == GRAMMAR and grammar is not None:  # openai-compatible, a server that reads GBNF
+            kw["extra_body"] = grammar_body(grammar)
         elif json_schema is not None:  # openai-compatible
             if level == "json_schema":
                 kw["response_format"] = {
@@ -229,7 +243,7 @@ class LLMClient:
             refused = self.breaker.refusal(round_)
             if refused is not None:
                 raise EndpointDown(refused.message(self._where()))
-            fmt = self._format(json_schema)
+            fmt = self._format(json_schema, grammar)
             kwargs = self._kwargs(json_schema, temp, limit, seed, fmt, grammar, meta)
             start = self._clock()
             try:
@@ -242,7 +256,7 @@ class LLMClient:
                 spent += took
                 used = (int(getattr(exc, "prompt_tokens", 0)), int(getattr(exc, "completion_tokens", 0)))
                 self._ledger.failure(tag, took, *used)
-                step = None if isinstance(exc, ContextTooSmall) else self._step_down_format(exc, fmt)
+                step = None if isinstance(exc, ContextTooSmall) else self._step_down_format(exc, fmt, json_schema)
                 self._record(index, tag, meta, messages, json_schema, getattr(exc, "answer", None), *used, took,
                              attempt, exc, response_format=fmt, format_step=step)
                 if isinstance(exc, ContextTooSmall):
@@ -287,6 +301,9 @@ class LLMClient:
                 self._record(index, tag, meta, messages, json_schema, text, prompt_tokens, completion_tokens, took,
                              attempt, cut, response_format=fmt)
                 raise cut
+            if fmt == GRAMMAR and not follows_grammar(text):  # a server that ignores unknown fields
+                self._drop_grammar(json_schema, "the answer is not the JSON object the grammar writes: the server "
+                                   "ignores the grammar fields")
             self._ledger.success(tag, prompt_tokens, completion_tokens, took, estimated)
             fault = (getattr(message, "response_metadata", None) or {}).get("injected_fault")
             if annotate is not None:
@@ -310,23 +327,33 @@ class LLMClient:
         """About 4 characters per token; used only when a server reports no usage (no tokenizer download)."""
         return max(1, sum(len(message_text(m)) for m in messages) // 4)
 
-    def _step_down_format(self, exc: BaseException, refused: str | None) -> str | None:
-        """The weaker response_format to retry with when an OpenAI-compatible server refused `refused`, else None.
+    def _step_down_format(self, exc: BaseException, refused: str | None,
+                          json_schema: Mapping[str, Any] | None) -> str | None:
+        """The weaker format to retry with when an OpenAI-compatible server refused `refused`, else None.
 
         Any HTTP error (4xx or 5xx: some servers answer an unsupported `json_schema` with a 500) whose message
-        names the format steps json_schema -> json_object -> none, remembered for the endpoint (`formats.py`);
-        an error about something else (a plain 5xx, a context-length 400) keeps the format and is retried or
-        raised as before.
+        names the format steps grammar -> json_schema -> json_object -> none, remembered for the endpoint
+        (`formats.py`); an error about something else (a plain 5xx, a context-length 400) keeps the format and is
+        retried or raised as before.
         """
         status = status_of(exc)
         if refused is None or status is None or status < 400 or not names_format(str(exc)):
             return None
+        if refused == GRAMMAR:
+            return self._drop_grammar(json_schema, one_line(exc))
         level = self.formats.step_down(self.endpoint, FORMAT_LADDER.index(refused))
         if level is None:
             return None
         step = FORMAT_LADDER[level]
         if self.on_format_step is not None:
             self.on_format_step(self.endpoint, refused, step, one_line(exc))
+        return step
+
+    def _drop_grammar(self, json_schema: Mapping[str, Any] | None, why: str) -> str:
+        """The endpoint refused or ignored the grammar: the format asked with from now on, the step said once."""
+        step = self._format(json_schema) or "none"
+        if self.formats.drop_grammar(self.endpoint) and self.on_format_step is not None:
+            self.on_format_step(self.endpoint, GRAMMAR, step, why)
         return step
 
     def _record(
@@ -362,7 +389,7 @@ class LLMClient:
             answer=answer,
             ok=error is None,
             error=None if error is None else (
-                f"response_format {response_format} refused, stepping down to {format_step}: {one_line(error)}"
+                f"{_format_name(response_format)} refused, stepping down to {format_step}: {one_line(error)}"
                 if format_step is not None else one_line(error)),
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
@@ -377,3 +404,8 @@ class LLMClient:
         )
         with self._lock:
             self._record_file.append(row)
+
+
+def _format_name(response_format: str | None) -> str:
+    """How a refused format is named in a call's error: the grammar is no response_format."""
+    return GRAMMAR if response_format == GRAMMAR else f"response_format {response_format}"

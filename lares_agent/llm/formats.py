@@ -7,18 +7,27 @@ the step here, keyed by (base URL, model), so every later client of the same end
 resumed run, the next run of a sweep, the report's helpers) starts at the step that worked instead of paying
 the failed request again. The registry is an explicit object: `LLMClient` takes one, and `FORMAT_STEPS` is the
 process-wide default (an empty dict at import, nothing else).
+
+Above the ladder sits the answer grammar (`rewards/grammar.py`, GBNF): a call that has one asks with it first
+(llama.cpp's server reads a `grammar` field, vLLM `guided_grammar` or `structured_outputs`), and an endpoint that
+refused it, or answered text the grammar could not have produced (a server that ignores unknown fields), is
+asked with the response_format from then on. Which endpoints gave the grammar up is remembered the same way.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["FORMAT_LADDER", "FORMAT_STEPS", "Endpoint", "FormatSteps", "names_format"]
+__all__ = ["FORMAT_LADDER", "FORMAT_STEPS", "GRAMMAR", "Endpoint", "FormatSteps", "follows_grammar", "grammar_body",
+           "names_format"]
 
 FORMAT_LADDER = ("json_schema", "json_object", "none")
+GRAMMAR = "grammar"  # the step above the ladder, for calls that carry an answer grammar
 # Words an error message uses when the server refused the structured-output request itself.
-_FORMAT_WORDS = ("response_format", "json_schema", "json_object", "schema", "grammar")
+_FORMAT_WORDS = ("response_format", "json_schema", "json_object", "schema", "grammar", "guided", "structured_output")
 
 
 @dataclass(frozen=True)
@@ -38,12 +47,44 @@ def names_format(message: str) -> bool:
     return any(word in text for word in _FORMAT_WORDS)
 
 
+def grammar_body(grammar: str) -> dict[str, Any]:
+    """The request fields that carry a GBNF grammar: llama.cpp's server reads `grammar`; vLLM, whose xgrammar
+    backend reads llama.cpp's GBNF, `guided_grammar` before 0.12 and `structured_outputs.grammar` from 0.10 on.
+    Each server ignores the fields it does not know. No response_format goes with them: llama.cpp refuses a
+    request holding both a grammar and a JSON schema."""
+    return {"grammar": grammar, "guided_grammar": grammar, "structured_outputs": {"grammar": grammar}}
+
+
+def follows_grammar(text: str) -> bool:
+    """Whether an answer could have been decoded under the answer grammar, as far as the client can tell: the
+    grammar writes one JSON object (`rewards/grammar.py`), so anything else came from a server that ignored it."""
+    try:
+        answer = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(answer, dict)
+
+
 class FormatSteps:
     """Per endpoint: the index into `FORMAT_LADDER` its server accepted (0 = json_schema until refused)."""
 
     def __init__(self) -> None:
         self._levels: dict[Endpoint, int] = {}
+        self._no_grammar: set[Endpoint] = set()
         self._lock = threading.Lock()
+
+    def grammar(self, endpoint: Endpoint) -> bool:
+        """Whether `endpoint` is still asked with the answer grammar (until it refuses or ignores it)."""
+        with self._lock:
+            return endpoint not in self._no_grammar
+
+    def drop_grammar(self, endpoint: Endpoint) -> bool:
+        """`endpoint` refused or ignored the grammar: True if this call gave it up (False: another had already)."""
+        with self._lock:
+            if endpoint in self._no_grammar:
+                return False
+            self._no_grammar.add(endpoint)
+            return True
 
     def level(self, endpoint: Endpoint) -> int:
         """The ladder index to ask `endpoint` with."""
@@ -69,8 +110,10 @@ class FormatSteps:
         with self._lock:
             if endpoint is None:
                 self._levels.clear()
+                self._no_grammar.clear()
             else:
                 self._levels.pop(endpoint, None)
+                self._no_grammar.discard(endpoint)
 
 
 FORMAT_STEPS = FormatSteps()

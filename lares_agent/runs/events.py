@@ -48,7 +48,7 @@ EventKind = Literal[
     "feedback",  # search: a round took a user's note (runs/feedback.py) into its critique; each note is taken once
     "llm_breaker",  # search: the LLM endpoint failed the same way repeatedly; not called for a round or the run
     "llm_fault",  # llm/faults.py: an injected fault (tests and benchmarks write these to their own file)
-    "llm_format_step",  # search: the endpoint refused a response_format; the client steps down (llm/formats.py)
+    "llm_format_step",  # search: the endpoint refused a grammar or response_format; the client stepped down
     "llm_context",  # search: a prompt and its answer did not fit the model's context; the cause and fix (llm/window.py)
     "potential",  # search: a reward is a potential shaping a base reward (--shaping potential, engine/potential.py)
 ]

@@ -44,7 +44,7 @@ class LLMCallRow:
     time: str = ""  # ISO 8601 (UTC), when the attempt was recorded
     fault: str | None = None  # an injected fault's kind (llm/faults.py); absent otherwise
     cached_tokens: int | None = None  # prompt tokens served from the backend's prefix cache; None: not reported
-    response_format: str | None = None  # openai: json_schema | json_object | none, the format this attempt asked for
+    response_format: str | None = None  # openai: grammar | json_schema | json_object | none, what it asked with
     answer_chars: int | None = None  # the answer's full length where the stored one is cut (MAX_STORED_ANSWER)
 
     @property
