@@ -216,6 +216,12 @@ def test_a_server_ignoring_the_grammar_is_asked_with_the_response_format_after_i
     assert srv.bodies[1]["response_format"]["type"] == "json_schema" and steps == [("grammar", "json_schema")]
 
 
+def test_openais_own_endpoint_is_never_asked_with_the_grammar(monkeypatch) -> None:
+    monkeypatch.setenv("LARES_TEST_KEY", "sk-test")
+    client = _client(LLMConfig(backend="openai", model="gpt-x", api_key_env="LARES_TEST_KEY"), FormatSteps())
+    assert client._format(SCHEMA, GBNF) == "json_schema" and client._format(None, GBNF) is None
+
+
 class Flaky(FakeOpenAI):
     """A 500 that says nothing about the format on the first `failures` requests, then answers."""
 

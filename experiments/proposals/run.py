@@ -28,6 +28,7 @@ Its targets: >= 95% filled ("valid"), >= 80% distinct. The sample is the engine'
     python experiments/proposals/run.py --model qwen2.5-coder-0.5b --n 12 --per-call 1
     python experiments/proposals/run.py --task-examples other   # with an answer for a different task
     python experiments/proposals/run.py --task-examples own     # and two answers for the task itself
+    python experiments/proposals/run.py --base-url http://127.0.0.1:8000/v1 --model qwen   # through a server
 
 docs/RESULTS.md reports its runs ("Proposals without own-task examples, under the grammar" and the sections
 around it).
@@ -83,7 +84,9 @@ def unrepaired_valid(calls: list[dict[str, Any]], task: GraphTask, sample: Mappi
 def bench_task(task_name: str, n: int, args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
     task = get_task(task_name)
     sample = random_feature_sample(task, 1024, args.seed)
-    llm = make_client(LLMConfig(backend="local", model=args.model, temperature=args.temperature,
+    served = args.base_url is not None  # an OpenAI-compatible server (llama.cpp's own) serving the same model
+    llm = make_client(LLMConfig(backend="openai" if served else "local", model=args.model, base_url=args.base_url,
+                                context=args.context if served else None, temperature=args.temperature,
                                 seed=args.seed, timeout_s=600.0), run_dir=run_dir)
     limits = GraphLimits(per_call=args.per_call, temperature=args.temperature, oversample=args.oversample,
                          reflect=False, task_examples=args.task_examples)
@@ -151,6 +154,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--verbose", action="store_true")
     parser.add_argument("--keep", type=Path, default=None, help="keep the llm_calls.jsonl records in this folder")
+    parser.add_argument("--base-url", default=None,
+                        help="ask this OpenAI-compatible server for --model instead of the local model")
+    parser.add_argument("--context", type=int, default=4096, help="the server's context in tokens (--base-url)")
     args = parser.parse_args()
     tasks = args.tasks.split(",")
     share = [args.n // len(tasks) + (1 if i < args.n % len(tasks) else 0) for i in range(len(tasks))]
