@@ -86,6 +86,8 @@ def assert_rows_once(run: Path) -> None:
     assert all(n == 1 for n in updates.values()), updates
     warmups = [e for e in events if e["event"] == "warmup"]
     assert len(warmups) == 1
+    checkpoints = Counter(e["name"] for e in events if e["event"] == "checkpoint")
+    assert all(n == 1 for n in checkpoints.values()), checkpoints
 
 
 def test_resume_skips_a_damaged_newest_checkpoint_and_writes_each_row_once(killed: Path, tmp_path: Path) -> None:
@@ -105,6 +107,9 @@ def test_resume_skips_a_damaged_newest_checkpoint_and_writes_each_row_once(kille
     assert_rows_once(killed)
     starts = [e for e in read_jsonl(killed / "events.jsonl") if e["event"] == "run_start"]
     assert starts[-1]["skipped"] and starts[-1]["checkpoint"].startswith("round-")
+    restored = [e for e in read_jsonl(killed / "events.jsonl")
+                if e["event"] == "checkpoint" and e["name"] == starts[-1]["checkpoint"]]
+    assert len(restored) == 1  # the checkpoint a resume restores keeps its own event
 
 
 def test_a_damaged_trace_is_set_aside_before_anything_runs(killed: Path, tmp_path: Path) -> None:

@@ -128,12 +128,13 @@ class EngineLog:
             return None
         periodic = name is None
         name = name or f"step-{counters.env_steps:09d}"
-        path = save_checkpoint(
+        # the event goes first, so the sizes a resume cuts the logs back to keep it (a resume from this checkpoint
+        # still says it was taken); a kill before the save leaves it past an older checkpoint's sizes, cut then
+        self.event({"event": "checkpoint", "name": name, "env_steps": counters.env_steps, "round": counters.round})
+        return save_checkpoint(
             self._files.layout.checkpoints, state(), name, prune_prefix="step-" if periodic else None,
             meta={"log_bytes": log_sizes(self._files.layout)},  # what a resume truncates the logs back to
         )
-        self.event({"event": "checkpoint", "name": name, "env_steps": counters.env_steps, "round": counters.round})
-        return path
 
     def close(self) -> None:
         """Nothing stays open: every record is appended and flushed on its own (kept for the engine's close)."""
