@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import zlib
 from collections import Counter
 from collections.abc import Iterator
 from email.message import Message
@@ -177,6 +178,51 @@ def test_a_run_without_a_checkpoint_resumes_with_a_marker_and_no_repeated_rows(k
     marker = [e for e in events if e["event"] == "resumed"]
     assert marker and marker[-1]["checkpoint"] is None and marker[-1]["dropped"]["metrics.jsonl"] > 0
     assert_rows_once(killed)
+
+
+class PromptServer(FakeOpenAI):
+    """Answers that follow from the prompt alone, as a deterministic LLM's would: a restarted run that asks what
+    the uninterrupted one asked gets the same answer."""
+
+    def answer(self, path: str, headers: Message, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        self.count()
+        return 200, reacher_answer(body, zlib.crc32(str(body["messages"]).encode()) % 7)
+
+
+def _rows_without_ids(run: Path) -> list[dict[str, Any]]:
+    """Metrics rows with what differs between two run folders left out: the time and the candidates' id prefix
+    (the folder's name)."""
+    prefix = run.name.rsplit("-", 1)[-1] + "-"
+    text = (run / "metrics.jsonl").read_text(encoding="utf-8").replace(prefix, "")
+    return [{k: v for k, v in json.loads(line).items() if k != "wall_time"} for line in text.splitlines()]
+
+
+def test_a_resume_with_every_checkpoint_damaged_equals_an_uninterrupted_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The restart from zero replays every round from the trace at once, where the LLM once took its time: each
+    background round is installed at the step the first session installed it, so the rows are the same."""
+    from lares_agent.engine.loop.proposals import ProposalRunner
+
+    real = ProposalRunner.ready
+    monkeypatch.setattr(ProposalRunner, "ready", property(lambda self: False))  # a slow LLM: installed when overdue
+    args = [*TINY[:3], "600", *TINY[4:], "--eval-every", "150", "--llm", "openai", "--model", "fake"]
+    with serving(PromptServer()) as srv:
+        first = lares("run", *args, "--base-url", srv.url, "--run-dir", str(tmp_path / "runs"), home=tmp_path)
+        assert first.exit_code == 0, first.output
+        run = only_run(tmp_path / "runs")
+        whole = _rows_without_ids(run)
+        assert any(e["event"] == "initial_rewards" and e["env_steps"] > 0 for e in read_jsonl(run / "events.jsonl"))
+        lines = (run / "events.jsonl").read_text().splitlines()  # killed before its end: no run_end line
+        (run / "events.jsonl").write_text("".join(line + "\n" for line in lines if '"run_end"' not in line))
+        for arrays in (run / "checkpoints").glob("*/arrays.npz"):
+            arrays.write_bytes(arrays.read_bytes()[:100])
+        monkeypatch.setattr(ProposalRunner, "ready", real)  # the trace's answers are there at once
+        result = lares("resume", str(run), "--no-report", home=tmp_path)
+    assert result.exit_code == 0, result.output
+    assert "no loadable checkpoint: the engine starts again" in result.output
+    assert _rows_without_ids(run) == whole
+    assert_rows_once(run)
 
 
 def test_sigterm_finishes_the_step_checkpoints_and_says_how_to_resume(

@@ -15,15 +15,15 @@ import json
 import shutil
 import sqlite3
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from lares_agent.engine import checkpoint_meta, newest_loadable, remove_stale
-from lares_agent.runs import RunLayout, short_logs, truncate_logs
+from lares_agent.runs import RunLayout, read_jsonl, short_logs, truncate_logs
 from lares_agent.runs.oserrors import RunFileError, run_file_error
 
-__all__ = ["ResumePlan", "check_trace", "prepare_resume"]
+__all__ = ["ResumePlan", "check_trace", "install_steps", "prepare_resume"]
 
 ROUND_0_THREAD = "round-0"  # the trace thread of the initial proposals (`GraphProposer._round`)
 
@@ -36,6 +36,8 @@ class ResumePlan:
     skipped: tuple[str, ...]  # one line per checkpoint set aside
     dropped: dict[str, int]  # rows cut from each log
     trace_set_aside: str | None  # where a damaged trace went
+    # round -> the env step an earlier session installed it at (engine.install_steps), read before the cut
+    install_steps: Mapping[int, int] = field(default_factory=dict)
 
     def summary(self) -> dict[str, object]:
         """The fields a `resumed` / `run_start` event carries."""
@@ -134,8 +136,10 @@ def _prepare(run: RunLayout, notify: Notify) -> ResumePlan:
         notify(line)
     if skipped:
         notify(f"resuming from {checkpoint.name}" if checkpoint else "no loadable checkpoint: the engine starts again")
+    installs = install_steps(run)
     if checkpoint is not None and _fell_back_in_round_0(checkpoint):
         _forget_round_0(run, checkpoint)
+        installs = {}  # round 0 is asked again, not replayed
         checkpoint = None
         notify("round 0 fell back to the built-in reward, so its checkpoints were removed and the run starts again: "
                "the LLM is asked for round 0's candidates once more")
@@ -147,4 +151,16 @@ def _prepare(run: RunLayout, notify: Notify) -> ResumePlan:
         dropped = truncate_logs(run, sizes if isinstance(sizes, dict) else None)
     else:
         dropped = {}
-    return ResumePlan(checkpoint, tuple(lines), dropped, aside)
+    return ResumePlan(checkpoint, tuple(lines), dropped, aside, installs)
+
+
+def install_steps(run: RunLayout) -> dict[int, int]:
+    """Round -> the env step its rewards were installed at, from the events an earlier session wrote (round 0's
+    `initial_rewards`, each `reward_update`). A round the trace holds is replayed at once on resume, where the LLM
+    once took its time; the engine installs it at the same step, so the replayed steps follow the same path."""
+    out: dict[int, int] = {}
+    for row in read_jsonl(run.events):
+        if row.get("event") in ("initial_rewards", "reward_update") and isinstance(row.get("round"), int) \
+                and isinstance(row.get("env_steps"), int):
+            out[int(row["round"])] = int(row["env_steps"])
+    return out

@@ -169,6 +169,7 @@ def _resume_in(run: RunLayout, cfg: SearchConfig, progress: ProgressFn | None, e
                     engine = search.new_engine()
                 except Cancelled:  # a stop during round 0, again
                     return search.abandoned_round_0()
+            engine.install_steps = dict(plan.install_steps)  # rounds replayed from the trace install where they did
             try:
                 return search.drive(engine, progress)
             finally:

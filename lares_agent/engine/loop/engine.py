@@ -89,6 +89,9 @@ class LaResEngine:
         self.last_metrics: dict[str, Any] | None = None
         self.abandoned: int | None = None
         """The round given up because the run was asked to stop (None: none); no checkpoint is written after it."""
+        # round -> the env step an earlier session installed its background proposal at: a resume replays those
+        # rounds from the trace at once, and installing them at once would leave the first session's path
+        self.install_steps: dict[int, int] = {}
         self._start = time.monotonic()
         self._records_s = 0.0  # writing checkpoints and policy files, this session
 
@@ -213,7 +216,11 @@ class LaResEngine:
         pending = self.proposals.pending
         if pending is not None:
             overdue = self.counters.env_steps - pending.ctx.env_steps >= self.config.reward_period
-            if not (self.proposals.ready or overdue):
+            held = self.install_steps.get(pending.ctx.round)
+            if held is not None:  # a round replayed on resume: installed where the earlier session installed it
+                if self.counters.env_steps < held:
+                    return
+            elif not (self.proposals.ready or overdue):
                 return
             self.finish_update()
         if not self._update_due():
