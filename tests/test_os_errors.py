@@ -178,3 +178,33 @@ def test_a_bare_disk_io_error_on_a_full_disk_says_so(tmp_path: Path, monkeypatch
     error = sqlite_file_error("the graph trace", tmp_path / "t", sqlite3.OperationalError("disk I/O error"))
     assert str(error).endswith(": the disk failed a read or write (sqlite: disk I/O error; check the disk and its "
                                "free space)")
+
+
+def _read_only(*args: Any, **kwargs: Any) -> Any:
+    """What a write on a read-only file system raises (the tests run as root, where chmod stops nothing)."""
+    raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(args[0]) if args else "")
+
+
+def test_export_to_a_read_only_file_system_is_one_plain_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lares_agent.runs import atomic
+
+    monkeypatch.setattr(atomic.tempfile, "mkstemp", _read_only)
+    target = tmp_path / "reward.py"
+    result = CliRunner().invoke(app, ["export", "--human", "--task", "Reacher-v5", "--out", str(target)])
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code != 0 and len(lines) == 1, result.output
+    assert lines[0] == f"error: cannot write {target}: the file system is read-only (choose a writable folder)"
+    assert not target.exists()
+
+
+def test_a_video_on_a_read_only_file_system_is_named_in_words(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from PIL import Image
+
+    from lares_agent.engine.video import VideoError, _save
+
+    monkeypatch.setattr(Image.Image, "save", _read_only)
+    path = tmp_path / "episode.gif"
+    with pytest.raises(VideoError) as info:
+        _save([np.full((8, 8, 3), 9, dtype=np.uint8)] * 2, path, ".gif", 40)
+    assert str(info.value) == f"cannot write {path}: the file system is read-only (choose a writable folder)"
+    assert not list(tmp_path.iterdir())

@@ -25,6 +25,7 @@ from lares_agent.engine.policy_eval import check_policy_fits
 from lares_agent.engine.rollouts.episodes import EVAL_STREAM, episode_seed, seeded_reset, to_env_action
 from lares_agent.engine.tasks import TaskSpec
 from lares_agent.errors import LaresError
+from lares_agent.runs.oserrors import run_file_error
 
 if TYPE_CHECKING:
     from lares_agent.engine.policy_artefact import PolicyArtefact
@@ -197,7 +198,10 @@ def _save(frames: list[np.ndarray], path: Path, suffix: str, frame_ms: int) -> N
 
             imageio.mimsave(tmp, [*frames], fps=1000 / frame_ms)
         os.replace(tmp, path)
-    except Exception as exc:  # a full disk, a folder that cannot be made, an encoder failing
+    except OSError as exc:  # a full disk, a read-only file system, a folder that cannot be made: in words
+        tmp.unlink(missing_ok=True)
+        raise VideoError(str(run_file_error("write", path, exc))) from None
+    except Exception as exc:  # an encoder failing
         tmp.unlink(missing_ok=True)
         raise VideoError(f"cannot write {path} ({type(exc).__name__}: {_one_line(str(exc))})") from None
 
