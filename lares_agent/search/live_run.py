@@ -171,7 +171,11 @@ class Search:
             potential = self.cfg.shaping == "potential"  # given rewards are potentials then: of the state alone
             given = (load_rewards_file(Path(self.cfg.rewards_file), self.task, state_only=potential)
                      if self.cfg.rewards_file else [])
-            sample = random_feature_sample(self.task, max(self.cfg.warmup_steps, 500), self.cfg.seed, self.cfg.horizon)
+            task, cfg = self.task, self.cfg
+
+            def sample() -> Mapping[str, Any]:  # round 0's states: random episodes, drawn where round 0 runs
+                return random_feature_sample(task, max(cfg.warmup_steps, 500), cfg.seed, cfg.horizon)
+
             self.begin(0, 0)  # a new engine starts at step 0, round 0
             began = time.monotonic()
             if self.proposer is None:
@@ -183,14 +187,14 @@ class Search:
                 initial = [*given, *[HumanReward(_human_complexity(self.task))] * (n - len(given))]
 
                 def round_zero(_: UpdateContext) -> list[RewardFunction]:
-                    return proposer.initial(n, sample, given)[len(given):]
+                    return proposer.initial(n, sample(), given)[len(given):]
 
                 background = (round_zero, range(len(given), n))
             else:
                 burst = (self.llm.threads_while(initial_llm_threads(self.cfg)) if self.llm is not None
                          else contextlib.nullcontext())
                 with burst:  # the learners wait for round 0: the local model gets every core
-                    initial = proposer.initial(n, sample, given)
+                    initial = proposer.initial(n, sample(), given)
                 self.initial_llm_s = time.monotonic() - began
         elif self.cfg.reward_components:  # a found reward trained alone (search/found_reward.py)
             initial = found_rewards(self.cfg, self.task)
