@@ -186,23 +186,22 @@ def _offstage_reason(parsed: ParsedReward, task: RewardTask) -> str | None:
 
 def _designer_reason(parsed: ParsedReward, task: RewardTask) -> str | None:
     """The first component that reads a designer's feature (`rewards.task.designer_features`), as a reason."""
-    hidden = designer_features(task)
-    for name, expr in parsed.components.items():
-        used = sorted({str(s) for s in expr.free_symbols} & hidden)
-        if used:
-            return (f"component '{name}' reads {', '.join(used)}: made to write the task's own reward (the "
-                    "designer's features), which a reward from scratch does not use; use the listed features")
-    return None
+    return _reads(parsed, designer_features(task), ": made to write the task's own reward (the designer's features), "
+                  "which a reward from scratch does not use; use the listed features")
 
 
 def _action_reason(parsed: ParsedReward, task: RewardTask) -> str | None:
     """The first component that reads the step's action (`rewards.task.action_features`), as a reason."""
-    hidden = action_features(task)
+    return _reads(parsed, action_features(task), ", which the action sets: a potential is a function of the state "
+                  "alone; use the state's features")
+
+
+def _reads(parsed: ParsedReward, names: frozenset[str] | set[str], why: str) -> str | None:
+    """The first component that reads any of `names`, as a reason: the names read, then `why`."""
     for name, expr in parsed.components.items():
-        used = sorted({str(s) for s in expr.free_symbols} & hidden)
+        used = sorted({str(s) for s in expr.free_symbols} & names)
         if used:
-            return (f"component '{name}' reads {', '.join(used)}, which the action sets: a potential is a function "
-                    "of the state alone; use the state's features")
+            return f"component '{name}' reads {', '.join(used)}{why}"
     return None
 
 
