@@ -280,21 +280,29 @@ class LaResEngine:
         ctx, steps = pending.ctx, {"proposed_at": 0, "installed_at": self.counters.env_steps}
         if len(proposals) > len(ctx.refill):
             raise EngineError(f"round 0 returned {len(proposals)} rewards for {len(ctx.refill)} slots")
-        replaced: dict[str, str] = {}
-        for slot, fn in zip(ctx.refill, proposals, strict=False):
+        replaced = self._install_proposals(0, ctx.refill, proposals, pending.best, steps)
+        self.log.event({"event": "initial_rewards", "round": 0, "env_steps": steps["installed_at"],
+                        "replaced": {str(s): rid for s, rid in replaced.items()}, "inherited": [],
+                        **{k: float(v) for k, v in timing.items()}})
+        self.save_checkpoint("round-0000")
+
+    def _install_proposals(self, round_: int, refill: Sequence[int], proposals: Sequence[RewardFunction], best: int,
+                           steps: Mapping[str, int]) -> dict[int, str]:
+        """Install each proposal in its slot, relabelled and scaled to ``best``'s column; a column the buffer
+        refuses leaves the slot its reward (a ``candidate_rejected`` event). Returns slot -> installed reward id."""
+        replaced: dict[int, str] = {}
+        for slot, fn in zip(refill, proposals, strict=False):
             try:
-                extra = self.population.install(slot, fn, pending.best)
-            except RewardColumnError as exc:  # the slot keeps the reward it trained on
-                self.log.event({"event": "candidate_rejected", "round": 0, "slot": slot, "reward_id": fn.id,
+                extra = self.population.install(slot, fn, best)
+            except RewardColumnError as exc:
+                self.log.event({"event": "candidate_rejected", "round": round_, "slot": slot, "reward_id": fn.id,
                                 "reason": exc.reason, **steps})
                 continue
             self.rewards[slot] = fn
-            replaced[str(slot)] = fn.id
-            self.log.event({"event": "candidate_accepted", "round": 0, "slot": slot, "reward_id": fn.id, **steps,
-                            **extra})
-        self.log.event({"event": "initial_rewards", "round": 0, "env_steps": steps["installed_at"],
-                        "replaced": replaced, "inherited": [], **{k: float(v) for k, v in timing.items()}})
-        self.save_checkpoint("round-0000")
+            replaced[slot] = fn.id
+            self.log.event({"event": "candidate_accepted", "round": round_, "slot": slot, "reward_id": fn.id,
+                            **steps, **extra})
+        return replaced
 
     def _abandon(self, pending: PendingUpdate) -> None:
         """Give up a round whose hook was cancelled: nothing installed, and from now on no checkpoint, because
@@ -363,18 +371,7 @@ class LaResEngine:
                 raise EngineError("every kept slot was quarantined while the reward proposal ran; "
                                   "no learner can be inherited from")
         steps = {"proposed_at": ctx.env_steps, "installed_at": self.counters.env_steps}
-        replaced: dict[int, str] = {}
-        for slot, fn in zip(refill, proposals, strict=False):
-            try:
-                extra = pop.install(slot, fn, best)
-            except RewardColumnError as exc:
-                self.log.event({"event": "candidate_rejected", "round": ctx.round, "slot": slot,
-                                "reward_id": fn.id, "reason": exc.reason, **steps})
-                continue
-            self.rewards[slot] = fn
-            replaced[slot] = fn.id
-            self.log.event({"event": "candidate_accepted", "round": ctx.round, "slot": slot, "reward_id": fn.id,
-                            **steps, **extra})
+        replaced = self._install_proposals(ctx.round, refill, proposals, best, steps)
         for slot in refill:
             # A reward that went NaN/inf on new steps must not survive an update that brought no candidate for
             # its slot (it would break the reset learner again at once): the slot shares the best slot's reward
