@@ -160,7 +160,7 @@ def report(trials: dict[str, Trial]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--task", default="reach-v3")
-    parser.add_argument("--budget", type=int, default=3_000, help="env steps of every run (30000: the issue's size)")
+    parser.add_argument("--budget", type=int, default=3_000, help="env steps of every run")
     parser.add_argument("--reward-period", type=int, default=0, help="0: half the budget (round 0 and one update)")
     parser.add_argument("--k", type=int, default=3, help="reward slots (the init setting adds the human learner)")
     parser.add_argument("--seed", type=int, default=0)
