@@ -84,6 +84,11 @@ class EnvPool:
             self._envs.append(self._make_env(self._base_seed + len(self._envs)))
         return self._envs[:n]
 
+    def alike(self, k: int) -> list[gymnasium.Env]:
+        """``k`` environments of the first construction seed (env 0 and ``k - 1`` copies of it): members compared on
+        them meet the same goal for the same reset seed, which MT1 would not give on envs of different seeds."""
+        return self.copies(1, k)[0]
+
     def copies(self, n: int, k: int) -> list[list[gymnasium.Env]]:
         """``k`` environments of each of the first ``n`` construction seeds: row ``i`` is env ``i`` (``get``) and
         ``k - 1`` more built like it, created on first use and kept."""

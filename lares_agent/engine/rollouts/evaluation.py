@@ -104,10 +104,11 @@ def evaluate_members(
     """Evaluate ``members`` for ``episodes`` deterministic episodes, as many as ``max_envs`` envs allow in lock
     step (one ``act`` call a step over every member's episodes).
 
-    Member ``i`` plays every episode on an env of construction seed ``i`` of ``pool`` (``EnvPool.copies``), so the
-    numbers do not depend on how many episodes run at once: ``max_envs`` = the member count plays one episode of
-    each member at a time. ``act(obs [N, obs_dim], members [N]) -> [N, act_dim]`` must be deterministic (tanh of
-    the mean) and act on each row alone; ``rewards[i]`` is member ``members[i]``'s raw reward function (None: own
+    Every member plays every episode on an env of ``pool``'s first construction seed (``EnvPool.alike``), so members
+    meet the same start and goal for a reset seed, and the numbers do not depend on how many episodes run at once:
+    ``max_envs`` = the member count plays one episode of each member at a time.
+    ``act(obs [N, obs_dim], members [N]) -> [N, act_dim]`` must be deterministic (tanh of the mean) and act on each
+    row alone; ``rewards[i]`` is member ``members[i]``'s raw reward function (None: own
     return and components are NaN). ``reset_seeds[e]`` seeds episode e for every member. ``drop_features`` are
     removed from the kept rollouts (the human reward is never shown to the LLM in the from-scratch setting).
     ``approach_feature``: the task's (None: ``approach_closed`` is NaN).
@@ -136,9 +137,9 @@ def evaluate_members(
     kept: list[list[dict[str, np.ndarray]]] = [[] for _ in range(m)]
     for first in range(0, episodes, together):
         n_ep = min(together, episodes - first)
-        copies = pool.copies(m, n_ep)
-        # rows episode-major: row j * m + i is member i's episode first + j
-        envs = [copies[i][j] for j in range(n_ep) for i in range(m)]
+        # rows episode-major: row j * m + i is member i's episode first + j, every row on an env of one construction
+        # seed, so that members meet the same goal on the same reset seed (MT1 draws its goals from that seed)
+        envs = pool.alike(n_ep * m)
         row_members = np.tile(member_arr, n_ep)
         batch = run_episodes(envs, _row_wise(act, row_members), raw_state, horizon,
                              [reset_seeds[first + j] for j in range(n_ep) for _ in range(m)])
