@@ -26,15 +26,30 @@ from typing import Any
 import numpy as np
 
 from lares_agent.engine.contracts import MemberEvaluation, ProposeFn, RewardFunction, UpdateContext
-from lares_agent.engine.errors import EngineError, RewardColumnError
+from lares_agent.engine.errors import EngineError
+from lares_agent.engine.loop.cadence import install_now, update_due, update_follows
 from lares_agent.engine.loop.config import EngineConfig
 from lares_agent.engine.loop.fitness import grading, rank_slots, slot_evaluations
 from lares_agent.engine.loop.handover import HandOver
-from lares_agent.engine.loop.inheritance import inheritance
 from lares_agent.engine.loop.proposals import ProposalRunner
-from lares_agent.engine.loop.records import STATE_VERSION, Counters, EngineLog, evaluation_row, load_counters
+from lares_agent.engine.loop.records import (
+    Counters,
+    EngineLog,
+    engine_state,
+    evaluation_row,
+    load_counters,
+    policy_state,
+)
 from lares_agent.engine.loop.selection import choose_elites
 from lares_agent.engine.loop.slots import PendingUpdate, learner_count
+from lares_agent.engine.loop.update import (
+    inherit_source,
+    inheriting,
+    install_proposals,
+    share_best_reward,
+    update_context,
+    update_record,
+)
 from lares_agent.engine.policy_artefact import write_policies
 from lares_agent.engine.protocols import Population, StepInfo
 from lares_agent.engine.rollouts.episodes import EVAL_STREAM, episode_seed
@@ -186,44 +201,20 @@ class LaResEngine:
         return dataclasses.replace(info, env_steps=c.env_steps, round=c.round)
 
     # ------------------------------------------------------------------ when a reward update runs
-    def _update_due(self, round_: int | None = None, last_update_steps: int | None = None) -> bool:
-        """Whether a reward update is due now (given another round and last update's step: as they would be)."""
-        cfg, c = self.config, self.counters
-        round_ = c.round if round_ is None else round_
-        last = c.last_update_steps if last_update_steps is None else last_update_steps
-        if cfg.setting == "baseline" or cfg.reward_period <= 0:
-            return False
-        if cfg.max_rounds is not None and round_ >= cfg.max_rounds:
-            return False
-        return c.env_steps - last >= cfg.reward_period
-
     def _update_follows(self) -> bool:
-        """Whether the next step starts with a reward update's evaluation at this env step: the budget is not spent
-        and one is due, after the install of a proposal in flight when that is overdue (waited for, whatever the
-        LLM's speed; the install may reset replaced learners first). One in flight and not overdue: no update."""
-        pending, c = self.proposals.pending, self.counters
-        if pending is None:
-            return not self.done and self._update_due(c.round, c.last_update_steps)
-        if c.env_steps - pending.ctx.env_steps < self.config.reward_period:
-            return False
-        # as the counters will be after its install (round 0's leaves them as they are)
-        after = (pending.ctx.round, pending.ctx.env_steps) if pending.ctx.round > 0 else (c.round, c.last_update_steps)
-        return not self.done and self._update_due(*after)
+        """Whether the next step starts with a reward update's evaluation at this env step (``loop/cadence.py``)."""
+        return update_follows(self.config, self.counters, self.proposals.pending)
 
     def _run_due_update(self) -> None:
         """Install a background proposal that returned, or is overdue (the next update is due: it is waited for,
         so rounds keep their cadence and never overlap); start a due update, in the background when configured."""
-        pending = self.proposals.pending
+        pending, c = self.proposals.pending, self.counters
         if pending is not None:
-            overdue = self.counters.env_steps - pending.ctx.env_steps >= self.config.reward_period
-            held = self.install_steps.get(pending.ctx.round)
-            if held is not None:  # a round replayed on resume: installed where the earlier session installed it
-                if self.counters.env_steps < held:
-                    return
-            elif not (self.proposals.ready or overdue):
+            if not install_now(self.config, c.env_steps, pending, self.proposals.ready,
+                               self.install_steps.get(pending.ctx.round)):
                 return
             self.finish_update()
-        if not self._update_due():
+        if not update_due(self.config, c.env_steps, c.round, c.last_update_steps):
             return
         if self.config.propose_in_background and self.propose is not None:
             self.proposals.submit(self.propose, self._start_update(background=True))
@@ -280,29 +271,12 @@ class LaResEngine:
         ctx, steps = pending.ctx, {"proposed_at": 0, "installed_at": self.counters.env_steps}
         if len(proposals) > len(ctx.refill):
             raise EngineError(f"round 0 returned {len(proposals)} rewards for {len(ctx.refill)} slots")
-        replaced = self._install_proposals(0, ctx.refill, proposals, pending.best, steps)
+        replaced = install_proposals(self.population, self.rewards, self.log.event, 0, ctx.refill, proposals,
+                                     pending.best, steps)
         self.log.event({"event": "initial_rewards", "round": 0, "env_steps": steps["installed_at"],
                         "replaced": {str(s): rid for s, rid in replaced.items()}, "inherited": [],
                         **{k: float(v) for k, v in timing.items()}})
         self.save_checkpoint("round-0000")
-
-    def _install_proposals(self, round_: int, refill: Sequence[int], proposals: Sequence[RewardFunction], best: int,
-                           steps: Mapping[str, int]) -> dict[int, str]:
-        """Install each proposal in its slot, relabelled and scaled to ``best``'s column; a column the buffer
-        refuses leaves the slot its reward (a ``candidate_rejected`` event). Returns slot -> installed reward id."""
-        replaced: dict[int, str] = {}
-        for slot, fn in zip(refill, proposals, strict=False):
-            try:
-                extra = self.population.install(slot, fn, best)
-            except RewardColumnError as exc:
-                self.log.event({"event": "candidate_rejected", "round": round_, "slot": slot, "reward_id": fn.id,
-                                "reason": exc.reason, **steps})
-                continue
-            self.rewards[slot] = fn
-            replaced[slot] = fn.id
-            self.log.event({"event": "candidate_accepted", "round": round_, "slot": slot, "reward_id": fn.id,
-                            **steps, **extra})
-        return replaced
 
     def _abandon(self, pending: PendingUpdate) -> None:
         """Give up a round whose hook was cancelled: nothing installed, and from now on no checkpoint, because
@@ -318,7 +292,7 @@ class LaResEngine:
         """Evaluate every learner, rank the slots, choose the elites and build the proposer's ``UpdateContext``
         (copies only: the buffer keeps growing while a background proposal runs). The update's evaluation is
         logged here, at the step it measured; nothing is installed yet."""
-        cfg, k, n, pop = self.config, self.num_slots, self.num_ranked, self.population
+        cfg, n, pop = self.config, self.num_ranked, self.population
         # the diversity measure needs at least one rollout per slot, whatever the proposer is given
         evals = self.evaluate(cfg.update_eval_episodes, keep_rollouts=max(cfg.rollouts_kept, 1), update=True)
         slots = slot_evaluations(evals[:n], self.rewards[:n], cfg.complexity_lambda, self.use_task_return,
@@ -329,24 +303,10 @@ class LaResEngine:
             raise EngineError("every slot is quarantined (its policy or reward is non-finite); "
                               "no learner can be inherited from")
         elites = tuple(choose_elites(ranking, slots, cfg.elites, cfg.selection, self.rng))
-        refill = tuple(sorted(set(range(k)) - set(elites)))
-        diversity = pop.diversity(evals[:k], self.rewards[:k])
-        ctx = UpdateContext(
-            round=self.counters.round + 1,
-            env_steps=self.counters.env_steps,
-            setting=cfg.setting,
-            slots=tuple(slots),
-            ranking=tuple(ranking),
-            elites=elites,
-            refill=refill,
-            rewards=tuple(self.rewards[:n]),
-            rollouts={s: evals[s].rollouts[: cfg.rollouts_kept] for s in ranking[: cfg.rollout_slots]},
-            feature_sample={name: np.array(v, copy=True) for name, v in pop.feature_sample(cfg.feature_sample).items()},
-            diversity=diversity,
-            explore=diversity.explore if diversity is not None else None,
-        )
+        ctx = update_context(cfg, self.counters.round + 1, self.counters.env_steps, slots, ranking, elites,
+                             self.rewards[:n], evals, pop)
         self.log.event({"event": "reward_update_started", "round": ctx.round, "env_steps": ctx.env_steps,
-                        "best": best, "refill": list(refill), "background": background})
+                        "best": best, "refill": list(ctx.refill), "background": background})
         # The new ranking's best is the ranked-first slot from now on (the evaluation row and the progress say so).
         self.counters.best_slot = best
         self.handover.ranking = list(ranking)
@@ -358,51 +318,20 @@ class LaResEngine:
         """Install each proposal (at the current step, maybe later than the start), share the best reward with a
         broken slot, let new and broken slots inherit the best learner, log, checkpoint. ``timing`` (seconds:
         ``llm_s``, ``waited_s``) goes into the ``reward_update`` event."""
-        ctx, evals, pop = pending.ctx, pending.evals, self.population
-        refill = ctx.refill
-        proposals = list(proposals)
-        if len(proposals) > len(refill):
-            raise EngineError(f"propose returned {len(proposals)} rewards for {len(refill)} slots")
-        best = pending.best
-        if pop.quarantined(best):
-            # Background only: the best learner diverged while the proposal ran; inherit from the next one kept.
-            best = next((s for s in ctx.ranking if s not in refill and not pop.quarantined(s)), -1)
-            if best < 0:
-                raise EngineError("every kept slot was quarantined while the reward proposal ran; "
-                                  "no learner can be inherited from")
+        ctx, pop = pending.ctx, self.population
+        if len(proposals) > len(ctx.refill):
+            raise EngineError(f"propose returned {len(proposals)} rewards for {len(ctx.refill)} slots")
+        best = inherit_source(pop, ctx, pending.best)  # another kept slot where the best diverged meanwhile
         steps = {"proposed_at": ctx.env_steps, "installed_at": self.counters.env_steps}
-        replaced = self._install_proposals(ctx.round, refill, proposals, best, steps)
-        for slot in refill:
-            # A reward that went NaN/inf on new steps must not survive an update that brought no candidate for
-            # its slot (it would break the reset learner again at once): the slot shares the best slot's reward
-            # until a later update refills it.
-            if slot not in replaced and pop.reward_nonfinite(slot, evals[slot]):
-                shared = self.rewards[best]
-                pop.install(slot, shared, best)
-                self.rewards[slot] = shared
-                replaced[slot] = shared.id
-                self.log.event({"event": "reward_shared", "round": ctx.round, "slot": slot, "reward_id": shared.id,
-                                "reason": "its reward was NaN/inf on new steps and no valid candidate arrived"})
-        # A quarantined slot learner restarts from the best even when its reward is kept (its weights are broken);
-        # a replaced one only when the best can give it something (``loop/inheritance.py``).
-        broken = {s.slot for s in ctx.slots[: self.num_slots] if s.quarantined and s.slot != best}
-        inherit, inherited = inheritance(self.config.inherit, ctx.slot(best), replaced, broken)
+        replaced = install_proposals(pop, self.rewards, self.log.event, ctx.round, ctx.refill, proposals, best, steps)
+        share_best_reward(pop, self.rewards, self.log.event, ctx.round, ctx.refill, pending.evals, best, replaced)
+        inherit, inherited = inheriting(self.config.inherit, ctx, best, replaced, self.num_slots)
         pop.inherit(inherit, best)
         # The next period counts from the step the update started at (the same cadence with and without a
         # background proposal).
         self.counters.mark_update(ctx.round, best, ctx.env_steps)
-        selection = {} if self.config.selection.method == "truncation" else {"selection": self.config.selection.method}
-        record: dict[str, Any] = {
-            "event": "reward_update", "round": ctx.round, "env_steps": steps["installed_at"],
-            "proposed_at": ctx.env_steps, **pop.event_fields(), **selection,
-            "fitness": {str(s.slot): s.fitness for s in ctx.slots}, "ranking": list(ctx.ranking),
-            "elites": list(ctx.elites), "best": best, "replaced": {str(s): rid for s, rid in replaced.items()},
-            **inherited, "slots": [s.to_json() for s in ctx.slots],
-            **{name: float(value) for name, value in timing.items()},
-        }
-        if ctx.diversity is not None:
-            record["diversity"] = ctx.diversity.to_json()
-        self.log.event(record)
+        self.log.event(update_record(ctx, best, replaced, inherited, steps["installed_at"], pop.event_fields(),
+                                     self.config.selection.method, timing))
         name = f"round-{ctx.round:04d}"
         # before the checkpoint, which then holds its event
         handover = self.hand_over(name) if self.config.handover_rounds else None
@@ -431,18 +360,8 @@ class LaResEngine:
     # ------------------------------------------------------------------ checkpoints and policies
     def state_dict(self) -> dict[str, Any]:
         """The full engine state as nested dicts of arrays, tensors and scalars (``records.STATE_VERSION``)."""
-        return {
-            "version": STATE_VERSION,
-            "learner": self.population.kind,
-            "task": self.task.name,
-            "config": self.config.to_json(),
-            "counters": dataclasses.asdict(self.counters),
-            "rng": self.rng.bit_generator.state,
-            "rewards": [fn.to_json() for fn in self.rewards],
-            "leaders": [[i] for i in self.population.leaders],
-            "population": self.population.state_dict(),
-            "handover": self.handover.state_dict(),
-        }
+        return engine_state(self.task.name, self.config, self.counters, self.rng, self.rewards, self.population,
+                            self.handover.state_dict())
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore counters, generator and population; ``self.rewards`` must already be the saved ones."""
@@ -463,19 +382,14 @@ class LaResEngine:
         finally:
             self._records_s += time.monotonic() - began
 
-    def _policy_state(self) -> dict[str, Any]:
-        """What policy files are cut from (``policy_artefact.artefact_from_state``)."""
-        return {"learner": self.population.kind, "task": self.task.name, "config": self.config.to_json(),
-                "counters": dataclasses.asdict(self.counters), "population": self.population.policy_state()}
-
     def hand_over(self, name: str) -> HandoverRecord | None:
         """Replay the top learners on fresh episodes and log which one ``policies/<name>.pt`` hands over
         (``loop/handover.py``); None, replaying nothing, with ``handover_episodes`` 0, fewer than two learners to
         choose from, or no run directory."""
         if self.run_dir is None:
             return None
-        record = self.handover.decide(name, self._policy_state(), self.population, self.rewards[: self.num_ranked],
-                                      self.best_slot)
+        state = policy_state(self.task.name, self.config, self.counters, self.population)
+        record = self.handover.decide(name, state, self.population, self.rewards[: self.num_ranked], self.best_slot)
         if record is not None:
             self.log.event(record.to_event())
         return record
@@ -491,7 +405,8 @@ class LaResEngine:
         chosen = handover.chosen if handover is not None else self.best_slot
         began = time.monotonic()
         try:
-            return write_policies(RunLayout(self.run_dir), name, self._policy_state(), chosen, low, high, ids,
+            state = policy_state(self.task.name, self.config, self.counters, self.population)
+            return write_policies(RunLayout(self.run_dir), name, state, chosen, low, high, ids,
                                   every_slot, members=self.population.leaders,
                                   extra=handover.policy_fields() if handover is not None else None)
         finally:

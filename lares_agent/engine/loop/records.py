@@ -19,6 +19,8 @@ import numpy as np
 from lares_agent.engine.checkpoint import save_checkpoint
 from lares_agent.engine.contracts import HumanReward, LoadReward, MemberEvaluation, RewardFunction
 from lares_agent.engine.errors import EngineError
+from lares_agent.engine.loop.config import EngineConfig
+from lares_agent.engine.protocols import Population
 from lares_agent.runs import Event, MetricRow, RunLayout, RunLog, log_sizes
 
 __all__ = [
@@ -26,8 +28,10 @@ __all__ = [
     "Counters",
     "EngineLog",
     "check_state",
+    "engine_state",
     "evaluation_row",
     "load_counters",
+    "policy_state",
     "rewards_from_state",
 ]
 
@@ -66,6 +70,32 @@ def load_counters(cls: type[C], data: Mapping[str, Any]) -> C:
     if set(data) != names:
         raise EngineError(f"checkpoint counters {sorted(data)} do not match {cls.__name__} fields {sorted(names)}")
     return cls(**dict(data))
+
+
+def engine_state(task: str, config: EngineConfig, counters: Counters, rng: np.random.Generator,
+                 rewards: Sequence[RewardFunction], population: Population,
+                 handover: Mapping[str, Any]) -> dict[str, Any]:
+    """The full engine state as nested dicts of arrays, tensors and scalars (``STATE_VERSION``; ``check_state`` and
+    ``rewards_from_state`` read it back). ``handover``: the hand-over's own state (``loop/handover.py``)."""
+    return {
+        "version": STATE_VERSION,
+        "learner": population.kind,
+        "task": task,
+        "config": config.to_json(),
+        "counters": dataclasses.asdict(counters),
+        "rng": rng.bit_generator.state,
+        "rewards": [fn.to_json() for fn in rewards],
+        "leaders": [[i] for i in population.leaders],
+        "population": population.state_dict(),
+        "handover": handover,
+    }
+
+
+def policy_state(task: str, config: EngineConfig, counters: Counters, population: Population) -> dict[str, Any]:
+    """What policy files are cut from (``policy_artefact.artefact_from_state``): the engine state's fields they
+    read, with the population's policies only."""
+    return {"learner": population.kind, "task": task, "config": config.to_json(),
+            "counters": dataclasses.asdict(counters), "population": population.policy_state()}
 
 
 def check_state(state: Mapping[str, Any], learner: str, task_name: str) -> None:
