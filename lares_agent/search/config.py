@@ -1,6 +1,6 @@
 """What a reward-search run is: one frozen config, its JSON form in `config.json`, and its one mapping onto the
-engine and LLM configs (`engine_config`, `llm_config`), which also validate it. The presets are in
-`search/presets.py`."""
+engine and LLM configs (`engine_config`, `llm_config`), which also validate it. The options' own checks, run
+first, are in `search/config_checks.py`; the presets are in `search/presets.py`."""
 
 from __future__ import annotations
 
@@ -11,25 +11,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lares_agent.errors import ConfigError
-from lares_agent.llm.config import LLM_BACKENDS, LLMBackend, LLMConfig
+from lares_agent.llm.config import LLMBackend, LLMConfig
+from lares_agent.search.config_checks import NO_LLM_FROM_SCRATCH, config_problems
 from lares_agent.search.cores import background_llm_threads
-from lares_agent.search.option_ranges import range_problems
 from lares_agent.search.options import (
-    ABLATIONS,
-    ANALYSES,
-    BACKENDS,
-    BASELINE_REWARDS,
-    DEVICES,
-    ENGINE_ABLATIONS,
-    FITNESS_RULES,
-    INHERIT_RULES,
-    LEARNERS,
-    PRESET_NAMES,
-    REWARD_NORMALISATIONS,
-    SELECTIONS,
-    SETTINGS,
-    SHAPINGS,
-    TASK_EXAMPLES,
     Ablation,
     Analysis,
     Backend,
@@ -49,7 +34,6 @@ from lares_agent.search.options import (
 if TYPE_CHECKING:
     from lares_agent.engine import EngineConfig
 
-_GRADIENT_NAMES = {"sac": "SAC", "crossq": "CrossQ"}
 COMPLEXITY_LAMBDA = 0.001
 """The complexity penalty, lambda x complexity: it orders only slots equal in fitness and tie-break (engine/loop/
 fitness.py), so any lambda > 0 lets the simpler reward win an exact tie; its size is only recorded (it was once
@@ -80,10 +64,6 @@ def missing_keys(data: dict[str, Any]) -> list[str]:
     """The `ALWAYS_SAVED` keys `data` lacks. Loading such a config would give every absent setting its default
     silently (a different run, and with the default LLM backend the local model loaded and called)."""
     return [key for key in ALWAYS_SAVED if key not in data]
-
-
-def _choice(flag: str, value: object, allowed: tuple[str, ...]) -> list[str]:
-    return [] if value in allowed else [f"{flag} must be one of {', '.join(allowed)}, not {value!r}"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -182,115 +162,13 @@ class SearchConfig:
     device: Device = "cpu"  # ReplayConfig.device (SAC/CrossQ only; option_checks refuses it for ES)
 
     def __post_init__(self) -> None:
-        problems = [
-            *_choice("--setting", self.setting, SETTINGS),
-            *_choice("--learner", self.learner, LEARNERS),
-            *_choice("--backend", self.backend, BACKENDS),
-            *_choice("--llm-backend", self.llm_backend, LLM_BACKENDS),
-            *_choice("--selection", self.selection, SELECTIONS),
-            *_choice("--preset", self.preset, PRESET_NAMES),
-            *_choice("--reward", self.baseline_reward, BASELINE_REWARDS),
-            *_choice("--analysis", self.analysis, ANALYSES),
-            *_choice("--task-examples", self.task_examples, TASK_EXAMPLES),
-            *_choice("--reward-normalisation", self.reward_normalisation, REWARD_NORMALISATIONS),
-            *_choice("--fitness", self.fitness, FITNESS_RULES),
-            *_choice("--inherit", self.inherit, INHERIT_RULES),
-            *_choice("--device", self.device, DEVICES),
-            *_choice("--shaping", self.shaping, SHAPINGS),
-        ]
-        if self.baseline_reward != "human" and self.setting != "baseline":
-            problems.append(f"--reward {self.baseline_reward} is the baseline's reward (`lares baseline`)")
-        if (self.reward_components or self.reward_source) and self.setting != "baseline":
-            problems.append("a found reward (--reward-from, --reward-file) is trained alone by `lares baseline`")
-        if self.reward_components and self.baseline_reward != "human":
-            problems.append(f"--reward {self.baseline_reward} and --reward-from/--reward-file each choose the "
-                            "baseline's reward: give one")
-        # The flags a user types, checked here to name them as typed; the engine config checks the same ranges.
-        if any(not str(p).strip() for p in self.personas) or len(set(self.personas)) != len(self.personas):
-            problems.append("--personas must be distinct, non-empty names or files separated by commas")
-        problems += range_problems(self)  # nan, and the sizes that take memory (search/option_ranges.py)
-        if self.population < 1:
-            problems.append("--population must be at least 1")
-        elif not 1 <= self.elites <= self.population and self.setting != "baseline":
-            problems.append(f"--elites must be between 1 and --population ({self.population}), not {self.elites}: "
-                            "a reward update keeps at least the best candidate, whose learner refilled slots inherit")
-        if not 0 <= self.seed < 2**32:  # numpy's and gymnasium's seeds are unsigned 32-bit
-            problems.append(f"--seed must be between 0 and {2**32 - 1}, not {self.seed}")
-        if self.budget <= 0 or self.reward_period <= 0:
-            problems.append("--budget and --reward-period must be positive")
-        if self.max_minutes is not None and not (math.isfinite(self.max_minutes) and self.max_minutes > 0):
-            problems.append(f"--max-minutes must be positive and finite, not {self.max_minutes} "
-                            "(leave it out for no limit)")
-        if self.llm_timeout is not None and not (math.isfinite(self.llm_timeout) and self.llm_timeout > 0):
-            problems.append(f"--llm-timeout must be a positive number of seconds, not {self.llm_timeout}")
-        if self.llm_context is not None and not 1024 <= self.llm_context <= 1 << 20:
-            problems.append(f"--llm-context must be between 1024 and {1 << 20} tokens, not {self.llm_context}")
-        if self.init_alpha <= 0:
-            problems.append("init_alpha must be positive")
-        if self.lr is not None and not (math.isfinite(self.lr) and self.lr > 0):
-            problems.append(f"--lr must be a positive number, not {self.lr}")
-        if not (math.isfinite(self.complexity_lambda) and self.complexity_lambda >= 0):
-            problems.append(f"--complexity-lambda must be a number >= 0, not {self.complexity_lambda}")
-        if self.lr is not None and self.learner == "es":
-            problems.append("--lr sets the Adam rate of --learner sac or crossq (ES follows its own schedule)")
-        if not (math.isfinite(self.candidates_per_slot) and 1.0 <= self.candidates_per_slot <= 10.0):
-            problems.append(f"--candidates-per-slot must be between 1 and 10, not {self.candidates_per_slot}")
-        if self.cores < 0:
-            problems.append(f"--cores must be 0 (every core) or more, not {self.cores}")
-        # (its upper bound is the engine's, EngineConfig checks it)
-        if isinstance(self.handover_episodes, bool) or not isinstance(self.handover_episodes, int) \
-                or self.handover_episodes < 0:
-            problems.append("--handover-episodes must be a whole number of episodes, 0 (off: the policy ranked "
-                            f"first is handed over) or more, not {self.handover_episodes!r}")
-        elif self.handover_episodes == 0 and not self.handover_rounds:
-            problems.append("--no-handover-rounds leaves out the rounds' replays on fresh episodes, and "
-                            "--handover-episodes 0 makes none: drop one of them")
-        if not 0 <= self.numeric_children <= 16:
-            problems.append(f"--numeric-children must be between 0 and 16, not {self.numeric_children}")
-        unknown = [a for a in self.ablations if a not in ABLATIONS]
-        if unknown:
-            problems.append(f"unknown ablation(s) {', '.join(unknown)}; choose from {', '.join(ABLATIONS)}")
-        if "no-llm" in self.ablations and self.setting == "scratch":
-            problems.append(_NO_LLM_FROM_SCRATCH)
-        if {"no-llm", "random-edit"} <= set(self.ablations):
-            problems.append("--ablations no-llm and random-edit each say what fills the slots without the LLM "
-                            "(numeric children, or structural edits): give one")
-        name = _GRADIENT_NAMES.get(self.learner)
-        if name is not None:
-            if self.selection == "tournament":
-                problems.append(f"--selection tournament applies to the ES learner (--learner es); the {name} "
-                                "engine selects by truncation or pareto")
-            if self.backend != "local":
-                problems.append(f"--backend {self.backend} runs the ES learner (--learner es); {name} learners "
-                                "train as one batched in-process computation, use --backend local")
-        elif any(a in ENGINE_ABLATIONS for a in self.ablations):
-            problems.append(f"ablations {', '.join(ENGINE_ABLATIONS)} apply to the replay-buffer engine "
-                            "(--learner sac or crossq)")
-        if self.critic_hidden is not None and self.learner != "crossq":
-            problems.append("--critic-hidden sets CrossQ's critics (--learner crossq); SAC's critics use --hidden")
-        if self.critic_layer_norm and self.learner != "sac":
-            problems.append("--critic-layer-norm applies to SAC's critics (--learner sac)")
-        if self.reward_normalisation != "affine" and self.learner == "es":
-            # ES has no buffer whose statistics could fix a squash per column (populations/es.py swaps rewards only)
-            problems.append(f"--reward-normalisation {self.reward_normalisation} applies to the replay-buffer "
-                            "engine (--learner sac or crossq)")
-        if self.reward_gain is not None and not (math.isfinite(self.reward_gain) and self.reward_gain > 0):
-            problems.append(f"--reward-gain must be a positive number, not {self.reward_gain}")
-        elif self.reward_gain is not None and self.learner == "es":
-            problems.append("--reward-gain scales the replay buffer's reward columns (--learner sac or crossq)")
-        if not 1 <= self.learners_per_reward <= 16:
-            problems.append(f"--learners-per-reward must be between 1 and 16, not {self.learners_per_reward}")
-        elif self.learners_per_reward > 1 and self.learner == "es":
-            # each ES slot is one ES learner with its own perturbation population (populations/es.py)
-            problems.append("--learners-per-reward applies to the replay-buffer engine (--learner sac or crossq)")
-        problems += _shaping_problems(self)
-        if self.obs_norm and self.learner == "es":
-            problems.append("--obs-norm applies to --learner sac or crossq (ES keeps its own observation statistics)")
+        # every option's own check, each naming its flag (search/config_checks.py)
+        problems = config_problems(self)
         if problems:
             raise ConfigError("; ".join(problems))
         # raises ConfigError on what only the engine checks (e.g. warmup_steps, horizon); "auto" is checked as
         # scratch, which the engine checks as it checks init (only the task decides between them; no-llm,
-        # which needs init, was checked above)
+        # which needs init, was checked by config_problems)
         engine_config(self if self.setting != "auto" else dataclasses.replace(
             self, setting="scratch", ablations=tuple(a for a in self.ablations if a != "no-llm")))
         llm_config(self)
@@ -408,31 +286,6 @@ def engine_config(cfg: SearchConfig) -> EngineConfig:
     )
 
 
-def _shaping_problems(cfg: SearchConfig) -> list[str]:
-    """Where `--shaping potential` makes no sense: it shapes the search's rewards on the replay buffer, whose stored
-    transitions give Phi(s) and Phi(s'), through a map that only scales and shifts the shaped reward."""
-    if cfg.shaping != "potential":
-        return []
-    out: list[str] = []
-    if cfg.setting == "baseline":
-        out.append("--shaping potential shapes the rewards a search writes; a baseline trains on one reward as it is")
-    if cfg.learner == "es":
-        out.append("--shaping potential shapes the rewards of the replay-buffer engine (--learner sac or crossq): "
-                   "ES sums undiscounted episode returns, in which gamma*Phi(s') - Phi(s) telescopes to an end bonus")
-    if cfg.reward_normalisation != "affine":
-        out.append(f"--reward-normalisation {cfg.reward_normalisation} squashes the reward, and a squashed "
-                   "base + gamma*Phi(s') - Phi(s) is no longer shaped by a potential: use affine with --shaping "
-                   "potential")
-    if cfg.reward_gain is not None:
-        out.append("--reward-gain scales a reward by what it pays at the goal; a potential is standardised on the "
-                   "buffer instead (engine/potential.py): leave it out with --shaping potential")
-    return out
-
-
-_NO_LLM_FROM_SCRATCH = ("--ablations no-llm perturbs the constants of the task's own reward, and from scratch there is "
-                        "none to perturb: use --setting init")
-
-
 def auto_setting(has_human_reward: bool, has_expression: bool) -> Setting:
     """What `--setting auto` runs on a task: init where the task's own reward is written as an expression (the
     paper's main setting, and the common case of a user with a reward that almost works: the LLM is shown it),
@@ -460,7 +313,7 @@ def resolved_for_task(cfg: SearchConfig, has_human_reward: bool, has_expression:
                           "use --setting scratch (or leave the default, auto)")
     setting = cfg.setting if cfg.setting != "auto" else auto_setting(has_human_reward, has_expression)
     if setting == "scratch" and "no-llm" in cfg.ablations:
-        raise ConfigError(f"task {cfg.task!r}: {_NO_LLM_FROM_SCRATCH}")
+        raise ConfigError(f"task {cfg.task!r}: {NO_LLM_FROM_SCRATCH}")
     rule = fitness_rule(cfg.fitness, has_human_reward)
     if (setting, rule) == (cfg.setting, cfg.fitness):
         return cfg

@@ -29,7 +29,7 @@ MAX_THREADS = 1024
 MAX_TEMPERATURE = 2.0  # the OpenAI API's upper bound; llama.cpp samples any value but gives noise beyond it
 
 
-# the fields whose own check in SearchConfig.__post_init__ refuses nan and inf already, with their range
+# the fields whose own check in config_checks.config_problems refuses nan and inf already, with their range
 _CHECKED_FINITE = ("lr", "max_minutes", "llm_timeout", "complexity_lambda", "candidates_per_slot", "reward_gain")
 
 
@@ -38,7 +38,7 @@ def _flag(name: str) -> str:
 
 
 def range_problems(cfg: Any) -> list[str]:
-    """One line per option of `cfg` (a `SearchConfig`, which calls this as it is made: hence no import of it here)
+    """One line per option of `cfg` (a `SearchConfig`, whose checks call this as it is made: hence no import of it here)
     outside its range, the flag named as typed; empty when every one is in it."""
     problems = [f"{_flag(f.name)} must be a finite number, not {value}"
                 for f in dataclasses.fields(cfg) if f.name not in _CHECKED_FINITE
