@@ -23,7 +23,7 @@ from lares_agent.search.presets import preset_config
 from lares_agent.search.sweep_spec import SweepSpec
 
 SMALL = ["--task", "Reacher-v5", "--budget", "300", "--reward-period", "150", "--population", "2", "--elites", "1",
-         "--no-retrieval", "--no-report"]
+         "--no-retrieval", "--no-report", "--handover-episodes", "2"]
 
 
 def invoke(*args: str) -> Any:

@@ -28,7 +28,7 @@ CANDIDATES = [
 ]
 TEXT = "The fingertip drifts toward the target but overshoots; the reach term is too flat near it."
 TINY_ANY = ["--task", "Reacher-v5", "--budget", "300", "--reward-period", "150", "--population", "2", "--elites", "1",
-            "--no-report", "--seed", "3", "--numeric-children", "0"]
+            "--no-report", "--seed", "3", "--numeric-children", "0", "--handover-episodes", "2"]
 TINY = [*TINY_ANY, "--setting", "scratch", "--analysis", "llm"]  # every node calls the LLM
 # Real training through the whole CLI (tens of seconds): not part of the unit loop (`make test-fast`).
 pytestmark = pytest.mark.slow
@@ -172,8 +172,8 @@ def test_crossq_run_and_baseline_through_the_cli(server: FakeServer, tmp_path: P
     result = lares("run", *TINY, "--learner", "crossq", "--obs-norm", "--llm-backend", "openai", "--llm-model", "fake",
                    "--base-url", server.url, "--run-dir", str(tmp_path / "runs"), home=tmp_path / "home")
     assert result.exit_code == 0, result.output
-    assert "run finished: " in result.output and "on 20 fresh episodes (handed over)" in result.output
-    assert "hand-over on 20 fresh episodes: slot " in result.output  # each candidate's replayed success
+    assert "run finished: " in result.output and "on 2 fresh episodes (handed over)" in result.output
+    assert "hand-over on 2 fresh episodes: slot " in result.output  # each candidate's replayed success
     run = only_run(tmp_path / "runs")
     assert json.loads((run / "config.json").read_text())["learner"] == "crossq"
     checkpoint = latest_checkpoint(run / "checkpoints")
@@ -232,7 +232,7 @@ def test_random_edit_control_fills_the_slots_with_edits_without_an_llm_backend(t
     options are refused before a folder exists."""
     args = ["--task", "reach-v3", "--budget", "300", "--reward-period", "150", "--population", "2", "--elites", "1",
             "--no-report", "--seed", "3", "--numeric-children", "0", "--horizon", "50", "--setting", "init",
-            "--ablations", "random-edit"]
+            "--ablations", "random-edit", "--handover-episodes", "2"]
     refused = lares("run", *args, "--llm-model", "qwen", "--run-dir", str(tmp_path / "runs"), home=tmp_path / "home")
     assert refused.exit_code == 2, refused.output
     assert "--llm-model qwen is for the LLM, and --ablations random-edit asks" in " ".join(refused.output.split())

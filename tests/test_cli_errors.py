@@ -19,7 +19,7 @@ from lares_agent.errors import LaresError
 from lares_agent.search.config import SearchConfig
 
 SMALL = ["--task", "Reacher-v5", "--budget", "300", "--reward-period", "150", "--population", "2", "--elites", "1",
-         "--no-retrieval", "--no-report"]
+         "--no-retrieval", "--no-report", "--handover-episodes", "2"]
 
 
 def invoke(*args: str, env: dict[str, str] | None = None) -> Any:

@@ -225,6 +225,7 @@ def test_sigkill_at_random_points_then_resume_loses_nothing(tmp_path: Path, llm_
     run_args = ["run", "--task", "Reacher-v5", "--llm", "openai", "--model", "fake", "--base-url",
                 llm_server.url, "--population", str(POPULATION), "--elites", str(ELITES),
                 "--budget", str(BUDGET), "--reward-period", str(PERIOD), "--no-retrieval", "--no-report",
+                "--handover-episodes", "2",
                 "--run-dir", str(base), "--seed", "3", "--setting", "scratch", "--analysis", "llm"]
     kills: list[str] = []
     snapshots: list[dict[str, int]] = []
@@ -322,6 +323,7 @@ def test_sigterm_stops_after_the_step_then_resume_duplicates_no_row(tmp_path: Pa
     run_args = ["run", "--task", "Reacher-v5", "--llm", "openai", "--model", "fake", "--base-url",
                 llm_server.url, "--population", str(POPULATION), "--elites", str(ELITES),
                 "--budget", str(BUDGET), "--reward-period", str(PERIOD), "--no-retrieval", "--no-report",
+                "--handover-episodes", "2",
                 "--run-dir", str(base), "--seed", "3", "--setting", "scratch"]
     # 1. SIGTERM while the 3rd training step is in progress: the step finishes, a checkpoint and run_end follow
     proc = _start(run_args, tmp_path, llm_server, kill_at="learn:3")

@@ -212,7 +212,7 @@ def test_a_resume_without_the_gpu_continues_on_the_cpu(monkeypatch: pytest.Monke
 
 
 SMALL = ["--task", "Reacher-v5", "--budget", "300", "--reward-period", "150", "--population", "2", "--elites", "1",
-         "--no-retrieval", "--no-report"]
+         "--no-retrieval", "--no-report", "--handover-episodes", "2"]
 
 
 @pytest.mark.parametrize(("args", "fragment"), [

@@ -28,7 +28,7 @@ from lares_agent.engine.checkpoint import latest_checkpoint
 from lares_agent.runs import read_jsonl
 
 TINY = ["--task", "Reacher-v5", "--budget", "300", "--reward-period", "150", "--population", "2", "--elites", "1",
-        "--no-report", "--no-retrieval", "--seed", "3"]
+        "--no-report", "--no-retrieval", "--seed", "3", "--handover-episodes", "2"]
 
 
 class Server(FakeOpenAI):

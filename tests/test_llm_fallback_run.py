@@ -21,7 +21,7 @@ from lares_agent.cli.app import app
 from lares_agent.runs import LLM_CALLS_NAME, LLMCallRow, RecordFile, read_jsonl
 
 TINY = ["--task", "Reacher-v5", "--budget", "300", "--reward-period", "150", "--population", "2", "--elites", "1",
-        "--no-retrieval", "--seed", "6"]
+        "--no-retrieval", "--seed", "6", "--handover-episodes", "2"]
 
 pytestmark = pytest.mark.slow  # two tiny runs
 

@@ -260,7 +260,7 @@ def test_a_plain_5xx_that_persists_still_trips_the_breaker() -> None:
 
 
 TINY = ["--task", "Reacher-v5", "--budget", "300", "--reward-period", "150", "--population", "2", "--elites", "1",
-        "--no-report", "--no-retrieval", "--seed", "5"]
+        "--no-report", "--no-retrieval", "--seed", "5", "--handover-episodes", "2"]
 
 
 @pytest.mark.slow

@@ -226,8 +226,8 @@ def test_a_run_told_the_wrong_context_says_the_cause_and_fix_once_and_goes_on(se
 
     args = ["run", "--task", "pick-place-v3", "--setting", "init", "--budget", "300", "--reward-period", "150",
             "--population", "2", "--elites", "1", "--no-report", "--no-retrieval", "--llm-backend", "openai",
-            "--llm-model", "qwen", "--base-url", server.url, "--llm-context", "8192", "--run-dir",
-            str(tmp_path / "runs")]
+            "--llm-model", "qwen", "--base-url", server.url, "--llm-context", "8192", "--handover-episodes", "2",
+            "--run-dir", str(tmp_path / "runs")]
     result = CliRunner().invoke(app, args, env={"LARES_HOME": str(tmp_path), "COLUMNS": "240"})
     assert result.exit_code == 0, result.output
     notes = [line for line in result.output.splitlines() if "2,048-token context" in line]

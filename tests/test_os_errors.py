@@ -23,7 +23,7 @@ from lares_agent.runs import jsonl as jsonl_module
 from lares_agent.runs.oserrors import RunFileError, sqlite_file_error
 
 SMALL = ["--task", "Reacher-v5", "--budget", "300", "--reward-period", "150", "--population", "2", "--elites", "1",
-         "--no-report"]
+         "--no-report", "--handover-episodes", "2"]
 
 
 def test_a_full_disk_during_a_checkpoint_names_it_and_leaves_nothing(

@@ -18,7 +18,7 @@ from lares_agent.llm.usage import UsageLedger
 from lares_agent.runs import FINAL_POLICY, LLMCallRow, RunLayout, RunLog, read_jsonl, spent_wall_s
 
 TINY = ["--task", "Reacher-v5", "--budget", "450", "--reward-period", "150", "--population", "2", "--elites", "1",
-        "--no-report", "--no-retrieval", "--seed", "4"]
+        "--no-report", "--no-retrieval", "--seed", "4", "--handover-episodes", "2"]
 
 
 Server = ReacherServer

@@ -19,7 +19,7 @@ from lares_agent.search.option_checks import option_warnings, paper_differences
 from lares_agent.search.presets import preset_config
 
 SMALL = ["--task", "Reacher-v5", "--budget", "300", "--reward-period", "150", "--population", "2", "--elites", "1",
-         "--no-retrieval", "--no-report"]
+         "--no-retrieval", "--no-report", "--handover-episodes", "2"]
 
 
 def invoke(*args: str) -> Any:

@@ -27,7 +27,8 @@ pytestmark = pytest.mark.slow  # a local Ray starts in seconds; each sweep takes
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--set", "warmup_steps=150", "--set", "eval_every=150", "--set", "eval_episodes=1", "--set", "hidden=32x32",
-        "--set", "batch_size=32", "--set", "checkpoint_every=150"]
+        "--set", "batch_size=32", "--set", "checkpoint_every=150", "--set", "handover_episodes=2"]
+KILLED_BUDGET = 750  # three trials one after another: long enough to be killed inside the second
 
 
 def lares(*args: str, home: Path, cwd: Path | None = None) -> subprocess.Popen[str]:
@@ -109,7 +110,8 @@ def test_sweep_runs_the_grid_and_reports_it(tmp_path: Path) -> None:
 def test_a_killed_sweep_resumes_without_rerunning_finished_trials(tmp_path: Path) -> None:
     out, home = tmp_path / "sweep", tmp_path / "home"
     cores = len(os.sched_getaffinity(0))
-    proc = lares("sweep", "--tasks", "Reacher-v5", "--methods", "human", "--seeds", "0,1,2", "--set", "budget=1500",
+    proc = lares("sweep", "--tasks", "Reacher-v5", "--methods", "human", "--seeds", "0,1,2", "--set",
+                 f"budget={KILLED_BUDGET}",
                  *TINY, "--cpus-per-trial", str(cores), "--out", str(out), home=home)  # one trial at a time
     first = second = None
     deadline = time.monotonic() + 240
@@ -128,7 +130,7 @@ def test_a_killed_sweep_resumes_without_rerunning_finished_trials(tmp_path: Path
     kill_session(proc.pid)  # a Ray process that left the group: only this sweep's session
     before_first = (first / "metrics.jsonl").read_bytes(), (first / "events.jsonl").read_bytes()
     kept = steps(second)
-    assert kept and kept[-1] < 1500
+    assert kept and kept[-1] < KILLED_BUDGET
 
     log = finish(lares("sweep", "--resume", str(out), home=home))
     assert "3/3 trials finished" in log
@@ -136,7 +138,7 @@ def test_a_killed_sweep_resumes_without_rerunning_finished_trials(tmp_path: Path
     # the finished trial was not run again: its files are byte for byte what they were
     assert ((first / "metrics.jsonl").read_bytes(), (first / "events.jsonl").read_bytes()) == before_first
     after = steps(second)
-    assert after[-1] == 1500 and after == sorted(set(after))  # no evaluation repeated
+    assert after[-1] == KILLED_BUDGET and after == sorted(set(after))  # no evaluation repeated
     assert set(kept[:-1]) <= set(after)  # evaluations up to the last checkpoint are kept, not run again
     assert any(e.get("event") == "resumed" or (e.get("event") == "run_start" and e.get("env_steps", 0) > 0)
                for e in read_jsonl(second / "events.jsonl"))

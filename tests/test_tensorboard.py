@@ -134,7 +134,8 @@ def test_a_line_still_being_written_waits(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------------------------ a real run and its resume
 TINY = ["--task", "Reacher-v5", "--budget", "450", "--reward-period", "150", "--population", "2", "--elites", "1",
-        "--no-report", "--no-retrieval", "--seed", "4", "--learner", "crossq", "--eval-every", "150"]
+        "--no-report", "--no-retrieval", "--seed", "4", "--learner", "crossq", "--eval-every", "150",
+        "--handover-episodes", "2"]
 
 
 Server = ReacherServer
