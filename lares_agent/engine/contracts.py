@@ -23,6 +23,7 @@ __all__ = [
     "FITNESS_RULES",
     "GRADIENT_LEARNERS",
     "HUMAN_REWARD_FEATURE",
+    "INHERIT_RULES",
     "NEXT_PREFIX",
     "SETTINGS",
     "Batch",
@@ -32,6 +33,7 @@ __all__ = [
     "Grade",
     "GradientLearner",
     "HumanReward",
+    "InheritRule",
     "LoadReward",
     "MemberEvaluation",
     "ProposeFn",
@@ -57,6 +59,11 @@ FitnessRule = Literal["auto", "success-then-return", "success-then-progress"]
 succeeds, before that by the task (human) return, as the reference does, or by the share of the start distance
 closed. "auto" is the first for a task with a human reward and the second for a task without one."""
 FITNESS_RULES: tuple[FitnessRule, ...] = ("auto", "success-then-return", "success-then-progress")
+
+InheritRule = Literal["on-success", "always"]
+"""When a replaced slot's learners restart from the best learner (``EngineConfig.inherit``; the rule is
+``loop/inheritance.py``)."""
+INHERIT_RULES: tuple[InheritRule, ...] = ("on-success", "always")
 
 
 HUMAN_REWARD_FEATURE = "human_reward"

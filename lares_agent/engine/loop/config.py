@@ -15,14 +15,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lares_agent.engine.column_map import REWARD_NORMALISATIONS, RewardNormalisation
-from lares_agent.engine.contracts import FITNESS_RULES, GRADIENT_LEARNERS, SETTINGS, FitnessRule, GradientLearner
+from lares_agent.engine.contracts import (
+    FITNESS_RULES,
+    GRADIENT_LEARNERS,
+    INHERIT_RULES,
+    SETTINGS,
+    FitnessRule,
+    GradientLearner,
+    InheritRule,
+)
 from lares_agent.engine.devices import DEVICES, is_device_name
 from lares_agent.engine.errors import EngineError
 from lares_agent.engine.es.strategy import ESConfig
 from lares_agent.engine.learners.crossq import CrossQConfig
 from lares_agent.engine.learners.factory import LearnerConfig
 from lares_agent.engine.learners.sac import SACConfig
-from lares_agent.engine.loop.inheritance import INHERIT_RULES, InheritRule
 from lares_agent.engine.loop.selection import DiversityConfig, SelectionConfig
 from lares_agent.errors import ConfigError
 
