@@ -34,15 +34,12 @@ from lares_agent.engine.contracts import (
 )
 from lares_agent.engine.errors import ConstantRewardError, EngineError, NonFiniteRewardError, RewardColumnError
 from lares_agent.engine.es.strategy import ESConfig
-from lares_agent.engine.loop.selection import (
-    DiversityConfig,
-    SelectionConfig,
-    distinct_fraction,
-)
+from lares_agent.engine.loop.selection import SelectionConfig
 from lares_agent.engine.potential import PotentialReward, is_potential
 from lares_agent.engine.protocols import Population, PopulationLearner, StepInfo
 from lares_agent.engine.rollouts.episodes import EnvPool, batch_features, run_episodes
 from lares_agent.engine.rollouts.sampling import random_feature_sample, uniform_actions
+from lares_agent.engine.setup.diversity import DiversityConfig, distinct_fraction
 from lares_agent.engine.tasks import Feature, TaskSpec, get_task, list_tasks
 
 if TYPE_CHECKING:
