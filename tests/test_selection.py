@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lares_agent.engine.loop.selection import SelectionConfig, select_elites, tournament_select, truncation_select
+from lares_agent.engine.loop.selection import select_elites, tournament_select, truncation_select
 from lares_agent.engine.setup.diversity import (
     DiversityConfig,
     behaviour_distance,
@@ -13,6 +13,7 @@ from lares_agent.engine.setup.diversity import (
     measure_diversity,
     should_explore,
 )
+from lares_agent.engine.setup.selection import SelectionConfig
 
 
 def test_truncation_picks_the_best_in_order_with_stable_ties() -> None:

@@ -34,12 +34,12 @@ from lares_agent.engine.contracts import (
 )
 from lares_agent.engine.errors import ConstantRewardError, EngineError, NonFiniteRewardError, RewardColumnError
 from lares_agent.engine.es.strategy import ESConfig
-from lares_agent.engine.loop.selection import SelectionConfig
 from lares_agent.engine.potential import PotentialReward, is_potential
 from lares_agent.engine.protocols import Population, PopulationLearner, StepInfo
 from lares_agent.engine.rollouts.episodes import EnvPool, batch_features, run_episodes
 from lares_agent.engine.rollouts.sampling import random_feature_sample, uniform_actions
 from lares_agent.engine.setup.diversity import DiversityConfig, distinct_fraction
+from lares_agent.engine.setup.selection import SelectionConfig
 from lares_agent.engine.tasks import Feature, TaskSpec, get_task, list_tasks
 
 if TYPE_CHECKING:
@@ -55,11 +55,11 @@ if TYPE_CHECKING:
     )
     from lares_agent.engine.learners.crossq import CrossQConfig
     from lares_agent.engine.learners.sac import SACConfig
-    from lares_agent.engine.loop.config import EngineConfig, ESPopulationConfig, ReplayConfig
     from lares_agent.engine.loop.engine import LaResEngine
     from lares_agent.engine.policy_artefact import PolicyArtefact, artefact_from_state, save_artefact, slot_member
     from lares_agent.engine.policy_eval import evaluate_policy
     from lares_agent.engine.populations import make_engine, restore_engine
+    from lares_agent.engine.setup.config import EngineConfig, ESPopulationConfig, ReplayConfig
     from lares_agent.engine.video import Video, VideoError, record_video
 
 # name -> module, for the names that import torch (see the module docstring); the TYPE_CHECKING block above
@@ -75,9 +75,9 @@ _LAZY = {
     "save_checkpoint": "lares_agent.engine.checkpoint",
     "CrossQConfig": "lares_agent.engine.learners.crossq",
     "SACConfig": "lares_agent.engine.learners.sac",
-    "EngineConfig": "lares_agent.engine.loop.config",
-    "ESPopulationConfig": "lares_agent.engine.loop.config",
-    "ReplayConfig": "lares_agent.engine.loop.config",
+    "EngineConfig": "lares_agent.engine.setup.config",
+    "ESPopulationConfig": "lares_agent.engine.setup.config",
+    "ReplayConfig": "lares_agent.engine.setup.config",
     "LaResEngine": "lares_agent.engine.loop.engine",
     "make_engine": "lares_agent.engine.populations",
     "restore_engine": "lares_agent.engine.populations",

@@ -28,7 +28,6 @@ import numpy as np
 from lares_agent.engine.contracts import MemberEvaluation, ProposeFn, RewardFunction, UpdateContext
 from lares_agent.engine.errors import EngineError
 from lares_agent.engine.loop.cadence import install_now, update_due, update_follows
-from lares_agent.engine.loop.config import EngineConfig
 from lares_agent.engine.loop.fitness import grading, rank_slots, slot_evaluations
 from lares_agent.engine.loop.handover import HandOver
 from lares_agent.engine.loop.proposals import ProposalRunner
@@ -53,6 +52,7 @@ from lares_agent.engine.loop.update import (
 from lares_agent.engine.policy_artefact import write_policies
 from lares_agent.engine.protocols import Population, StepInfo
 from lares_agent.engine.rollouts.episodes import EVAL_STREAM, episode_seed
+from lares_agent.engine.setup.config import EngineConfig
 from lares_agent.engine.tasks import TaskSpec
 from lares_agent.errors import Cancelled
 from lares_agent.runs import RunLayout

@@ -19,8 +19,8 @@ import numpy as np
 from lares_agent.engine.checkpoint import save_checkpoint
 from lares_agent.engine.contracts import HumanReward, LoadReward, MemberEvaluation, RewardFunction
 from lares_agent.engine.errors import EngineError
-from lares_agent.engine.loop.config import EngineConfig
 from lares_agent.engine.protocols import Population
+from lares_agent.engine.setup.config import EngineConfig
 from lares_agent.runs import Event, MetricRow, RunLayout, RunLog, log_sizes
 
 __all__ = [

@@ -1,11 +1,10 @@
-"""Selecting elite reward candidates.
+"""Selecting elite reward candidates (the method and its settings: ``SelectionConfig``, ``setup/selection.py``).
 
 Truncation (LaRes: the top E of K by fitness) is the default. Tournament selection is the seed text's remedy
 for stalled progress ("策略收敛停滞 / 进化种群多样性不足 / 引入锦标赛选择机制"): weaker candidates keep a chance
 to survive, so the population does not collapse onto one reward family (how diverse it still is:
-``setup/diversity.py``). Pareto selection
-(``loop/pareto.py``) keeps the non-dominated candidates over (fitness, smoothness of the policy's actions,
-simplicity of the reward): the seed's "fast and smooth" multi-objective case.
+``setup/diversity.py``). Pareto selection (``loop/pareto.py``) keeps the non-dominated candidates over (fitness,
+smoothness of the policy's actions, simplicity of the reward): the seed's "fast and smooth" multi-objective case.
 
 All randomness comes from an explicit ``np.random.Generator``.
 """
@@ -13,45 +12,20 @@ All randomness comes from an explicit ``np.random.Generator``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 
 from lares_agent.engine.contracts import SlotEvaluation
 from lares_agent.engine.loop.pareto import pareto_select
-from lares_agent.errors import ConfigError
+from lares_agent.engine.setup.selection import SelectionConfig
 
 __all__ = [
-    "SELECTION_METHODS",
-    "SelectionConfig",
     "choose_elites",
     "pareto_objectives",
     "select_elites",
     "tournament_select",
     "truncation_select",
 ]
-
-
-SelectionMethod = Literal["truncation", "tournament", "pareto"]
-SELECTION_METHODS: tuple[SelectionMethod, ...] = ("truncation", "tournament", "pareto")
-
-
-@dataclass(frozen=True)
-class SelectionConfig:
-    """How elites are chosen among the K reward slots."""
-
-    method: SelectionMethod = "truncation"
-    tournament_size: int = 2
-    keep_best: bool = True
-    """Tournament and Pareto: the single best candidate always survives (elitism), so selection never loses it
-    (refilled slots inherit the best slot's learner)."""
-
-    def __post_init__(self) -> None:
-        if self.method not in SELECTION_METHODS:
-            raise ConfigError(f"selection method must be one of {', '.join(SELECTION_METHODS)}, got {self.method!r}")
-        if self.tournament_size < 1:
-            raise ConfigError(f"tournament_size must be >= 1, got {self.tournament_size}")
 
 
 def _order(fitness: np.ndarray) -> np.ndarray:

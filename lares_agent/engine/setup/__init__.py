@@ -1,3 +1,3 @@
 """What the loop (``engine/loop/``) and the populations (``engine/populations/``) share, below both: the run's
-diversity thresholds, and (as they move here) its config, slot arithmetic, learner groups and grading. Neither
-folder's modules are imported from here."""
+config (``config.py``, with its elite selection's and diversity's settings) and the diversity measure. Nothing
+here imports either folder."""

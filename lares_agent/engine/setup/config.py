@@ -30,8 +30,8 @@ from lares_agent.engine.es.strategy import ESConfig
 from lares_agent.engine.learners.crossq import CrossQConfig
 from lares_agent.engine.learners.factory import LearnerConfig
 from lares_agent.engine.learners.sac import SACConfig
-from lares_agent.engine.loop.selection import SelectionConfig
 from lares_agent.engine.setup.diversity import DiversityConfig
+from lares_agent.engine.setup.selection import SelectionConfig
 from lares_agent.errors import ConfigError
 
 __all__ = ["BACKENDS", "MAX_HANDOVER_EPISODES", "ESPopulationConfig", "EngineConfig", "ReplayConfig"]
