@@ -51,11 +51,11 @@ GradientLearner = Literal["sac", "crossq"]
 GRADIENT_LEARNERS: tuple[GradientLearner, ...] = ("sac", "crossq")
 
 Grade = Literal["success", "progress", "approach", "return"]
-"""What a reward update graded fitness on (docs/DESIGN.md, "Graded fitness"; the rule is ``loop/fitness.py``):
+"""What a reward update graded fitness on (docs/DESIGN.md, "Graded fitness"; the rule is ``setup/fitness.py``):
 "return" is the task return, the grade of ``success-then-return`` before any success."""
 
 FitnessRule = Literal["auto", "success-then-return", "success-then-progress"]
-"""How a reward update grades its slots (``EngineConfig.fitness``; ``loop/fitness.py``): by success once any slot
+"""How a reward update grades its slots (``EngineConfig.fitness``; ``setup/fitness.py``): by success once any slot
 succeeds, before that by the task (human) return, as the reference does, or by the share of the start distance
 closed. "auto" is the first for a task with a human reward and the second for a task without one."""
 FITNESS_RULES: tuple[FitnessRule, ...] = ("auto", "success-then-return", "success-then-progress")
@@ -126,7 +126,7 @@ class HumanReward:
     Used for the "with human reward" setting and as a baseline; it is never shown to the LLM in the
     from-scratch setting (docs/ARCHITECTURE.md, engine/tasks). ``complexity`` is that of the task's own reward
     expression (``TaskSpec.human_components``, measured by the search layer, which parses rewards), so the init
-    setting's learner on it is ranked by the rule every slot is (``loop/fitness.py``); 0 where the task's reward
+    setting's learner on it is ranked by the rule every slot is (``setup/fitness.py``); 0 where the task's reward
     has no written expression (nothing to measure).
     """
 
@@ -194,7 +194,7 @@ class MemberEvaluation:
     the start distance closed (graded fitness before any success, docs/DESIGN.md "Graded fitness")."""
     approach_closed: float = float("nan")
     """The same share for the task's approach feature (NaN for a task without one): the graded fitness when no
-    slot succeeds and the progress shares do not separate the slots (``loop/fitness.py``)."""
+    slot succeeds and the progress shares do not separate the slots (``setup/fitness.py``)."""
     action_jerk: float = float("nan")
     """Mean over episodes of the mean squared change of the policy-space action per step, ||a_t - a_{t-1}||^2
     (lower is smoother; an objective of Pareto selection)."""
@@ -248,7 +248,7 @@ class SlotEvaluation:
     approach_closed: float = float("nan")
     """``MemberEvaluation.approach_closed`` of the slot's policy."""
     complexity_penalty: float = 0.0
-    """complexity_lambda * complexity: orders slots equal in fitness and tie-break (``loop/fitness.py``)."""
+    """complexity_lambda * complexity: orders slots equal in fitness and tie-break (``setup/fitness.py``)."""
     action_jerk: float = float("nan")
     """``MemberEvaluation.action_jerk`` of the slot's policy (Pareto selection's smoothness objective)."""
     learner_success: tuple[float, ...] = ()

@@ -248,7 +248,7 @@ def fitness_rule(run: RunData) -> str:
 
 
 def grades_by_round(run: RunData) -> tuple[tuple[int, str], ...]:
-    """(round, grade) per reward update; an update's slots share one grade (``loop/fitness.py``)."""
+    """(round, grade) per reward update; an update's slots share one grade (``setup/fitness.py``)."""
     out = []
     for u in run.updates:
         grades = sorted(set(u.graded_by.values()))

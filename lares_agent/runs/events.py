@@ -153,7 +153,7 @@ class SlotFitness:
     quarantined: bool = False
     components: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # component -> mean/std/share
     # what the fitness was made of (absent in runs before graded fitness): the graded value (graded value -
-    # complexity_penalty in runs before the one ranking rule, loop/fitness.py)
+    # complexity_penalty in runs before the one ranking rule, setup/fitness.py)
     graded_by: str | None = None  # "success", "progress", "approach" or "return" (one per update)
     progress_closed: float = math.nan
     approach_closed: float = math.nan  # absent in runs before the approach grade

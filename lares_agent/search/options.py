@@ -54,7 +54,7 @@ TaskExamples = Literal["none", "other", "own"]  # --task-examples: GraphLimits.t
 # (engine/column_map.py), repeated like SETTINGS so that this module loads without the engine's imports.
 RewardNormalisation = Literal["affine", "sigmoid", "tanh"]
 REWARD_NORMALISATIONS: tuple[RewardNormalisation, ...] = get_args(RewardNormalisation)
-# --fitness: what a reward update grades before any slot succeeds (engine/loop/fitness.py, the engine's names
+# --fitness: what a reward update grades before any slot succeeds (engine/setup/fitness.py, the engine's names
 # repeated as above). "auto": success-then-return where the task has a human reward (the reference's rule), else
 # success-then-progress; `runner.start_run` writes the resolved rule into config.json.
 Fitness = Literal["auto", "success-then-return", "success-then-progress"]

@@ -3,7 +3,7 @@
 One step: a due reward update, then the population acts and learns (``Population.step``: Thompson sampling,
 play, store, learn for the replay population; one generation for ES), then an evaluation and a checkpoint on
 their cadences. Every ``reward_period`` env steps a reward update evaluates every learner, ranks the slots by
-fitness (the graded value, ``loop/fitness.py``; then the setting's tie-break, then the complexity penalty),
+fitness (the graded value, ``setup/fitness.py``; then the setting's tie-break, then the complexity penalty),
 keeps the elites (``loop/selection.py``), asks the ``propose`` hook for the other slots (the LLM graph, wired in
 by the search layer), installs each accepted candidate (the replay population relabels its buffer column and
 scales it to the best elite; ES swaps the policy's reward), shares the best slot's reward with a slot whose
@@ -28,7 +28,6 @@ import numpy as np
 from lares_agent.engine.contracts import MemberEvaluation, ProposeFn, RewardFunction, UpdateContext
 from lares_agent.engine.errors import EngineError
 from lares_agent.engine.loop.cadence import install_now, update_due, update_follows
-from lares_agent.engine.loop.fitness import grading, rank_slots, slot_evaluations
 from lares_agent.engine.loop.handover import HandOver
 from lares_agent.engine.loop.proposals import ProposalRunner
 from lares_agent.engine.loop.records import (
@@ -53,6 +52,7 @@ from lares_agent.engine.policy_artefact import write_policies
 from lares_agent.engine.protocols import Population, StepInfo
 from lares_agent.engine.rollouts.episodes import EVAL_STREAM, episode_seed
 from lares_agent.engine.setup.config import EngineConfig
+from lares_agent.engine.setup.fitness import grading, rank_slots, slot_evaluations
 from lares_agent.engine.tasks import TaskSpec
 from lares_agent.errors import Cancelled
 from lares_agent.runs import RunLayout

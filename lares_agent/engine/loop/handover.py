@@ -28,12 +28,12 @@ from typing import Any
 import numpy as np
 
 from lares_agent.engine.contracts import MemberEvaluation, RewardFunction
-from lares_agent.engine.loop.fitness import slot_evaluation
 from lares_agent.engine.policy_artefact import PolicyArtefact, artefact_from_state
 from lares_agent.engine.protocols import Population
 from lares_agent.engine.rollouts.episodes import HANDOVER_STREAM, EnvPool, episode_seed
 from lares_agent.engine.rollouts.evaluation import evaluate_members
 from lares_agent.engine.setup.config import EngineConfig
+from lares_agent.engine.setup.fitness import slot_evaluation
 from lares_agent.engine.tasks import TaskSpec
 from lares_agent.runs.handover import HandoverCandidate, HandoverRecord
 

@@ -207,10 +207,10 @@ class EngineConfig:
     complexity_lambda: float = 0.0
     """The complexity penalty, complexity_lambda * complexity: it orders slots equal in fitness (the graded value:
     success rate, or before any success the task return or a start distance closed) and tie-break, so any value
-    > 0 lets the simpler reward win an exact tie (``loop/fitness.py``); 0 here as in the reference, which ranks
+    > 0 lets the simpler reward win an exact tie (``setup/fitness.py``); 0 here as in the reference, which ranks
     without complexity."""
     fitness: FitnessRule = "auto"
-    """What a reward update grades before any slot succeeds (``loop/fitness.py``): 'success-then-return' the task
+    """What a reward update grades before any slot succeeds (``setup/fitness.py``): 'success-then-return' the task
     (human) return, as the reference; 'success-then-progress' the share of the start distance closed; 'auto' the
     first on a task with a human reward, the second on one without (``fitness.fitness_rule``, resolved by the
     engine against its task). A checkpoint from before this field ran success-then-progress and reads back so."""
