@@ -44,7 +44,7 @@ __all__ = [
 
 SETTINGS = ("scratch", "init", "baseline")
 """Run settings, one meaning for every learner (docs/lares-reference.md: the reference's from-scratch and
-with_init runs, and plain RL on the human reward): see ``loop/slots.py``."""
+with_init runs, and plain RL on the human reward): see ``setup/slots.py``."""
 
 GradientLearner = Literal["sac", "crossq"]
 """The gradient learners the LaRes engine trains on its shared replay buffer (``EngineConfig.learner``)."""

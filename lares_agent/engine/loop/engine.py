@@ -29,7 +29,7 @@ from lares_agent.engine.contracts import MemberEvaluation, ProposeFn, RewardFunc
 from lares_agent.engine.errors import EngineError
 from lares_agent.engine.loop.cadence import install_now, update_due, update_follows
 from lares_agent.engine.loop.handover import HandOver
-from lares_agent.engine.loop.proposals import ProposalRunner
+from lares_agent.engine.loop.proposals import PendingUpdate, ProposalRunner
 from lares_agent.engine.loop.records import (
     Counters,
     EngineLog,
@@ -39,7 +39,6 @@ from lares_agent.engine.loop.records import (
     policy_state,
 )
 from lares_agent.engine.loop.selection import choose_elites
-from lares_agent.engine.loop.slots import PendingUpdate, learner_count
 from lares_agent.engine.loop.update import (
     inherit_source,
     inheriting,
@@ -53,6 +52,7 @@ from lares_agent.engine.protocols import Population, StepInfo
 from lares_agent.engine.rollouts.episodes import EVAL_STREAM, episode_seed
 from lares_agent.engine.setup.config import EngineConfig
 from lares_agent.engine.setup.fitness import grading, rank_slots, slot_evaluations
+from lares_agent.engine.setup.slots import learner_count
 from lares_agent.engine.tasks import TaskSpec
 from lares_agent.errors import Cancelled
 from lares_agent.runs import RunLayout
