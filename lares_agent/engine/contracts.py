@@ -199,7 +199,7 @@ class MemberEvaluation:
     """Mean over episodes of the mean squared change of the policy-space action per step, ||a_t - a_{t-1}||^2
     (lower is smoother; an objective of Pareto selection)."""
     learner_success: tuple[float, ...] = ()
-    """A slot with several learners (``--learners-per-reward``, ``populations/groups.py``): each learner's success rate,
+    """A slot with several learners (``--learners-per-reward``, ``setup/groups.py``): each learner's success rate,
     in learner order; the fields above are then their means. Empty for one learner."""
 
     def summary(self) -> dict[str, Any]:

@@ -29,7 +29,6 @@ from lares_agent.engine.devices import resolve_device
 from lares_agent.engine.errors import EngineError, RewardColumnError
 from lares_agent.engine.learners.factory import LEARNER_NAMES, make_population
 from lares_agent.engine.loop.records import load_counters
-from lares_agent.engine.populations.groups import LearnerGroups
 from lares_agent.engine.populations.thompson import ThompsonSampler
 from lares_agent.engine.protocols import PopulationLearner, StepInfo
 from lares_agent.engine.reward_gain import start_scale
@@ -46,6 +45,7 @@ from lares_agent.engine.rollouts.evaluation import evaluate_members
 from lares_agent.engine.rollouts.sampling import uniform_actions
 from lares_agent.engine.setup.config import EngineConfig, ReplayConfig
 from lares_agent.engine.setup.fitness import grading
+from lares_agent.engine.setup.groups import LearnerGroups
 from lares_agent.engine.setup.slots import learner_count
 from lares_agent.engine.tasks import TaskSpec
 

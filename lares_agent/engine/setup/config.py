@@ -60,7 +60,7 @@ class ReplayConfig:
     crossq: CrossQConfig = field(default_factory=CrossQConfig)
     learners_per_reward: int = 1
     """N learners per reward slot, each with its own parameters, minibatches and Thompson arm, all on the slot's
-    column (``populations/groups.py``; the seed text's 2.3). A slot's fitness is their mean. 1: LaRes' one
+    column (``setup/groups.py``; the seed text's 2.3). A slot's fitness is their mean. 1: LaRes' one
     learner per reward. The baseline trains N learners on its one reward too."""
     warmup_steps: int = 10_000
     """Uniform-random steps stored before learning (not counted; whole episodes, so possibly a few more)."""
