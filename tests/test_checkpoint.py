@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from lares_agent.engine import make_engine, restore_engine
-from lares_agent.engine.checkpoint import (
+from lares_agent.engine.state.checkpoint import (
     CheckpointError,
     latest_checkpoint,
     load_checkpoint,

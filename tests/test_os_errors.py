@@ -16,7 +16,7 @@ import torch
 from typer.testing import CliRunner
 
 from lares_agent.cli.app import app
-from lares_agent.engine.checkpoint import CheckpointError, latest_checkpoint, save_checkpoint
+from lares_agent.engine.state.checkpoint import CheckpointError, latest_checkpoint, save_checkpoint
 from lares_agent.graphs.build import open_trace
 from lares_agent.runs import append_jsonl, read_jsonl
 from lares_agent.runs import jsonl as jsonl_module

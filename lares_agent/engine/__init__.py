@@ -43,7 +43,14 @@ from lares_agent.engine.setup.selection import SelectionConfig
 from lares_agent.engine.tasks import Feature, TaskSpec, get_task, list_tasks
 
 if TYPE_CHECKING:
-    from lares_agent.engine.checkpoint import (
+    from lares_agent.engine.learners.crossq import CrossQConfig
+    from lares_agent.engine.learners.sac import SACConfig
+    from lares_agent.engine.loop.engine import LaResEngine
+    from lares_agent.engine.policy_artefact import PolicyArtefact, artefact_from_state, save_artefact, slot_member
+    from lares_agent.engine.policy_eval import evaluate_policy
+    from lares_agent.engine.populations import make_engine, restore_engine
+    from lares_agent.engine.setup.config import EngineConfig, ESPopulationConfig, ReplayConfig
+    from lares_agent.engine.state.checkpoint import (
         CheckpointError,
         checkpoint_meta,
         latest_checkpoint,
@@ -53,26 +60,19 @@ if TYPE_CHECKING:
         save_checkpoint,
         verify_checkpoint,
     )
-    from lares_agent.engine.learners.crossq import CrossQConfig
-    from lares_agent.engine.learners.sac import SACConfig
-    from lares_agent.engine.loop.engine import LaResEngine
-    from lares_agent.engine.policy_artefact import PolicyArtefact, artefact_from_state, save_artefact, slot_member
-    from lares_agent.engine.policy_eval import evaluate_policy
-    from lares_agent.engine.populations import make_engine, restore_engine
-    from lares_agent.engine.setup.config import EngineConfig, ESPopulationConfig, ReplayConfig
     from lares_agent.engine.video import Video, VideoError, record_video
 
 # name -> module, for the names that import torch (see the module docstring); the TYPE_CHECKING block above
 # lists the same names for type checkers.
 _LAZY = {
-    "CheckpointError": "lares_agent.engine.checkpoint",
-    "latest_checkpoint": "lares_agent.engine.checkpoint",
-    "checkpoint_meta": "lares_agent.engine.checkpoint",
-    "newest_loadable": "lares_agent.engine.checkpoint",
-    "remove_stale": "lares_agent.engine.checkpoint",
-    "verify_checkpoint": "lares_agent.engine.checkpoint",
-    "load_checkpoint": "lares_agent.engine.checkpoint",
-    "save_checkpoint": "lares_agent.engine.checkpoint",
+    "CheckpointError": "lares_agent.engine.state.checkpoint",
+    "latest_checkpoint": "lares_agent.engine.state.checkpoint",
+    "checkpoint_meta": "lares_agent.engine.state.checkpoint",
+    "newest_loadable": "lares_agent.engine.state.checkpoint",
+    "remove_stale": "lares_agent.engine.state.checkpoint",
+    "verify_checkpoint": "lares_agent.engine.state.checkpoint",
+    "load_checkpoint": "lares_agent.engine.state.checkpoint",
+    "save_checkpoint": "lares_agent.engine.state.checkpoint",
     "CrossQConfig": "lares_agent.engine.learners.crossq",
     "SACConfig": "lares_agent.engine.learners.sac",
     "EngineConfig": "lares_agent.engine.setup.config",

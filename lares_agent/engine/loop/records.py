@@ -16,11 +16,11 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from lares_agent.engine.checkpoint import save_checkpoint
 from lares_agent.engine.contracts import HumanReward, LoadReward, MemberEvaluation, RewardFunction
 from lares_agent.engine.errors import EngineError
 from lares_agent.engine.protocols import Population
 from lares_agent.engine.setup.config import EngineConfig
+from lares_agent.engine.state.checkpoint import save_checkpoint
 from lares_agent.runs import Event, MetricRow, RunLayout, RunLog, log_sizes
 
 __all__ = [

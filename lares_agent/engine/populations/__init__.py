@@ -11,7 +11,6 @@ from pathlib import Path
 
 import numpy as np
 
-from lares_agent.engine.checkpoint import load_checkpoint
 from lares_agent.engine.contracts import LoadReward, ProposeFn, RewardFunction
 from lares_agent.engine.errors import EngineError
 from lares_agent.engine.loop.engine import LaResEngine
@@ -21,6 +20,7 @@ from lares_agent.engine.populations.replay import ReplayPopulation
 from lares_agent.engine.protocols import Population
 from lares_agent.engine.setup.config import EngineConfig, ESPopulationConfig
 from lares_agent.engine.setup.slots import initial_slot_rewards
+from lares_agent.engine.state.checkpoint import load_checkpoint
 from lares_agent.engine.tasks import TaskSpec
 
 __all__ = ["ESPopulation", "ReplayPopulation", "make_engine", "restore_engine"]
