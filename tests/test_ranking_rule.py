@@ -10,8 +10,8 @@ import pytest
 from test_lares_engine import FeatureReward, Proposer, tiny_config, tiny_task
 
 from lares_agent.engine import HumanReward, MemberEvaluation, make_engine
-from lares_agent.engine.loop.records import rewards_from_state
 from lares_agent.engine.setup.fitness import rank_slots, slot_evaluations
+from lares_agent.engine.state.schema import rewards_from_state
 from lares_agent.engine.tasks import get_task
 from lares_agent.prompts.loader import load_template
 from lares_agent.rewards import human_reference

@@ -30,14 +30,7 @@ from lares_agent.engine.errors import EngineError
 from lares_agent.engine.loop.cadence import install_now, update_due, update_follows
 from lares_agent.engine.loop.handover import HandOver
 from lares_agent.engine.loop.proposals import PendingUpdate, ProposalRunner
-from lares_agent.engine.loop.records import (
-    Counters,
-    EngineLog,
-    engine_state,
-    evaluation_row,
-    load_counters,
-    policy_state,
-)
+from lares_agent.engine.loop.records import Counters, engine_state, evaluation_row, policy_state
 from lares_agent.engine.loop.selection import choose_elites
 from lares_agent.engine.loop.update import (
     inherit_source,
@@ -53,6 +46,8 @@ from lares_agent.engine.rollouts.episodes import EVAL_STREAM, episode_seed
 from lares_agent.engine.setup.config import EngineConfig
 from lares_agent.engine.setup.fitness import grading, rank_slots, slot_evaluations
 from lares_agent.engine.setup.slots import learner_count
+from lares_agent.engine.state.log import EngineLog
+from lares_agent.engine.state.schema import load_counters
 from lares_agent.engine.tasks import TaskSpec
 from lares_agent.errors import Cancelled
 from lares_agent.runs import RunLayout
@@ -359,7 +354,8 @@ class LaResEngine:
 
     # ------------------------------------------------------------------ checkpoints and policies
     def state_dict(self) -> dict[str, Any]:
-        """The full engine state as nested dicts of arrays, tensors and scalars (``records.STATE_VERSION``)."""
+        """The full engine state as nested dicts of arrays, tensors and scalars (``STATE_VERSION`` of
+        ``state/schema.py``)."""
         return engine_state(self.task.name, self.config, self.counters, self.rng, self.rewards, self.population,
                             self.handover.state_dict())
 
@@ -378,7 +374,7 @@ class LaResEngine:
             return None
         began = time.monotonic()
         try:
-            return self.log.checkpoint(self.state_dict, name, self.counters)
+            return self.log.checkpoint(self.state_dict, name, self.counters.env_steps, self.counters.round)
         finally:
             self._records_s += time.monotonic() - began
 

@@ -28,7 +28,6 @@ from lares_agent.engine.contracts import HUMAN_REWARD_FEATURE, Diversity, Member
 from lares_agent.engine.devices import resolve_device
 from lares_agent.engine.errors import EngineError, RewardColumnError
 from lares_agent.engine.learners.factory import LEARNER_NAMES, make_population
-from lares_agent.engine.loop.records import load_counters
 from lares_agent.engine.populations.thompson import ThompsonSampler
 from lares_agent.engine.protocols import PopulationLearner, StepInfo
 from lares_agent.engine.reward_gain import start_scale
@@ -47,6 +46,7 @@ from lares_agent.engine.setup.config import EngineConfig, ReplayConfig
 from lares_agent.engine.setup.fitness import grading
 from lares_agent.engine.setup.groups import LearnerGroups
 from lares_agent.engine.setup.slots import learner_count
+from lares_agent.engine.state.schema import load_counters
 from lares_agent.engine.tasks import TaskSpec
 
 __all__ = ["LOSS_KEYS", "ReplayPopulation"]
