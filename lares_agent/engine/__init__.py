@@ -11,8 +11,6 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from lares_agent.engine.buffer import Affine, ReplayBuffer
-from lares_agent.engine.column_map import REWARD_NORMALISATIONS, ColumnMap, RewardNormalisation
 from lares_agent.engine.contracts import (
     FITNESS_RULES,
     GRADIENT_LEARNERS,
@@ -34,8 +32,10 @@ from lares_agent.engine.contracts import (
 )
 from lares_agent.engine.errors import ConstantRewardError, EngineError, NonFiniteRewardError, RewardColumnError
 from lares_agent.engine.es.strategy import ESConfig
-from lares_agent.engine.potential import PotentialReward, is_potential
 from lares_agent.engine.protocols import Population, PopulationLearner, StepInfo
+from lares_agent.engine.replay.buffer import Affine, ReplayBuffer
+from lares_agent.engine.replay.column_map import REWARD_NORMALISATIONS, ColumnMap, RewardNormalisation
+from lares_agent.engine.replay.potential import PotentialReward, is_potential
 from lares_agent.engine.rollouts.episodes import EnvPool, batch_features, run_episodes
 from lares_agent.engine.rollouts.sampling import random_feature_sample, uniform_actions
 from lares_agent.engine.setup.diversity import DiversityConfig, distinct_fraction

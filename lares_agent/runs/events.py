@@ -50,7 +50,7 @@ EventKind = Literal[
     "llm_fault",  # llm/faults.py: an injected fault (tests and benchmarks write these to their own file)
     "llm_format_step",  # search: the endpoint refused a grammar or response_format; the client stepped down
     "llm_context",  # search: a prompt and its answer did not fit the model's context; the cause and fix (llm/window.py)
-    "potential",  # search: a reward is a potential shaping a base reward (--shaping potential, engine/potential.py)
+    "potential",  # search: a reward is a potential shaping its base reward (--shaping, engine/replay/potential.py)
 ]
 EVENT_KINDS: tuple[EventKind, ...] = get_args(EventKind)
 _COMMON = ("event", "round", "env_steps", "time")

@@ -152,7 +152,7 @@ class SearchConfig:
     designer_features: bool = False  # GraphLimits.designer_features: from scratch, also offer the designer's features
     # What the LLM writes (GraphLimits.shaping): "additive", the reward itself; "potential", a Phi of the state that
     # shapes the base reward (success from scratch, the task's own with init) as gamma*Phi(s') - Phi(s)
-    # (engine/potential.py, search/potentials.py; SAC/CrossQ only)
+    # (engine/replay/potential.py, search/potentials.py; SAC/CrossQ only)
     shaping: Shaping = "additive"
     personas: tuple[str, ...] = ()  # the critic ensemble (--personas a,b); () : `persona` critiques alone
     reward_normalisation: RewardNormalisation = "affine"  # ReplayConfig.reward_normalisation (SAC/CrossQ only)

@@ -51,7 +51,7 @@ BASELINE_REWARDS: tuple[BaselineReward, ...] = get_args(BaselineReward)
 Analysis = Literal["facts", "llm"]  # --analysis: computed facts and defects only, or LLM-worded and fact-checked
 TaskExamples = Literal["none", "other", "own"]  # --task-examples: GraphLimits.task_examples (graphs/context.py)
 # --reward-normalisation: LaRes' affine match alone, or a sigmoid/tanh squash before it. The engine's names
-# (engine/column_map.py), repeated like SETTINGS so that this module loads without the engine's imports.
+# (engine/replay/column_map.py), repeated like SETTINGS so that this module loads without the engine's imports.
 RewardNormalisation = Literal["affine", "sigmoid", "tanh"]
 REWARD_NORMALISATIONS: tuple[RewardNormalisation, ...] = get_args(RewardNormalisation)
 # --fitness: what a reward update grades before any slot succeeds (engine/setup/fitness.py, the engine's names
@@ -67,7 +67,7 @@ DEVICES: tuple[Device, ...] = get_args(Device)
 Inherit = Literal["on-success", "always"]
 INHERIT_RULES: tuple[Inherit, ...] = get_args(Inherit)
 # --shaping: what the LLM writes, a reward ("additive", LaRes) or a potential Phi of the state that shapes a base
-# reward as gamma*Phi(s') - Phi(s) (engine/potential.py, whose names these repeat as above).
+# reward as gamma*Phi(s') - Phi(s) (engine/replay/potential.py, whose names these repeat as above).
 Shaping = Literal["additive", "potential"]
 SHAPINGS: tuple[Shaping, ...] = get_args(Shaping)
 # Ablations of LaRes' parts; each switches one part off, default none (full LaRes).

@@ -14,7 +14,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lares_agent.engine.column_map import REWARD_NORMALISATIONS, RewardNormalisation
 from lares_agent.engine.contracts import (
     FITNESS_RULES,
     GRADIENT_LEARNERS,
@@ -30,6 +29,7 @@ from lares_agent.engine.es.strategy import ESConfig
 from lares_agent.engine.learners.crossq import CrossQConfig
 from lares_agent.engine.learners.factory import LearnerConfig
 from lares_agent.engine.learners.sac import SACConfig
+from lares_agent.engine.replay.column_map import REWARD_NORMALISATIONS, RewardNormalisation
 from lares_agent.engine.setup.diversity import DiversityConfig
 from lares_agent.engine.setup.selection import SelectionConfig
 from lares_agent.errors import ConfigError
@@ -78,13 +78,13 @@ class ReplayConfig:
     anchor_weight: float = 1.0
     """Weight of the L2 pull of a replaced learner toward the inherited parameters (reference 1.0; 0 = off)."""
     reward_normalisation: RewardNormalisation = "affine"
-    """How a reward column's raw values become stored rewards (``engine/column_map.py``): 'affine' is LaRes' map
+    """How a reward column's raw values become stored rewards (``engine/replay/column_map.py``): 'affine' is LaRes' map
     alone; 'sigmoid' / 'tanh' first squash the reward standardised by its buffer mean/std (fixed when the column
     is set), then match the reference as usual (the seed text's section 3.2: for wildly fluctuating rewards)."""
     reward_gain: float | None = None
     """Each reward the run starts with, other than the task's own, is scaled on the warm-up buffer so that it pays
-    this much more at the goal than at the stored states (``engine/reward_gain.py``); later rewards are matched to
-    the best survivor as LaRes'. None: taken as written, as LaRes."""
+    this much more at the goal than at the stored states (``engine/replay/reward_gain.py``); later rewards are
+    matched to the best survivor as LaRes'. None: taken as written, as LaRes."""
     device: str = "cpu"
     """Where the learners compute (``engine/devices.py``): 'cpu', 'cuda' (or 'cuda:N'), or 'auto' (cuda where torch
     sees a GPU). Kept as named, so a checkpoint of an 'auto' run resumes on a machine without a GPU; whether this
