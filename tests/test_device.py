@@ -22,8 +22,9 @@ from torch.utils._pytree import tree_leaves
 from typer.testing import CliRunner
 
 from lares_agent.cli.app import app
-from lares_agent.engine import EngineError, PolicyArtefact, devices, make_engine, restore_engine
+from lares_agent.engine import EngineError, PolicyArtefact, make_engine, restore_engine
 from lares_agent.engine.contracts import Batch, UpdateContext
+from lares_agent.engine.learners import devices
 from lares_agent.engine.learners.actor_critic import ActorCriticPopulation
 from lares_agent.engine.learners.crossq import CrossQConfig
 from lares_agent.engine.learners.sac import SACConfig

@@ -59,7 +59,8 @@ REWARD_NORMALISATIONS: tuple[RewardNormalisation, ...] = get_args(RewardNormalis
 # success-then-progress; `runner.start_run` writes the resolved rule into config.json.
 Fitness = Literal["auto", "success-then-return", "success-then-progress"]
 FITNESS_RULES: tuple[Fitness, ...] = get_args(Fitness)
-# --device: where SAC/CrossQ learners compute (engine/devices.py's names, repeated as above; "auto" kept as such)
+# --device: where SAC/CrossQ learners compute (engine/learners/devices.py's names, repeated as above; "auto" kept
+# as such)
 Device = Literal["auto", "cpu", "cuda"]
 DEVICES: tuple[Device, ...] = get_args(Device)
 # --inherit: when a replaced slot's learners start from the best learner (engine/loop/inheritance.py, the engine's

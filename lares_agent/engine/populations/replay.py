@@ -24,8 +24,8 @@ import numpy as np
 import torch
 
 from lares_agent.engine.contracts import HUMAN_REWARD_FEATURE, Diversity, MemberEvaluation, RewardFunction
-from lares_agent.engine.devices import resolve_device
 from lares_agent.engine.errors import EngineError, RewardColumnError
+from lares_agent.engine.learners.devices import resolve_device
 from lares_agent.engine.learners.factory import LEARNER_NAMES, make_population
 from lares_agent.engine.populations.thompson import ThompsonSampler
 from lares_agent.engine.protocols import PopulationLearner, StepInfo

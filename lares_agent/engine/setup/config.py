@@ -23,10 +23,10 @@ from lares_agent.engine.contracts import (
     GradientLearner,
     InheritRule,
 )
-from lares_agent.engine.devices import DEVICES, is_device_name
 from lares_agent.engine.errors import EngineError
 from lares_agent.engine.es.strategy import ESConfig
 from lares_agent.engine.learners.crossq import CrossQConfig
+from lares_agent.engine.learners.devices import DEVICES, is_device_name
 from lares_agent.engine.learners.factory import LearnerConfig
 from lares_agent.engine.learners.sac import SACConfig
 from lares_agent.engine.replay.column_map import REWARD_NORMALISATIONS, RewardNormalisation
@@ -86,9 +86,9 @@ class ReplayConfig:
     this much more at the goal than at the stored states (``engine/replay/reward_gain.py``); later rewards are
     matched to the best survivor as LaRes'. None: taken as written, as LaRes."""
     device: str = "cpu"
-    """Where the learners compute (``engine/devices.py``): 'cpu', 'cuda' (or 'cuda:N'), or 'auto' (cuda where torch
-    sees a GPU). Kept as named, so a checkpoint of an 'auto' run resumes on a machine without a GPU; whether this
-    machine has the device is checked when the population is built, not here."""
+    """Where the learners compute (``engine/learners/devices.py``): 'cpu', 'cuda' (or 'cuda:N'), or 'auto' (cuda
+    where torch sees a GPU). Kept as named, so a checkpoint of an 'auto' run resumes on a machine without a GPU;
+    whether this machine has the device is checked when the population is built, not here."""
 
     def __post_init__(self) -> None:
         if self.learner not in GRADIENT_LEARNERS:
