@@ -46,8 +46,14 @@ if TYPE_CHECKING:
     from lares_agent.engine.learners.crossq import CrossQConfig
     from lares_agent.engine.learners.sac import SACConfig
     from lares_agent.engine.loop.engine import LaResEngine
-    from lares_agent.engine.policy_artefact import PolicyArtefact, artefact_from_state, save_artefact, slot_member
-    from lares_agent.engine.policy_eval import evaluate_policy
+    from lares_agent.engine.policies.policy_artefact import (
+        PolicyArtefact,
+        artefact_from_state,
+        save_artefact,
+        slot_member,
+    )
+    from lares_agent.engine.policies.policy_eval import evaluate_policy
+    from lares_agent.engine.policies.video import Video, VideoError, record_video
     from lares_agent.engine.populations import make_engine, restore_engine
     from lares_agent.engine.setup.config import EngineConfig, ESPopulationConfig, ReplayConfig
     from lares_agent.engine.state.checkpoint import (
@@ -60,7 +66,6 @@ if TYPE_CHECKING:
         save_checkpoint,
         verify_checkpoint,
     )
-    from lares_agent.engine.video import Video, VideoError, record_video
 
 # name -> module, for the names that import torch (see the module docstring); the TYPE_CHECKING block above
 # lists the same names for type checkers.
@@ -81,14 +86,14 @@ _LAZY = {
     "LaResEngine": "lares_agent.engine.loop.engine",
     "make_engine": "lares_agent.engine.populations",
     "restore_engine": "lares_agent.engine.populations",
-    "PolicyArtefact": "lares_agent.engine.policy_artefact",
-    "artefact_from_state": "lares_agent.engine.policy_artefact",
-    "save_artefact": "lares_agent.engine.policy_artefact",
-    "slot_member": "lares_agent.engine.policy_artefact",
-    "evaluate_policy": "lares_agent.engine.policy_eval",
-    "Video": "lares_agent.engine.video",
-    "VideoError": "lares_agent.engine.video",
-    "record_video": "lares_agent.engine.video",
+    "PolicyArtefact": "lares_agent.engine.policies.policy_artefact",
+    "artefact_from_state": "lares_agent.engine.policies.policy_artefact",
+    "save_artefact": "lares_agent.engine.policies.policy_artefact",
+    "slot_member": "lares_agent.engine.policies.policy_artefact",
+    "evaluate_policy": "lares_agent.engine.policies.policy_eval",
+    "Video": "lares_agent.engine.policies.video",
+    "VideoError": "lares_agent.engine.policies.video",
+    "record_video": "lares_agent.engine.policies.video",
 }
 
 __all__ = [

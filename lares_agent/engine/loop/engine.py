@@ -40,7 +40,7 @@ from lares_agent.engine.loop.update import (
     update_context,
     update_record,
 )
-from lares_agent.engine.policy_artefact import write_policies
+from lares_agent.engine.policies.policy_artefact import write_policies
 from lares_agent.engine.protocols import Population, StepInfo
 from lares_agent.engine.rollouts.episodes import EVAL_STREAM, episode_seed
 from lares_agent.engine.setup.config import EngineConfig
@@ -391,7 +391,7 @@ class LaResEngine:
         return record
 
     def save_policy(self, name: str, every_slot: bool = False, handover: HandoverRecord | None = None) -> Path | None:
-        """The policy handed over as ``policies/<name>.pt`` (engine/policy_artefact.py; no-op without a run
+        """The policy handed over as ``policies/<name>.pt`` (engine/policies/policy_artefact.py; no-op without a run
         directory): ``handover``'s choice (:meth:`hand_over`, whose numbers the file carries), else the ranked-first
         slot's. ``every_slot``: also each slot's own file (the end of a run)."""
         if self.run_dir is None:
