@@ -63,8 +63,8 @@ FITNESS_RULES: tuple[Fitness, ...] = get_args(Fitness)
 # as such)
 Device = Literal["auto", "cpu", "cuda"]
 DEVICES: tuple[Device, ...] = get_args(Device)
-# --inherit: when a replaced slot's learners start from the best learner (engine/loop/inheritance.py, the engine's
-# names repeated as above): "on-success" only once it has succeeded, "always" as the reference.
+# --inherit: when a replaced slot's learners start from the best learner (engine/loop/inheritance.py; the engine's
+# names, engine/contracts.py, repeated as above): "on-success" only once it has succeeded, "always" as the reference.
 Inherit = Literal["on-success", "always"]
 INHERIT_RULES: tuple[Inherit, ...] = get_args(Inherit)
 # --shaping: what the LLM writes, a reward ("additive", LaRes) or a potential Phi of the state that shapes a base
