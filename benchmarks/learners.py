@@ -29,11 +29,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from lares_agent.engine.buffer import ReplayBuffer
 from lares_agent.engine.learners.actor_critic import ActorCriticPopulation
 from lares_agent.engine.learners.crossq import CrossQConfig, CrossQLearner
 from lares_agent.engine.learners.nets import layer_sizes, reuse_freed_memory
 from lares_agent.engine.learners.sac import SACConfig, SACLearner
+from lares_agent.engine.replay.buffer import ReplayBuffer
 
 OBS, ACT = 39, 4
 

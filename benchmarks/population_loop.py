@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 from lares_agent.engine import EngineConfig, LaResEngine, RewardFunction, StepInfo, UpdateContext, make_engine
-from lares_agent.engine.devices import device_problem
+from lares_agent.engine.learners.devices import device_problem
 from lares_agent.engine.tasks import TaskSpec, get_task
 from lares_agent.rewards import compile_record, human_record
 from lares_agent.search.config import engine_config

@@ -24,7 +24,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
 
 from lares_agent.engine.contracts import Batch
-from lares_agent.engine.loop.config import EngineConfig, ESPopulationConfig, ReplayConfig
+from lares_agent.engine.setup.config import EngineConfig, ESPopulationConfig, ReplayConfig
 from lares_agent.engine.tasks import Feature, TaskSpec
 from lares_agent.llm import LLMClient, LLMConfig
 

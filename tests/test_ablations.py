@@ -19,8 +19,8 @@ import torch
 from helpers import described_task, flat_config, point_task
 
 from lares_agent.engine import LaResEngine, ReplayConfig, SACConfig, UpdateContext, make_engine
-from lares_agent.engine.buffer import ReplayBuffer
 from lares_agent.engine.populations.thompson import ThompsonSampler
+from lares_agent.engine.replay.buffer import ReplayBuffer
 from lares_agent.errors import LaresError
 from lares_agent.graphs.build import build_graph
 from lares_agent.graphs.context import GraphLimits, RunContext

@@ -18,7 +18,7 @@ import pytest
 from test_lares_engine import Proposer, load_reward, scratch_rewards, tiny_config, tiny_task
 
 from lares_agent.engine import EngineError, HumanReward, LaResEngine, UpdateContext, make_engine, restore_engine
-from lares_agent.engine.checkpoint import latest_checkpoint, load_checkpoint
+from lares_agent.engine.state.checkpoint import latest_checkpoint, load_checkpoint
 from lares_agent.runs.jsonl import read_jsonl
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

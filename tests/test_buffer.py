@@ -8,14 +8,14 @@ from collections.abc import Callable, Mapping
 import numpy as np
 import pytest
 
-from lares_agent.engine.buffer import (
+from lares_agent.engine.contracts import HumanReward, RewardFunction
+from lares_agent.engine.replay.buffer import (
     Affine,
     ConstantRewardError,
     NonFiniteRewardError,
     ReplayBuffer,
     RewardColumnError,
 )
-from lares_agent.engine.contracts import HumanReward, RewardFunction
 
 OBS, ACT = 3, 2
 NAMES = ("dist", "speed", "human_reward")

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from lares_agent.engine import make_engine, restore_engine
-from lares_agent.engine.checkpoint import (
+from lares_agent.engine.state.checkpoint import (
     CheckpointError,
     latest_checkpoint,
     load_checkpoint,
@@ -181,7 +181,7 @@ def test_checkpoint_of_an_older_engine_state_is_refused_in_one_line(tmp_path: Pa
     from test_lares_engine import Proposer, load_reward, scratch_rewards, tiny_config, tiny_task
 
     from lares_agent.engine import EngineError
-    from lares_agent.engine.loop.records import STATE_VERSION, check_state
+    from lares_agent.engine.state.schema import STATE_VERSION, check_state
 
     a = make_engine(tiny_task(), tiny_config(total_steps=30), scratch_rewards(), Proposer(), run_dir=tmp_path)
     a.run()

@@ -11,8 +11,8 @@ import pytest
 from lares_agent.engine.es.strategy import ESConfig
 from lares_agent.engine.learners.crossq import CrossQConfig
 from lares_agent.engine.learners.sac import SACConfig
-from lares_agent.engine.loop import config as engine_cfg
-from lares_agent.engine.loop.selection import SelectionConfig
+from lares_agent.engine.setup import config as engine_cfg
+from lares_agent.engine.setup.selection import SelectionConfig
 from lares_agent.errors import ConfigError, LaresError
 from lares_agent.graphs.context import GraphLimits
 from lares_agent.llm.config import LLM_BACKENDS, LLMConfig

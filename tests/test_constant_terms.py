@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from helpers import load_script
 
-from lares_agent.engine.checkpoint import save_checkpoint
+from lares_agent.engine.state.checkpoint import save_checkpoint
 from lares_agent.runs import CandidateRow, MetricRow, RunLayout, RunLog, SlotMetric
 from lares_agent.search.config import SearchConfig
 

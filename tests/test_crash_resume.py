@@ -33,7 +33,7 @@ import numpy as np
 import pytest
 from fake_openai import FakeOpenAI, chat_completion, serving
 
-from lares_agent.engine.checkpoint import latest_checkpoint, load_checkpoint
+from lares_agent.engine.state.checkpoint import latest_checkpoint, load_checkpoint
 from lares_agent.runs import read_jsonl
 
 WAIT_S = 240.0  # upper bound on any one wait for a child (a hang guard; nothing is timed)
@@ -57,7 +57,7 @@ if point == "learn":
         return done
     _replay.ReplayPopulation._learn = _learn
 elif point == "checkpoint":
-    from lares_agent.engine import checkpoint as _ckpt
+    from lares_agent.engine.state import checkpoint as _ckpt
     _real_fsync_dir, _seen = _ckpt._fsync_dir, [0]
     def _fsync_dir(path):
         _real_fsync_dir(path)

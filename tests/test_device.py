@@ -22,14 +22,15 @@ from torch.utils._pytree import tree_leaves
 from typer.testing import CliRunner
 
 from lares_agent.cli.app import app
-from lares_agent.engine import EngineError, PolicyArtefact, devices, make_engine, restore_engine
-from lares_agent.engine.checkpoint import latest_checkpoint, load_checkpoint
+from lares_agent.engine import EngineError, PolicyArtefact, make_engine, restore_engine
 from lares_agent.engine.contracts import Batch, UpdateContext
+from lares_agent.engine.learners import devices
 from lares_agent.engine.learners.actor_critic import ActorCriticPopulation
 from lares_agent.engine.learners.crossq import CrossQConfig
 from lares_agent.engine.learners.sac import SACConfig
-from lares_agent.engine.loop.config import ReplayConfig
 from lares_agent.engine.populations import replay
+from lares_agent.engine.setup.config import ReplayConfig
+from lares_agent.engine.state.checkpoint import latest_checkpoint, load_checkpoint
 from lares_agent.errors import ConfigError
 from lares_agent.runs.jsonl import read_jsonl
 from lares_agent.search.config import SearchConfig, engine_config

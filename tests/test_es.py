@@ -22,9 +22,9 @@ from lares_agent.engine.es import strategy as es
 from lares_agent.engine.es.learner import ESLearner, LearnerSettings, generation_seeds
 from lares_agent.engine.es.policies import PolicyBatch, PolicySpec, RunningNorm, act, init_params, num_params
 from lares_agent.engine.es.workers import RolloutWorkers
-from lares_agent.engine.loop.config import ESPopulationConfig
-from lares_agent.engine.loop.selection import SelectionConfig
 from lares_agent.engine.rollouts.vector import concat_rollouts, make_vector_env, rollout
+from lares_agent.engine.setup.config import ESPopulationConfig
+from lares_agent.engine.setup.selection import SelectionConfig
 from lares_agent.engine.tasks import get_task
 from lares_agent.errors import ConfigError
 from lares_agent.runs.jsonl import read_jsonl

@@ -16,7 +16,7 @@ from helpers import flat_config, point_task
 from lares_agent.engine import MemberEvaluation, SACConfig, make_engine
 from lares_agent.engine.contracts import UpdateContext
 from lares_agent.engine.learners.factory import make_population
-from lares_agent.engine.loop.slots import PendingUpdate
+from lares_agent.engine.loop.proposals import PendingUpdate
 from lares_agent.engine.rollouts.episodes import EnvPool
 from lares_agent.engine.rollouts.evaluation import evaluate_members
 from lares_agent.engine.tasks import TaskSpec, get_task

@@ -24,7 +24,7 @@ import pytest
 from fake_openai import FakeOpenAI, reacher_answer, serving
 from helpers import lares_cli
 
-from lares_agent.engine.checkpoint import latest_checkpoint
+from lares_agent.engine.state.checkpoint import latest_checkpoint
 from lares_agent.runs import read_jsonl
 
 TINY = ["--task", "Reacher-v5", "--budget", "300", "--reward-period", "150", "--population", "2", "--elites", "1",

@@ -13,10 +13,10 @@ import pytest
 from helpers import flat_config, point_task, three_rewards
 
 from lares_agent.engine import EngineConfig, HumanReward, MemberEvaluation, SACConfig, make_engine
-from lares_agent.engine.loop.fitness import PROGRESS_TIE, fitness_rule, grade_of, rank_slots, slot_evaluations
-from lares_agent.engine.populations.groups import LearnerGroups
 from lares_agent.engine.rollouts.episodes import EnvPool
 from lares_agent.engine.rollouts.evaluation import action_jerk, evaluate_members, progress_closed
+from lares_agent.engine.setup.fitness import PROGRESS_TIE, fitness_rule, grade_of, rank_slots, slot_evaluations
+from lares_agent.engine.setup.groups import LearnerGroups
 from lares_agent.engine.tasks import get_task
 from lares_agent.errors import ConfigError
 from lares_agent.runs import CandidateRow, RewardUpdateRecord, SlotFitness

@@ -11,7 +11,7 @@ from helpers import described_task, scripted_client
 from test_graph_candidates import episodes_sample
 
 from lares_agent.engine import HumanReward, MemberEvaluation, UpdateContext
-from lares_agent.engine.loop.fitness import slot_evaluations
+from lares_agent.engine.setup.fitness import slot_evaluations
 from lares_agent.graphs.build import build_graph
 from lares_agent.graphs.context import GraphLimits, RunContext
 from lares_agent.graphs.state import HUMAN_ELITE

@@ -32,7 +32,7 @@ from lares_agent.engine import (
     UpdateContext,
     make_engine,
 )
-from lares_agent.engine.loop.fitness import rank_slots, slot_evaluation
+from lares_agent.engine.setup.fitness import rank_slots, slot_evaluation
 from lares_agent.errors import ConfigError
 from lares_agent.runs.jsonl import read_jsonl
 

@@ -102,6 +102,28 @@ def test_engine_and_rewards_import_no_llm_or_graph_code(lower: str) -> None:
     assert not bad, "\n".join(bad)
 
 
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def _engine_import_points_up(src: str, dst: str) -> bool:
+    engine = "lares_agent.engine"
+    loop, populations = f"{engine}.loop", f"{engine}.populations"
+    if _within(src, f"{engine}.setup") or _within(src, f"{engine}.state"):
+        return _within(dst, loop) or _within(dst, populations)
+    if _within(src, populations):
+        return _within(dst, loop) and (src, dst) != (populations, f"{loop}.engine")
+    return False
+
+
+def test_engine_setup_and_state_sit_below_the_loop_and_the_populations() -> None:
+    """engine/setup/ (config, grading, slots, learner groups) and engine/state/ (checkpoints, the state's schema, the
+    run log) are what engine/loop/ and engine/populations/ share: they import neither, and populations/ imports of
+    loop/ only the engine it builds (docs/ARCHITECTURE.md, the engine's tree)."""
+    bad = [f"{src} -> {dst}" for src, dsts in _graph().items() for dst in dsts if _engine_import_points_up(src, dst)]
+    assert not bad, "imports pointing up inside engine/:\n" + "\n".join(sorted(bad))
+
+
 def test_no_import_cycle() -> None:
     graph = _graph()
     # Importing a package runs its __init__; `from pkg.sub import x` therefore also depends on pkg.

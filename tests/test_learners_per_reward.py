@@ -16,8 +16,8 @@ from test_checkpoint import assert_same_state
 from test_lares_engine import Proposer, load_reward, scratch_rewards, tiny_config, tiny_task
 
 from lares_agent.engine import MemberEvaluation, PolicyArtefact, make_engine, restore_engine
-from lares_agent.engine.loop.fitness import slot_evaluations
-from lares_agent.engine.populations.groups import LearnerGroups
+from lares_agent.engine.setup.fitness import slot_evaluations
+from lares_agent.engine.setup.groups import LearnerGroups
 from lares_agent.errors import ConfigError
 from lares_agent.report.run_reader import read_run
 from lares_agent.report.summary import lineage

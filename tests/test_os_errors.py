@@ -16,7 +16,7 @@ import torch
 from typer.testing import CliRunner
 
 from lares_agent.cli.app import app
-from lares_agent.engine.checkpoint import CheckpointError, latest_checkpoint, save_checkpoint
+from lares_agent.engine.state.checkpoint import CheckpointError, latest_checkpoint, save_checkpoint
 from lares_agent.graphs.build import open_trace
 from lares_agent.runs import append_jsonl, read_jsonl
 from lares_agent.runs import jsonl as jsonl_module
@@ -200,7 +200,7 @@ def test_export_to_a_read_only_file_system_is_one_plain_line(tmp_path: Path, mon
 def test_a_video_on_a_read_only_file_system_is_named_in_words(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from PIL import Image
 
-    from lares_agent.engine.video import VideoError, _save
+    from lares_agent.engine.policies.video import VideoError, _save
 
     monkeypatch.setattr(Image.Image, "save", _read_only)
     path = tmp_path / "episode.gif"

@@ -12,9 +12,10 @@ from helpers import flat_config, point_task, three_rewards
 
 from lares_agent.engine import EngineConfig, SACConfig, SlotEvaluation, make_engine
 from lares_agent.engine.es import strategy as es
-from lares_agent.engine.loop.fitness import rank_slots
 from lares_agent.engine.loop.pareto import crowding_distance, dominates, non_dominated_fronts, pareto_select
-from lares_agent.engine.loop.selection import SelectionConfig, choose_elites, select_elites
+from lares_agent.engine.loop.selection import choose_elites, select_elites
+from lares_agent.engine.setup.fitness import rank_slots
+from lares_agent.engine.setup.selection import SelectionConfig
 from lares_agent.errors import ConfigError
 from lares_agent.search.config import SearchConfig, engine_config
 

@@ -1,7 +1,7 @@
-"""Potential-based shaping (engine/potential.py): the optimal policy of base + gamma*Phi(s') - Phi(s) is base's (Ng,
-Harada and Russell 1999) on a chain MDP solved by value iteration, the buffer's relabel gives the formula on the
-stored rows (episode boundaries, both add paths and a full ring), and a time-limit cut bootstraps through Phi of
-the state it reached where a true terminal takes 0."""
+"""Potential-based shaping (engine/replay/potential.py): the optimal policy of base + gamma*Phi(s') - Phi(s) is
+base's (Ng, Harada and Russell 1999) on a chain MDP solved by value iteration, the buffer's relabel gives the formula
+on the stored rows (episode boundaries, both add paths and a full ring), and a time-limit cut bootstraps through Phi
+of the state it reached where a true terminal takes 0."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from collections.abc import Callable, Mapping
 import numpy as np
 import pytest
 
-from lares_agent.engine.buffer import ReplayBuffer
-from lares_agent.engine.potential import FIRST_STEP, PREV_PREFIX, TERMINATED, PotentialReward
+from lares_agent.engine.replay.buffer import ReplayBuffer
+from lares_agent.engine.replay.potential import FIRST_STEP, PREV_PREFIX, TERMINATED, PotentialReward
 
 
 class FnReward:

@@ -1,4 +1,4 @@
-"""One ranking rule for every slot (engine/loop/fitness.py): the fitness is the graded value, the task return (or
+"""One ranking rule for every slot (engine/setup/fitness.py): the fitness is the graded value, the task return (or
 -final progress) breaks its ties, the complexity penalty only exact ties of both, then the slot index; the init
 setting's learner on the task's own reward carries its expression's complexity like any other reward."""
 
@@ -10,8 +10,8 @@ import pytest
 from test_lares_engine import FeatureReward, Proposer, tiny_config, tiny_task
 
 from lares_agent.engine import HumanReward, MemberEvaluation, make_engine
-from lares_agent.engine.loop.fitness import rank_slots, slot_evaluations
-from lares_agent.engine.loop.records import rewards_from_state
+from lares_agent.engine.setup.fitness import rank_slots, slot_evaluations
+from lares_agent.engine.state.schema import rewards_from_state
 from lares_agent.engine.tasks import get_task
 from lares_agent.prompts.loader import load_template
 from lares_agent.rewards import human_reference

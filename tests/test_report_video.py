@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from lares_agent.cli.app import app
 from lares_agent.engine import VideoError
-from lares_agent.engine import video as engine_video
+from lares_agent.engine.policies import video as engine_video
 from lares_agent.report.html import write_report
 from lares_agent.report.video import VIDEO_NAME
 from lares_agent.runs import FINAL_POLICY, RunLayout

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from lares_agent.engine.checkpoint import save_checkpoint
+from lares_agent.engine.state.checkpoint import save_checkpoint
 from lares_agent.runs import RunLayout
 from lares_agent.runs.oserrors import RunFileError
 from lares_agent.search.resume_checks import prepare_resume

@@ -12,8 +12,8 @@ from helpers import FeatureReward, flat_config, point_task
 from test_buffer import FnReward
 
 from lares_agent.engine import EngineConfig, HumanReward, ReplayConfig, SACConfig, make_engine
-from lares_agent.engine.buffer import ReplayBuffer
-from lares_agent.engine.reward_gain import GAIN_SCALE_BOUNDS, gain_scale, goal_features, goal_gain, start_scale
+from lares_agent.engine.replay.buffer import ReplayBuffer
+from lares_agent.engine.replay.reward_gain import GAIN_SCALE_BOUNDS, gain_scale, goal_features, goal_gain, start_scale
 from lares_agent.errors import ConfigError
 from lares_agent.runs import RunLayout, read_jsonl
 from lares_agent.search.config import SearchConfig, engine_config

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from lares_agent.cli.app import app
 from lares_agent.engine import REWARD_NORMALISATIONS, ColumnMap, EngineConfig, ReplayConfig, SACConfig, make_engine
-from lares_agent.engine.buffer import ConstantRewardError, ReplayBuffer
+from lares_agent.engine.replay.buffer import ConstantRewardError, ReplayBuffer
 from lares_agent.errors import ConfigError
 from lares_agent.search.config import SearchConfig, engine_config
 from lares_agent.search.options import REWARD_NORMALISATIONS as SEARCH_NORMALISATIONS

@@ -5,17 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lares_agent.engine.loop.selection import (
+from lares_agent.engine.loop.selection import select_elites, tournament_select, truncation_select
+from lares_agent.engine.setup.diversity import (
     DiversityConfig,
-    SelectionConfig,
     behaviour_distance,
     distinct_fraction,
     measure_diversity,
-    select_elites,
     should_explore,
-    tournament_select,
-    truncation_select,
 )
+from lares_agent.engine.setup.selection import SelectionConfig
 
 
 def test_truncation_picks_the_best_in_order_with_stable_ties() -> None:

@@ -20,8 +20,8 @@ from typer.testing import CliRunner
 from lares_agent.cli import run_cmd
 from lares_agent.cli.app import app
 from lares_agent.engine import HumanReward, PotentialReward, get_task
-from lares_agent.engine.potential import FIRST_STEP, PREV_PREFIX, TERMINATED
-from lares_agent.engine.potential import SHAPINGS as ENGINE_SHAPINGS
+from lares_agent.engine.replay.potential import FIRST_STEP, PREV_PREFIX, TERMINATED
+from lares_agent.engine.replay.potential import SHAPINGS as ENGINE_SHAPINGS
 from lares_agent.errors import ConfigError
 from lares_agent.graphs.prompting import system_text
 from lares_agent.rewards import CheckConfig, compile_record, prompt_features, synthetic_sample, validate

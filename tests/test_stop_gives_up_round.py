@@ -28,7 +28,7 @@ from test_faults_resume import TINY, assert_rows_once, lares, only_run
 from test_lares_engine import Proposer, load_reward, scratch_rewards, tiny_config, tiny_task
 
 from lares_agent.engine import LaResEngine, UpdateContext, make_engine, restore_engine
-from lares_agent.engine.checkpoint import latest_checkpoint, load_checkpoint
+from lares_agent.engine.state.checkpoint import latest_checkpoint, load_checkpoint
 from lares_agent.errors import Cancelled
 from lares_agent.llm import LLMClient, LLMConfig, make_client
 from lares_agent.runs import read_jsonl

@@ -1,4 +1,4 @@
-"""The grid's with-init reward updates ranked again under the one ranking rule (engine/loop/fitness.py).
+"""The grid's with-init reward updates ranked again under the one ranking rule (engine/setup/fitness.py).
 
 Offline, from the committed records (no training). Each ``reward_update`` event lists every slot's graded value
 (its ``graded_by`` and the measured fields), task return, final progress, complexity and quarantine; the extra
@@ -28,7 +28,7 @@ from functools import cache
 from pathlib import Path
 
 from lares_agent.engine.contracts import SlotEvaluation
-from lares_agent.engine.loop.fitness import rank_slots
+from lares_agent.engine.setup.fitness import rank_slots
 from lares_agent.engine.tasks import get_task
 from lares_agent.rewards import human_reference
 from lares_agent.runs import RewardUpdateRecord, RunLayout, RunLog, SlotFitness

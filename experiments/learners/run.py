@@ -41,11 +41,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from lares_agent.engine.buffer import ReplayBuffer
 from lares_agent.engine.contracts import HUMAN_REWARD_FEATURE, HumanReward
 from lares_agent.engine.learners.actor_critic import ActorCriticPopulation
 from lares_agent.engine.learners.crossq import CrossQConfig
 from lares_agent.engine.learners.sac import SACConfig
+from lares_agent.engine.replay.buffer import ReplayBuffer
 from lares_agent.engine.rollouts.episodes import (
     EVAL_STREAM,
     TRAIN_STREAM,

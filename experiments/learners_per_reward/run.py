@@ -5,7 +5,7 @@ selection: does several learners per reward pick the better reward more often, a
 and env steps? Four candidates per task are each trained afresh on 3 seeds (one learner alone on the reward, the
 ``baseline`` setting): their mean success (ties: mean start distance closed) is the truth. Then populations of
 ``--total-learners`` learners rank them after ``--budget`` steps, exactly as a reward update would (the graded
-fitness of ``loop/fitness.py``, over ``LearnerGroups.slot_view``): with 1 learner per reward all four candidates
+fitness of ``setup/fitness.py``, over ``LearnerGroups.slot_view``): with 1 learner per reward all four candidates
 at once, one population per seed; with N per reward, K = total / N candidates per population, the pairs (or
 groups) rotated over the seeds so every candidate is ranked. Reported: top-1 accuracy (the ranked-first is the
 truly best of its population) with its chance level, pairwise accuracy (every pair of candidates in one
@@ -46,7 +46,7 @@ import numpy as np
 import torch
 
 from lares_agent.engine import EngineConfig, get_task, make_engine
-from lares_agent.engine.loop.fitness import rank_slots, slot_evaluations
+from lares_agent.engine.setup.fitness import rank_slots, slot_evaluations
 from lares_agent.rewards import compile_record
 from lares_agent.search.config import engine_config
 from lares_agent.search.presets import preset_config

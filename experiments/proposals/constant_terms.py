@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from lares_agent.engine.checkpoint import latest_checkpoint, load_checkpoint
+from lares_agent.engine.state.checkpoint import latest_checkpoint, load_checkpoint
 from lares_agent.report.run_reader import read_run
 from lares_agent.report.selected import selected_reward
 from lares_agent.rewards import load_reward

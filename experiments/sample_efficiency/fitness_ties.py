@@ -4,7 +4,7 @@ Offline, from the committed records (no training): every ``reward_update`` event
 (``runs/*-lares-*/events.jsonl``) lists each slot's fitness, what it was graded on (``graded_by``: success, or the
 share of the start distance closed), its complexity penalty and its task return (the sum of MetaWorld's own
 reward per evaluation episode, mean over the episodes). The grid ran success-then-progress; success-then-return
-(the reference's rule, ``engine/loop/fitness.py``) grades the same updates on the task return when no slot
+(the reference's rule, ``engine/setup/fitness.py``) grades the same updates on the task return when no slot
 succeeded.
 
 An update is a *tie* when the values its slots were graded on (``SlotFitness.graded``, quarantined slots left

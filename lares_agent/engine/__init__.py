@@ -11,8 +11,6 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from lares_agent.engine.buffer import Affine, ReplayBuffer
-from lares_agent.engine.column_map import REWARD_NORMALISATIONS, ColumnMap, RewardNormalisation
 from lares_agent.engine.contracts import (
     FITNESS_RULES,
     GRADIENT_LEARNERS,
@@ -34,19 +32,31 @@ from lares_agent.engine.contracts import (
 )
 from lares_agent.engine.errors import ConstantRewardError, EngineError, NonFiniteRewardError, RewardColumnError
 from lares_agent.engine.es.strategy import ESConfig
-from lares_agent.engine.loop.selection import (
-    DiversityConfig,
-    SelectionConfig,
-    distinct_fraction,
-)
-from lares_agent.engine.potential import PotentialReward, is_potential
 from lares_agent.engine.protocols import Population, PopulationLearner, StepInfo
+from lares_agent.engine.replay.buffer import Affine, ReplayBuffer
+from lares_agent.engine.replay.column_map import REWARD_NORMALISATIONS, ColumnMap, RewardNormalisation
+from lares_agent.engine.replay.potential import PotentialReward, is_potential
 from lares_agent.engine.rollouts.episodes import EnvPool, batch_features, run_episodes
 from lares_agent.engine.rollouts.sampling import random_feature_sample, uniform_actions
+from lares_agent.engine.setup.diversity import DiversityConfig, distinct_fraction
+from lares_agent.engine.setup.selection import SelectionConfig
 from lares_agent.engine.tasks import Feature, TaskSpec, get_task, list_tasks
 
 if TYPE_CHECKING:
-    from lares_agent.engine.checkpoint import (
+    from lares_agent.engine.learners.crossq import CrossQConfig
+    from lares_agent.engine.learners.sac import SACConfig
+    from lares_agent.engine.loop.engine import LaResEngine
+    from lares_agent.engine.policies.policy_artefact import (
+        PolicyArtefact,
+        artefact_from_state,
+        save_artefact,
+        slot_member,
+    )
+    from lares_agent.engine.policies.policy_eval import evaluate_policy
+    from lares_agent.engine.policies.video import Video, VideoError, record_video
+    from lares_agent.engine.populations import make_engine, restore_engine
+    from lares_agent.engine.setup.config import EngineConfig, ESPopulationConfig, ReplayConfig
+    from lares_agent.engine.state.checkpoint import (
         CheckpointError,
         checkpoint_meta,
         latest_checkpoint,
@@ -56,42 +66,34 @@ if TYPE_CHECKING:
         save_checkpoint,
         verify_checkpoint,
     )
-    from lares_agent.engine.learners.crossq import CrossQConfig
-    from lares_agent.engine.learners.sac import SACConfig
-    from lares_agent.engine.loop.config import EngineConfig, ESPopulationConfig, ReplayConfig
-    from lares_agent.engine.loop.engine import LaResEngine
-    from lares_agent.engine.policy_artefact import PolicyArtefact, artefact_from_state, save_artefact, slot_member
-    from lares_agent.engine.policy_eval import evaluate_policy
-    from lares_agent.engine.populations import make_engine, restore_engine
-    from lares_agent.engine.video import Video, VideoError, record_video
 
 # name -> module, for the names that import torch (see the module docstring); the TYPE_CHECKING block above
 # lists the same names for type checkers.
 _LAZY = {
-    "CheckpointError": "lares_agent.engine.checkpoint",
-    "latest_checkpoint": "lares_agent.engine.checkpoint",
-    "checkpoint_meta": "lares_agent.engine.checkpoint",
-    "newest_loadable": "lares_agent.engine.checkpoint",
-    "remove_stale": "lares_agent.engine.checkpoint",
-    "verify_checkpoint": "lares_agent.engine.checkpoint",
-    "load_checkpoint": "lares_agent.engine.checkpoint",
-    "save_checkpoint": "lares_agent.engine.checkpoint",
+    "CheckpointError": "lares_agent.engine.state.checkpoint",
+    "latest_checkpoint": "lares_agent.engine.state.checkpoint",
+    "checkpoint_meta": "lares_agent.engine.state.checkpoint",
+    "newest_loadable": "lares_agent.engine.state.checkpoint",
+    "remove_stale": "lares_agent.engine.state.checkpoint",
+    "verify_checkpoint": "lares_agent.engine.state.checkpoint",
+    "load_checkpoint": "lares_agent.engine.state.checkpoint",
+    "save_checkpoint": "lares_agent.engine.state.checkpoint",
     "CrossQConfig": "lares_agent.engine.learners.crossq",
     "SACConfig": "lares_agent.engine.learners.sac",
-    "EngineConfig": "lares_agent.engine.loop.config",
-    "ESPopulationConfig": "lares_agent.engine.loop.config",
-    "ReplayConfig": "lares_agent.engine.loop.config",
+    "EngineConfig": "lares_agent.engine.setup.config",
+    "ESPopulationConfig": "lares_agent.engine.setup.config",
+    "ReplayConfig": "lares_agent.engine.setup.config",
     "LaResEngine": "lares_agent.engine.loop.engine",
     "make_engine": "lares_agent.engine.populations",
     "restore_engine": "lares_agent.engine.populations",
-    "PolicyArtefact": "lares_agent.engine.policy_artefact",
-    "artefact_from_state": "lares_agent.engine.policy_artefact",
-    "save_artefact": "lares_agent.engine.policy_artefact",
-    "slot_member": "lares_agent.engine.policy_artefact",
-    "evaluate_policy": "lares_agent.engine.policy_eval",
-    "Video": "lares_agent.engine.video",
-    "VideoError": "lares_agent.engine.video",
-    "record_video": "lares_agent.engine.video",
+    "PolicyArtefact": "lares_agent.engine.policies.policy_artefact",
+    "artefact_from_state": "lares_agent.engine.policies.policy_artefact",
+    "save_artefact": "lares_agent.engine.policies.policy_artefact",
+    "slot_member": "lares_agent.engine.policies.policy_artefact",
+    "evaluate_policy": "lares_agent.engine.policies.policy_eval",
+    "Video": "lares_agent.engine.policies.video",
+    "VideoError": "lares_agent.engine.policies.video",
+    "record_video": "lares_agent.engine.policies.video",
 }
 
 __all__ = [

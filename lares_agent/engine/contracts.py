@@ -23,6 +23,7 @@ __all__ = [
     "FITNESS_RULES",
     "GRADIENT_LEARNERS",
     "HUMAN_REWARD_FEATURE",
+    "INHERIT_RULES",
     "NEXT_PREFIX",
     "SETTINGS",
     "Batch",
@@ -32,6 +33,7 @@ __all__ = [
     "Grade",
     "GradientLearner",
     "HumanReward",
+    "InheritRule",
     "LoadReward",
     "MemberEvaluation",
     "ProposeFn",
@@ -42,21 +44,26 @@ __all__ = [
 
 SETTINGS = ("scratch", "init", "baseline")
 """Run settings, one meaning for every learner (docs/lares-reference.md: the reference's from-scratch and
-with_init runs, and plain RL on the human reward): see ``loop/slots.py``."""
+with_init runs, and plain RL on the human reward): see ``setup/slots.py``."""
 
 GradientLearner = Literal["sac", "crossq"]
 """The gradient learners the LaRes engine trains on its shared replay buffer (``EngineConfig.learner``)."""
 GRADIENT_LEARNERS: tuple[GradientLearner, ...] = ("sac", "crossq")
 
 Grade = Literal["success", "progress", "approach", "return"]
-"""What a reward update graded fitness on (docs/DESIGN.md, "Graded fitness"; the rule is ``loop/fitness.py``):
+"""What a reward update graded fitness on (docs/DESIGN.md, "Graded fitness"; the rule is ``setup/fitness.py``):
 "return" is the task return, the grade of ``success-then-return`` before any success."""
 
 FitnessRule = Literal["auto", "success-then-return", "success-then-progress"]
-"""How a reward update grades its slots (``EngineConfig.fitness``; ``loop/fitness.py``): by success once any slot
+"""How a reward update grades its slots (``EngineConfig.fitness``; ``setup/fitness.py``): by success once any slot
 succeeds, before that by the task (human) return, as the reference does, or by the share of the start distance
 closed. "auto" is the first for a task with a human reward and the second for a task without one."""
 FITNESS_RULES: tuple[FitnessRule, ...] = ("auto", "success-then-return", "success-then-progress")
+
+InheritRule = Literal["on-success", "always"]
+"""When a replaced slot's learners restart from the best learner (``EngineConfig.inherit``; the rule is
+``loop/inheritance.py``)."""
+INHERIT_RULES: tuple[InheritRule, ...] = ("on-success", "always")
 
 
 HUMAN_REWARD_FEATURE = "human_reward"
@@ -119,7 +126,7 @@ class HumanReward:
     Used for the "with human reward" setting and as a baseline; it is never shown to the LLM in the
     from-scratch setting (docs/ARCHITECTURE.md, engine/tasks). ``complexity`` is that of the task's own reward
     expression (``TaskSpec.human_components``, measured by the search layer, which parses rewards), so the init
-    setting's learner on it is ranked by the rule every slot is (``loop/fitness.py``); 0 where the task's reward
+    setting's learner on it is ranked by the rule every slot is (``setup/fitness.py``); 0 where the task's reward
     has no written expression (nothing to measure).
     """
 
@@ -187,12 +194,12 @@ class MemberEvaluation:
     the start distance closed (graded fitness before any success, docs/DESIGN.md "Graded fitness")."""
     approach_closed: float = float("nan")
     """The same share for the task's approach feature (NaN for a task without one): the graded fitness when no
-    slot succeeds and the progress shares do not separate the slots (``loop/fitness.py``)."""
+    slot succeeds and the progress shares do not separate the slots (``setup/fitness.py``)."""
     action_jerk: float = float("nan")
     """Mean over episodes of the mean squared change of the policy-space action per step, ||a_t - a_{t-1}||^2
     (lower is smoother; an objective of Pareto selection)."""
     learner_success: tuple[float, ...] = ()
-    """A slot with several learners (``--learners-per-reward``, ``populations/groups.py``): each learner's success rate,
+    """A slot with several learners (``--learners-per-reward``, ``setup/groups.py``): each learner's success rate,
     in learner order; the fields above are then their means. Empty for one learner."""
 
     def summary(self) -> dict[str, Any]:
@@ -241,7 +248,7 @@ class SlotEvaluation:
     approach_closed: float = float("nan")
     """``MemberEvaluation.approach_closed`` of the slot's policy."""
     complexity_penalty: float = 0.0
-    """complexity_lambda * complexity: orders slots equal in fitness and tie-break (``loop/fitness.py``)."""
+    """complexity_lambda * complexity: orders slots equal in fitness and tie-break (``setup/fitness.py``)."""
     action_jerk: float = float("nan")
     """``MemberEvaluation.action_jerk`` of the slot's policy (Pareto selection's smoothness objective)."""
     learner_success: tuple[float, ...] = ()

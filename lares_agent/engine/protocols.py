@@ -158,7 +158,7 @@ class Population(Protocol):
         ...
 
     def policy_state(self) -> dict[str, Any]:
-        """What a policy file is cut from (``policy_artefact.py``): ``{"learners": ...}``."""
+        """What a policy file is cut from (``policies/policy_artefact.py``): ``{"learners": ...}``."""
         ...
 
     def state_dict(self) -> dict[str, Any]:

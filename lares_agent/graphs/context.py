@@ -14,7 +14,7 @@ from typing import Literal, Protocol, get_args
 
 import numpy as np
 
-from lares_agent.engine.potential import SHAPINGS, Shaping
+from lares_agent.engine.replay.potential import SHAPINGS, Shaping
 from lares_agent.errors import ConfigError
 from lares_agent.llm.client import LLMClient
 from lares_agent.memory.cases import CaseStore
@@ -102,7 +102,7 @@ class GraphLimits:
     # The init setting always offers them: the reward it refines reads them.
     designer_features: bool = False
     # "potential" (`--shaping potential`): the LLM writes a potential Phi of the state (its own system prompt, no
-    # action features offered or accepted) that shapes a base reward (engine/potential.py)
+    # action features offered or accepted) that shapes a base reward (engine/replay/potential.py)
     shaping: Shaping = "additive"
 
     def __post_init__(self) -> None:

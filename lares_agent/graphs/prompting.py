@@ -14,7 +14,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
-from lares_agent.engine.potential import Shaping
+from lares_agent.engine.replay.potential import Shaping
 from lares_agent.graphs.context import GraphTask, TaskExampleMode
 from lares_agent.graphs.state import CandidateRecord, EliteInfo
 from lares_agent.prompts.loader import Persona, load_template
@@ -143,7 +143,7 @@ def system_text(task: GraphTask, feature_names: Sequence[str], max_components: i
     `MEANING_CHARS`, 3 leaves the meanings and this task's example answers out (the task's own reward stays).
 
     ``shaping`` "potential" (`GraphLimits.shaping`): the system_potential template, which asks for a potential of the
-    state (higher closer to solving the task) shaping the base reward it names (engine/potential.py): the task's
+    state (higher closer to solving the task) shaping the base reward it names (engine/replay/potential.py): the task's
     own reward with init (shown as the base, whose terms may serve as a potential), else its success indicator."""
     approach = task.approach_feature if task.approach_feature in feature_names else None
     potential = shaping == "potential"

@@ -248,7 +248,7 @@ def fitness_rule(run: RunData) -> str:
 
 
 def grades_by_round(run: RunData) -> tuple[tuple[int, str], ...]:
-    """(round, grade) per reward update; an update's slots share one grade (``loop/fitness.py``)."""
+    """(round, grade) per reward update; an update's slots share one grade (``setup/fitness.py``)."""
     out = []
     for u in run.updates:
         grades = sorted(set(u.graded_by.values()))
@@ -304,7 +304,7 @@ def summarize(run: RunData) -> RunSummary:
 
 def reward_form(run: RunData) -> str:
     """What the LLM's rewards are (config.json `shaping`): the rewards themselves, or potentials shaping a base reward
-    as gamma*Phi(s') - Phi(s) (engine/potential.py), with the base and gamma of their `potential` events."""
+    as gamma*Phi(s') - Phi(s) (engine/replay/potential.py), with the base and gamma of their `potential` events."""
     if run.setting == "baseline":
         return "–"
     if run.config.get("shaping") != "potential":

@@ -2,7 +2,8 @@
 
 The curves say how often the policy succeeds; the video shows how (a reach that overshoots and comes back, a
 gripper that never closes). It is the episode `lares eval RUN` plays first (seed 0), rendered off screen by
-engine/video.py. A machine that cannot render still gets its report, with one line saying why there is no video.
+engine/policies/video.py. A machine that cannot render still gets its report, with one line saying why there is no
+video.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Complexity of a reward: weighted operation count plus depth.
 
-It breaks exact ties of the ranking (``lambda * complexity``, engine/loop/fitness.py; docs/DESIGN.md §1) so that,
+It breaks exact ties of the ranking (``lambda * complexity``, engine/setup/fitness.py; docs/DESIGN.md §1) so that,
 between two candidates that train equally well, the simpler one survives; it is reported for every candidate. The
 task's own reward expression is measured the same way (``validate.human_reference``).
 """

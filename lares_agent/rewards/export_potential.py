@@ -1,4 +1,4 @@
-"""The exported module of a reward written as a potential (`--shaping potential`, engine/potential.py).
+"""The exported module of a reward written as a potential (`--shaping potential`, engine/replay/potential.py).
 
 What the learners trained on is not the sum of the LLM's components but base + gamma*Phi(s') - Phi(s), with Phi
 that sum standardised as the run fixed it at install. The module says so and computes exactly that: `potential`

@@ -30,7 +30,7 @@ HUMAN_REWARD_FEATURE = "human_reward"
 
 ACTION_FEATURES = ("action_norm", "gripper_command")
 """Features the built-in tasks compute from the step's action, not from the state it reached: a potential, a
-function of the state (engine/potential.py), never reads them."""
+function of the state (engine/replay/potential.py), never reads them."""
 
 HUMAN_EXPR_ID = "human-expr"
 """The id of the task's own reward written as an expression (`human_record`), as records and exports name it."""

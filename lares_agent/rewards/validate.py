@@ -26,7 +26,7 @@ unbounded regeneration loop, docs/lares-reference.md §12 item 28):
 After 1, a candidate that names a feature the task marks as its designer's (`TaskSpec.designer_features`) is
 rejected where `CheckConfig.designer_features` is off (the scratch setting, docs/scratch-features.md), and one that
 reads the step's action (`rewards.task.ACTION_FEATURES`) where `CheckConfig.state_only` is on: a potential
-(`--shaping potential`, engine/potential.py) is a function of the state.
+(`--shaping potential`, engine/replay/potential.py) is a function of the state.
 
 Between 5 and 6, a term that reads only features the task declares offstage (reach-v3's puck) is rejected: the
 object is in the scene but not in the task, so such a term is constant on the robot's runs and pays nothing (a

@@ -38,7 +38,7 @@ class CandidateRow:
     success: float | None = None  # evaluated lines
     component_stats: Mapping[str, Mapping[str, float]] | None = None  # evaluated lines: mean/std/share
     # evaluated lines, what the fitness was made of: fitness = graded value (events.graded_value; graded value -
-    # complexity_penalty in runs before the one ranking rule, engine/loop/fitness.py)
+    # complexity_penalty in runs before the one ranking rule, engine/setup/fitness.py)
     graded_by: str | None = None  # "success" (some slot succeeded at that update), "progress", "approach", "return"
     progress_closed: float | None = None  # mean share of the start distance closed, in [-1, 1]
     approach_closed: float | None = None  # the same for the approach feature

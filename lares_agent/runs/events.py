@@ -50,7 +50,7 @@ EventKind = Literal[
     "llm_fault",  # llm/faults.py: an injected fault (tests and benchmarks write these to their own file)
     "llm_format_step",  # search: the endpoint refused a grammar or response_format; the client stepped down
     "llm_context",  # search: a prompt and its answer did not fit the model's context; the cause and fix (llm/window.py)
-    "potential",  # search: a reward is a potential shaping a base reward (--shaping potential, engine/potential.py)
+    "potential",  # search: a reward is a potential shaping its base reward (--shaping, engine/replay/potential.py)
 ]
 EVENT_KINDS: tuple[EventKind, ...] = get_args(EventKind)
 _COMMON = ("event", "round", "env_steps", "time")
@@ -153,7 +153,7 @@ class SlotFitness:
     quarantined: bool = False
     components: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # component -> mean/std/share
     # what the fitness was made of (absent in runs before graded fitness): the graded value (graded value -
-    # complexity_penalty in runs before the one ranking rule, loop/fitness.py)
+    # complexity_penalty in runs before the one ranking rule, setup/fitness.py)
     graded_by: str | None = None  # "success", "progress", "approach" or "return" (one per update)
     progress_closed: float = math.nan
     approach_closed: float = math.nan  # absent in runs before the approach grade

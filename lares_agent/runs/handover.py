@@ -118,7 +118,8 @@ class HandoverRecord:
                    event.round or 0, event.env_steps or 0, as_float(event.get("seconds")))
 
     def policy_fields(self) -> dict[str, Any]:
-        """What the chosen policy file carries of its hand-over (flat, ``policy_artefact.py``'s format)."""
+        """What the chosen policy file carries of its hand-over (flat, in the format of
+        ``engine/policies/policy_artefact.py``)."""
         return {"handover_episodes": self.episodes, "handover_slots": [c.slot for c in self.candidates],
                 "handover_reward_ids": [c.reward_id for c in self.candidates],
                 "handover_ranks": [-1 if c.rank is None else c.rank for c in self.candidates],

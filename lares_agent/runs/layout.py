@@ -47,7 +47,8 @@ LLM_CALLS_NAME = "llm_calls.jsonl"
 TRACE_NAME = "trace.sqlite"
 CHECKPOINTS_NAME = "checkpoints"
 REPORT_NAME = "report"
-POLICIES_NAME = "policies"  # the selected policy at each reward update and at the end (engine/policy_artefact.py)
+# the selected policy at each reward update and at the end (engine/policies/policy_artefact.py)
+POLICIES_NAME = "policies"
 POLICY_SUFFIX = ".pt"
 FINAL_POLICY = "final"
 SLOT_POLICY_PREFIX = "slot-"  # every slot's policy at the end: policies/slot-2.pt

@@ -152,7 +152,7 @@ class SearchConfig:
     designer_features: bool = False  # GraphLimits.designer_features: from scratch, also offer the designer's features
     # What the LLM writes (GraphLimits.shaping): "additive", the reward itself; "potential", a Phi of the state that
     # shapes the base reward (success from scratch, the task's own with init) as gamma*Phi(s') - Phi(s)
-    # (engine/potential.py, search/potentials.py; SAC/CrossQ only)
+    # (engine/replay/potential.py, search/potentials.py; SAC/CrossQ only)
     shaping: Shaping = "additive"
     personas: tuple[str, ...] = ()  # the critic ensemble (--personas a,b); () : `persona` critiques alone
     reward_normalisation: RewardNormalisation = "affine"  # ReplayConfig.reward_normalisation (SAC/CrossQ only)
@@ -297,13 +297,13 @@ def auto_setting(has_human_reward: bool, has_expression: bool) -> Setting:
 
 def resolved_for_task(cfg: SearchConfig, has_human_reward: bool, has_expression: bool = True) -> SearchConfig:
     """`cfg` with its "auto" choices resolved against the task. The setting: `auto_setting`.
-    The fitness rule (`engine/loop/fitness.py::fitness_rule`): success-then-return for a task with a human reward,
+    The fitness rule (`engine/setup/fitness.py::fitness_rule`): success-then-return for a task with a human reward,
     in both settings, else success-then-progress. `start_run` saves the result, so config.json says what ran; the
     engine resolves the fitness rule the same way for callers that build an `EngineConfig` themselves. A choice the
     task cannot run (init or success-then-return without a human reward) is refused in one line naming the option,
     before any run folder is made (`runner.check_start`).
     """
-    from lares_agent.engine.loop.fitness import fitness_rule
+    from lares_agent.engine.setup.fitness import fitness_rule
 
     if cfg.fitness == "success-then-return" and not has_human_reward:
         raise ConfigError(f"--fitness success-then-return grades the task's own (human) reward, and task {cfg.task!r} "

@@ -171,5 +171,5 @@ def _shaping_problems(cfg: Any) -> list[str]:
                    "potential")
     if cfg.reward_gain is not None:
         out.append("--reward-gain scales a reward by what it pays at the goal; a potential is standardised on the "
-                   "buffer instead (engine/potential.py): leave it out with --shaping potential")
+                   "buffer instead (engine/replay/potential.py): leave it out with --shaping potential")
     return out

@@ -314,7 +314,7 @@ def _ranked_success(engine: LaResEngine) -> float | None:
 
 def _human_complexity(task: TaskSpec) -> float:
     """The complexity of the task's own reward expression, which its learner carries into the ranking as every
-    slot carries its reward's (engine/loop/fitness.py); 0 where the task has no expression written."""
+    slot carries its reward's (engine/setup/fitness.py); 0 where the task has no expression written."""
     from lares_agent.rewards import human_reference
 
     reference = human_reference(task)

@@ -51,23 +51,24 @@ BASELINE_REWARDS: tuple[BaselineReward, ...] = get_args(BaselineReward)
 Analysis = Literal["facts", "llm"]  # --analysis: computed facts and defects only, or LLM-worded and fact-checked
 TaskExamples = Literal["none", "other", "own"]  # --task-examples: GraphLimits.task_examples (graphs/context.py)
 # --reward-normalisation: LaRes' affine match alone, or a sigmoid/tanh squash before it. The engine's names
-# (engine/column_map.py), repeated like SETTINGS so that this module loads without the engine's imports.
+# (engine/replay/column_map.py), repeated like SETTINGS so that this module loads without the engine's imports.
 RewardNormalisation = Literal["affine", "sigmoid", "tanh"]
 REWARD_NORMALISATIONS: tuple[RewardNormalisation, ...] = get_args(RewardNormalisation)
-# --fitness: what a reward update grades before any slot succeeds (engine/loop/fitness.py, the engine's names
+# --fitness: what a reward update grades before any slot succeeds (engine/setup/fitness.py, the engine's names
 # repeated as above). "auto": success-then-return where the task has a human reward (the reference's rule), else
 # success-then-progress; `runner.start_run` writes the resolved rule into config.json.
 Fitness = Literal["auto", "success-then-return", "success-then-progress"]
 FITNESS_RULES: tuple[Fitness, ...] = get_args(Fitness)
-# --device: where SAC/CrossQ learners compute (engine/devices.py's names, repeated as above; "auto" kept as such)
+# --device: where SAC/CrossQ learners compute (engine/learners/devices.py's names, repeated as above; "auto" kept
+# as such)
 Device = Literal["auto", "cpu", "cuda"]
 DEVICES: tuple[Device, ...] = get_args(Device)
-# --inherit: when a replaced slot's learners start from the best learner (engine/loop/inheritance.py, the engine's
-# names repeated as above): "on-success" only once it has succeeded, "always" as the reference.
+# --inherit: when a replaced slot's learners start from the best learner (engine/loop/inheritance.py; the engine's
+# names, engine/contracts.py, repeated as above): "on-success" only once it has succeeded, "always" as the reference.
 Inherit = Literal["on-success", "always"]
 INHERIT_RULES: tuple[Inherit, ...] = get_args(Inherit)
 # --shaping: what the LLM writes, a reward ("additive", LaRes) or a potential Phi of the state that shapes a base
-# reward as gamma*Phi(s') - Phi(s) (engine/potential.py, whose names these repeat as above).
+# reward as gamma*Phi(s') - Phi(s) (engine/replay/potential.py, whose names these repeat as above).
 Shaping = Literal["additive", "potential"]
 SHAPINGS: tuple[Shaping, ...] = get_args(Shaping)
 # Ablations of LaRes' parts; each switches one part off, default none (full LaRes).

@@ -1,5 +1,5 @@
 """`--shaping potential` in the search: what the LLM writes is a potential Phi, and the slot's reward is the base
-reward shaped by it (engine/potential.py: base + gamma*Phi(s') - Phi(s), Phi standardised on the round's buffer
+reward shaped by it (engine/replay/potential.py: base + gamma*Phi(s') - Phi(s), Phi standardised on the round's buffer
 sample).
 
 The base is what the setting already trains on besides the LLM: from scratch the task's success indicator (the

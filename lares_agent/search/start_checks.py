@@ -44,7 +44,7 @@ def check_device(cfg: SearchConfig) -> None:
     value is, rather than a run folder whose first step fails. "auto" never fails; ES has no device."""
     if cfg.learner == "es":
         return
-    from lares_agent.engine.devices import device_problem
+    from lares_agent.engine.learners.devices import device_problem
 
     problem = device_problem(cfg.device)
     if problem is not None:
@@ -56,7 +56,7 @@ def device_for_resume(cfg: SearchConfig, notify: Callable[[str], None]) -> Searc
     a GPU (checkpoints keep every tensor in host memory), said through `notify`; config.json keeps what was asked."""
     if cfg.learner == "es" or cfg.device == "cpu":
         return cfg
-    from lares_agent.engine.devices import device_problem
+    from lares_agent.engine.learners.devices import device_problem
 
     problem = device_problem(cfg.device)
     if problem is None:

@@ -5,7 +5,7 @@ before a sweep folder or a Ray cluster exists (options are checked before a run 
 Methods: ``lares`` is the reward search with the options given; ``lares-init`` and ``lares-scratch`` are the same
 search in one setting each (the paper's two: the task's own reward refined, or written from the task's text), so
 one sweep holds both arms beside their baselines; ``human`` is the learner alone on the
-task's own reward (`setting="baseline"`, engine/loop/slots.py); ``sparse`` is the same learner on the task's
+task's own reward (`setting="baseline"`, engine/setup/slots.py); ``sparse`` is the same learner on the task's
 success indicator alone (`baseline_reward="success"`); ``retrain`` is the same learner alone on a found reward,
 given to the sweep as ``--set reward_from=RUN[:REWARD_ID]`` or ``--set reward_file=FILE`` and resolved into the
 options once, when the sweep is made (search/found_reward.py), so every trial trains on the same reward however

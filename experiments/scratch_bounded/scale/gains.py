@@ -1,6 +1,6 @@
 """What each handed-over reward paid for the task where it trained: its gain from random-action states to the goal
-(progress and approach distances 0, success 1; `lares_agent.engine.reward_gain`), times the scale its buffer column
-had in the run (1 for a starting reward, the best survivor's match for a later one), beside the trial's success.
+(progress and approach distances 0, success 1; `lares_agent.engine.replay.reward_gain`), times the scale its buffer
+column had in the run (1 for a starting reward, the best survivor's match for a later one), beside the trial's success.
 
     python experiments/scratch_bounded/scale/gains.py experiments/evidence/runs --pattern '*-lares-scratch-*' \\
         --replay experiments/evidence/results/final_policies.csv
@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from lares_agent.engine import get_task
-from lares_agent.engine.reward_gain import goal_gain
+from lares_agent.engine.replay.reward_gain import goal_gain
 from lares_agent.engine.rollouts.sampling import random_feature_sample
 from lares_agent.engine.tasks.human_rewards import METAWORLD_HUMAN
 from lares_agent.errors import ConfigError

@@ -105,7 +105,7 @@ class ESState:
     best_params: np.ndarray
 
     def state_dict(self) -> dict[str, Any]:
-        """Plain arrays and scalars, for ``engine.checkpoint`` (no pickle)."""
+        """Plain arrays and scalars, for ``engine/state/checkpoint.py`` (no pickle)."""
         return {
             "mean": self.mean, "m": self.m, "v": self.v, "generation": self.generation,
             "best_fitness": float(self.best_fitness), "best_params": self.best_params,

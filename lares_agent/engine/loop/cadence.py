@@ -9,9 +9,9 @@ overdue (the next update is due), so rounds keep their cadence and never overlap
 
 from __future__ import annotations
 
-from lares_agent.engine.loop.config import EngineConfig
+from lares_agent.engine.loop.proposals import PendingUpdate
 from lares_agent.engine.loop.records import Counters
-from lares_agent.engine.loop.slots import PendingUpdate
+from lares_agent.engine.setup.config import EngineConfig
 
 __all__ = ["install_now", "update_due", "update_follows"]
 

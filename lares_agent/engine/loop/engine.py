@@ -3,7 +3,7 @@
 One step: a due reward update, then the population acts and learns (``Population.step``: Thompson sampling,
 play, store, learn for the replay population; one generation for ES), then an evaluation and a checkpoint on
 their cadences. Every ``reward_period`` env steps a reward update evaluates every learner, ranks the slots by
-fitness (the graded value, ``loop/fitness.py``; then the setting's tie-break, then the complexity penalty),
+fitness (the graded value, ``setup/fitness.py``; then the setting's tie-break, then the complexity penalty),
 keeps the elites (``loop/selection.py``), asks the ``propose`` hook for the other slots (the LLM graph, wired in
 by the search layer), installs each accepted candidate (the replay population relabels its buffer column and
 scales it to the best elite; ES swaps the policy's reward), shares the best slot's reward with a slot whose
@@ -28,20 +28,10 @@ import numpy as np
 from lares_agent.engine.contracts import MemberEvaluation, ProposeFn, RewardFunction, UpdateContext
 from lares_agent.engine.errors import EngineError
 from lares_agent.engine.loop.cadence import install_now, update_due, update_follows
-from lares_agent.engine.loop.config import EngineConfig
-from lares_agent.engine.loop.fitness import grading, rank_slots, slot_evaluations
 from lares_agent.engine.loop.handover import HandOver
-from lares_agent.engine.loop.proposals import ProposalRunner
-from lares_agent.engine.loop.records import (
-    Counters,
-    EngineLog,
-    engine_state,
-    evaluation_row,
-    load_counters,
-    policy_state,
-)
+from lares_agent.engine.loop.proposals import PendingUpdate, ProposalRunner
+from lares_agent.engine.loop.records import Counters, engine_state, evaluation_row, policy_state
 from lares_agent.engine.loop.selection import choose_elites
-from lares_agent.engine.loop.slots import PendingUpdate, learner_count
 from lares_agent.engine.loop.update import (
     inherit_source,
     inheriting,
@@ -50,9 +40,14 @@ from lares_agent.engine.loop.update import (
     update_context,
     update_record,
 )
-from lares_agent.engine.policy_artefact import write_policies
+from lares_agent.engine.policies.policy_artefact import write_policies
 from lares_agent.engine.protocols import Population, StepInfo
 from lares_agent.engine.rollouts.episodes import EVAL_STREAM, episode_seed
+from lares_agent.engine.setup.config import EngineConfig
+from lares_agent.engine.setup.fitness import grading, rank_slots, slot_evaluations
+from lares_agent.engine.setup.slots import learner_count
+from lares_agent.engine.state.log import EngineLog
+from lares_agent.engine.state.schema import load_counters
 from lares_agent.engine.tasks import TaskSpec
 from lares_agent.errors import Cancelled
 from lares_agent.runs import RunLayout
@@ -359,7 +354,8 @@ class LaResEngine:
 
     # ------------------------------------------------------------------ checkpoints and policies
     def state_dict(self) -> dict[str, Any]:
-        """The full engine state as nested dicts of arrays, tensors and scalars (``records.STATE_VERSION``)."""
+        """The full engine state as nested dicts of arrays, tensors and scalars (``STATE_VERSION`` of
+        ``state/schema.py``)."""
         return engine_state(self.task.name, self.config, self.counters, self.rng, self.rewards, self.population,
                             self.handover.state_dict())
 
@@ -378,7 +374,7 @@ class LaResEngine:
             return None
         began = time.monotonic()
         try:
-            return self.log.checkpoint(self.state_dict, name, self.counters)
+            return self.log.checkpoint(self.state_dict, name, self.counters.env_steps, self.counters.round)
         finally:
             self._records_s += time.monotonic() - began
 
@@ -395,7 +391,7 @@ class LaResEngine:
         return record
 
     def save_policy(self, name: str, every_slot: bool = False, handover: HandoverRecord | None = None) -> Path | None:
-        """The policy handed over as ``policies/<name>.pt`` (engine/policy_artefact.py; no-op without a run
+        """The policy handed over as ``policies/<name>.pt`` (engine/policies/policy_artefact.py; no-op without a run
         directory): ``handover``'s choice (:meth:`hand_over`, whose numbers the file carries), else the ranked-first
         slot's. ``every_slot``: also each slot's own file (the end of a run)."""
         if self.run_dir is None:

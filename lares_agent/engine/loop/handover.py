@@ -10,7 +10,7 @@ seed stream (``rollouts/episodes.py``, ``HANDOVER_STREAM``: never an evaluation'
 over: success rate, then the run's tie-break (``fitness.slot_evaluation``: the task return where the setting may
 use it, else the final progress), then the better fitness rank.
 
-Each candidate is replayed as the policy file it would be (``policy_artefact.py``), so the number is the one
+Each candidate is replayed as the policy file it would be (``policies/policy_artefact.py``), so the number is the one
 ``lares eval`` gives the file. Every hand-over of a run plays the same episodes (0..N-1 of the stream): the choice
 depends only on the learners, so a resumed run makes it as the uninterrupted one would. The ranking it starts from
 is kept in the engine's checkpoints (``state_dict``). A hand-over with nothing learned since the one before (the end
@@ -28,12 +28,12 @@ from typing import Any
 import numpy as np
 
 from lares_agent.engine.contracts import MemberEvaluation, RewardFunction
-from lares_agent.engine.loop.config import EngineConfig
-from lares_agent.engine.loop.fitness import slot_evaluation
-from lares_agent.engine.policy_artefact import PolicyArtefact, artefact_from_state
+from lares_agent.engine.policies.policy_artefact import PolicyArtefact, artefact_from_state
 from lares_agent.engine.protocols import Population
 from lares_agent.engine.rollouts.episodes import HANDOVER_STREAM, EnvPool, episode_seed
 from lares_agent.engine.rollouts.evaluation import evaluate_members
+from lares_agent.engine.setup.config import EngineConfig
+from lares_agent.engine.setup.fitness import slot_evaluation
 from lares_agent.engine.tasks import TaskSpec
 from lares_agent.runs.handover import HandoverCandidate, HandoverRecord
 

@@ -19,14 +19,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection
-from typing import Any, Literal
+from typing import Any
 
-from lares_agent.engine.contracts import SlotEvaluation
+from lares_agent.engine.contracts import INHERIT_RULES, InheritRule, SlotEvaluation
 
-__all__ = ["INHERIT_RULES", "InheritRule", "inheritance", "leader_succeeded"]
-
-InheritRule = Literal["on-success", "always"]
-INHERIT_RULES: tuple[InheritRule, ...] = ("on-success", "always")
+__all__ = ["inheritance", "leader_succeeded"]
 
 
 def leader_succeeded(leader: SlotEvaluation) -> bool:

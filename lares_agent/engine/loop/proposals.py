@@ -15,11 +15,21 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 
-from lares_agent.engine.contracts import ProposeFn, RewardFunction, UpdateContext
-from lares_agent.engine.loop.slots import PendingUpdate
+from lares_agent.engine.contracts import MemberEvaluation, ProposeFn, RewardFunction, UpdateContext
 
-__all__ = ["ProposalRunner"]
+__all__ = ["PendingUpdate", "ProposalRunner"]
+
+
+@dataclass(frozen=True)
+class PendingUpdate:
+    """A started reward update: its context (what the proposer sees), the evaluations it ranked and the best
+    slot, which stays the one new slots inherit from when the proposals are installed later."""
+
+    ctx: UpdateContext
+    evals: tuple[MemberEvaluation, ...]
+    best: int
 
 
 class ProposalRunner:

@@ -14,9 +14,9 @@ import numpy as np
 
 from lares_agent.engine.contracts import MemberEvaluation, RewardFunction, SlotEvaluation, UpdateContext
 from lares_agent.engine.errors import EngineError, RewardColumnError
-from lares_agent.engine.loop.config import EngineConfig
 from lares_agent.engine.loop.inheritance import inheritance
 from lares_agent.engine.protocols import Population
+from lares_agent.engine.setup.config import EngineConfig
 
 __all__ = ["inherit_source", "inheriting", "install_proposals", "share_best_reward", "update_context", "update_record"]
 

@@ -11,16 +11,17 @@ from pathlib import Path
 
 import numpy as np
 
-from lares_agent.engine.checkpoint import load_checkpoint
 from lares_agent.engine.contracts import LoadReward, ProposeFn, RewardFunction
 from lares_agent.engine.errors import EngineError
-from lares_agent.engine.loop.config import EngineConfig, ESPopulationConfig
 from lares_agent.engine.loop.engine import LaResEngine
-from lares_agent.engine.loop.records import EngineLog, check_state, rewards_from_state
-from lares_agent.engine.loop.slots import initial_slot_rewards
 from lares_agent.engine.populations.es import ESPopulation, make_backend
 from lares_agent.engine.populations.replay import ReplayPopulation
 from lares_agent.engine.protocols import Population
+from lares_agent.engine.setup.config import EngineConfig, ESPopulationConfig
+from lares_agent.engine.setup.slots import initial_slot_rewards
+from lares_agent.engine.state.checkpoint import load_checkpoint
+from lares_agent.engine.state.log import EngineLog
+from lares_agent.engine.state.schema import check_state, rewards_from_state
 from lares_agent.engine.tasks import TaskSpec
 
 __all__ = ["ESPopulation", "ReplayPopulation", "make_engine", "restore_engine"]

@@ -21,9 +21,9 @@ import numpy as np
 from lares_agent.engine.contracts import HUMAN_REWARD_FEATURE, Diversity, MemberEvaluation, RewardFunction
 from lares_agent.engine.errors import EngineError
 from lares_agent.engine.es.learner import ESBackend, LearnerSettings, LocalBackend
-from lares_agent.engine.loop.config import EngineConfig, ESPopulationConfig
-from lares_agent.engine.loop.selection import measure_diversity
 from lares_agent.engine.protocols import StepInfo
+from lares_agent.engine.setup.config import EngineConfig, ESPopulationConfig
+from lares_agent.engine.setup.diversity import measure_diversity
 from lares_agent.engine.tasks import TaskSpec
 
 __all__ = ["ESPopulation", "make_backend"]

@@ -2,9 +2,9 @@
 §3-9, with §12's fixes).
 
 Warm-up fills the buffer with uniform-random episodes (not counted in the budget, as the reference) and labels every
-reward column (identity map, §6, or the factor `reward_gain.py` chooses). Each step Thompson sampling picks distinct
-learners (§8); each plays one stochastic episode; the steps enter the buffer with every feature and every column's
-reward, and the learners' running observation statistics see them (warm-up and training steps only, never
+reward column (identity map, §6, or the factor `replay/reward_gain.py` chooses). Each step Thompson sampling picks
+distinct learners (§8); each plays one stochastic episode; the steps enter the buffer with every feature and every
+column's reward, and the learners' running observation statistics see them (warm-up and training steps only, never
 evaluation). Then every open learner does ``utd_ratio * steps`` updates on its own column (§9 UTD, §12 item 13), as
 one batched computation (``learners/``). A reward update installs a candidate by relabelling its column over the
 whole buffer, scaled to the best elite's (§5-6; the buffer refuses a constant or non-finite column), and the slot's
@@ -23,19 +23,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from lares_agent.engine.buffer import ReplayBuffer
 from lares_agent.engine.contracts import HUMAN_REWARD_FEATURE, Diversity, MemberEvaluation, RewardFunction
-from lares_agent.engine.devices import resolve_device
 from lares_agent.engine.errors import EngineError, RewardColumnError
+from lares_agent.engine.learners.devices import resolve_device
 from lares_agent.engine.learners.factory import LEARNER_NAMES, make_population
-from lares_agent.engine.loop.config import EngineConfig, ReplayConfig
-from lares_agent.engine.loop.fitness import grading
-from lares_agent.engine.loop.records import load_counters
-from lares_agent.engine.loop.slots import learner_count
-from lares_agent.engine.populations.groups import LearnerGroups
 from lares_agent.engine.populations.thompson import ThompsonSampler
 from lares_agent.engine.protocols import PopulationLearner, StepInfo
-from lares_agent.engine.reward_gain import start_scale
+from lares_agent.engine.replay.buffer import ReplayBuffer
+from lares_agent.engine.replay.reward_gain import start_scale
 from lares_agent.engine.rollouts.episodes import (
     TRAIN_STREAM,
     WARMUP_STREAM,
@@ -47,6 +42,11 @@ from lares_agent.engine.rollouts.episodes import (
 )
 from lares_agent.engine.rollouts.evaluation import evaluate_members
 from lares_agent.engine.rollouts.sampling import uniform_actions
+from lares_agent.engine.setup.config import EngineConfig, ReplayConfig
+from lares_agent.engine.setup.fitness import grading
+from lares_agent.engine.setup.groups import LearnerGroups
+from lares_agent.engine.setup.slots import learner_count
+from lares_agent.engine.state.schema import load_counters
 from lares_agent.engine.tasks import TaskSpec
 
 __all__ = ["LOSS_KEYS", "ReplayPopulation"]

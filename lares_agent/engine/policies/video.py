@@ -21,14 +21,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lares_agent.engine.errors import EngineError
-from lares_agent.engine.policy_eval import check_policy_fits
+from lares_agent.engine.policies.policy_eval import check_policy_fits
 from lares_agent.engine.rollouts.episodes import EVAL_STREAM, episode_seed, seeded_reset, to_env_action
 from lares_agent.engine.tasks import TaskSpec
 from lares_agent.errors import LaresError
 from lares_agent.runs.oserrors import run_file_error
 
 if TYPE_CHECKING:
-    from lares_agent.engine.policy_artefact import PolicyArtefact
+    from lares_agent.engine.policies.policy_artefact import PolicyArtefact
 
 __all__ = ["GL_PACKAGES", "Video", "VideoError", "gl_backend", "record_video"]
 

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from lares_agent.engine.contracts import MemberEvaluation, RewardFunction
-from lares_agent.engine.loop.fitness import Rule, rank_slots, slot_evaluations
+from lares_agent.engine.setup.fitness import Rule, rank_slots, slot_evaluations
 
 __all__ = ["LearnerGroups"]
 

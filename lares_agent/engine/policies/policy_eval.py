@@ -1,4 +1,4 @@
-"""Roll a saved policy out: deterministic episodes on seeded resets (`lares eval`; its video is engine/video.py).
+"""Roll a saved policy out: deterministic episodes on seeded resets (`lares eval`; its video is policies/video.py).
 
 The episodes go through the engine's own evaluation (`rollouts.evaluation.evaluate_members`), so success and
 task return mean what they mean in the run's metrics: an episode succeeds if the success flag is set at any
@@ -13,7 +13,7 @@ import numpy as np
 
 from lares_agent.engine.contracts import MemberEvaluation
 from lares_agent.engine.errors import EngineError
-from lares_agent.engine.policy_artefact import PolicyArtefact
+from lares_agent.engine.policies.policy_artefact import PolicyArtefact
 from lares_agent.engine.rollouts.episodes import EVAL_STREAM, EnvPool, episode_seed
 from lares_agent.engine.rollouts.evaluation import evaluate_members
 from lares_agent.engine.tasks import TaskSpec

@@ -1,21 +1,20 @@
-"""The reward slots: what every learner trains on at the start of a run, and a reward update in flight.
+"""The reward slots: what every learner trains on at the start of a run, and how many learners a run has.
 
 Settings (one meaning for every learner, the reference's ``with_init``): ``scratch``, every slot's reward is
 proposed; ``init``, the K candidates refine the human reward and an extra learner trains on the human reward
 throughout, ranked with the slots (its policy may be handed over), never replaced; ``baseline``, one slot on the
-human reward and no reward updates. The update itself is ``LaResEngine._start_update`` / ``_finish_update``
-(``loop/engine.py``).
+human reward and no reward updates. The loop and the populations both count learners so; the update itself is
+``LaResEngine._start_update`` / ``_finish_update`` (``loop/engine.py``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-from lares_agent.engine.contracts import HumanReward, MemberEvaluation, RewardFunction, UpdateContext
+from lares_agent.engine.contracts import HumanReward, RewardFunction
 from lares_agent.engine.errors import EngineError
 
-__all__ = ["PendingUpdate", "initial_slot_rewards", "learner_count"]
+__all__ = ["initial_slot_rewards", "learner_count"]
 
 
 def initial_slot_rewards(
@@ -47,13 +46,3 @@ def initial_slot_rewards(
 def learner_count(setting: str, num_slots: int) -> int:
     """Learners of a run: one per slot, plus the extra human-reward learner of the ``init`` setting."""
     return num_slots + (1 if setting == "init" else 0)
-
-
-@dataclass(frozen=True)
-class PendingUpdate:
-    """A started reward update: its context (what the proposer sees), the evaluations it ranked and the best
-    slot, which stays the one new slots inherit from when the proposals are installed later."""
-
-    ctx: UpdateContext
-    evals: tuple[MemberEvaluation, ...]
-    best: int

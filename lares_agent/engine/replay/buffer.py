@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from lares_agent.engine.column_map import REWARD_NORMALISATIONS, Affine, ColumnMap, RewardNormalisation
 from lares_agent.engine.contracts import NEXT_PREFIX, Batch, RewardFunction
 from lares_agent.engine.errors import ConstantRewardError, NonFiniteRewardError, RewardColumnError
-from lares_agent.engine.potential import FIRST_STEP, PREV_PREFIX, TERMINATED, is_potential
+from lares_agent.engine.replay.column_map import REWARD_NORMALISATIONS, Affine, ColumnMap, RewardNormalisation
+from lares_agent.engine.replay.potential import FIRST_STEP, PREV_PREFIX, TERMINATED, is_potential
 
 __all__ = ["Affine", "ColumnMap", "ReplayBuffer"]
 
@@ -169,7 +169,7 @@ class ReplayBuffer:
             if ref_std <= _CONSTANT_RTOL * max(1.0, abs(ref_mean)):
                 raise ConstantRewardError(f"reference column {reference} is constant on the buffer")
         view = self.feature_view()
-        if is_potential(fn):  # Phi(s) reads each row's previous row (engine/potential.py)
+        if is_potential(fn):  # Phi(s) reads each row's previous row (replay/potential.py)
             view.update(self.transition_features(np.arange(self.size)))
         raw = self._evaluate(fn, view, self.size)
         bad = ~np.isfinite(raw)
@@ -264,7 +264,7 @@ class ReplayBuffer:
         return np.where(ok, prv, idx), ok
 
     def transition_features(self, idx: np.ndarray) -> dict[str, np.ndarray]:
-        """What a reward that reads transitions needs besides rows `idx`' own features (engine/potential.py): each
+        """What a reward that reads transitions needs besides rows `idx`' own features (replay/potential.py): each
         feature at the previous row (`PREV_PREFIX`), whether there is none (`FIRST_STEP`), and whether the step
         really ended its episode (`TERMINATED`; a time-limit cut is not a terminal)."""
         prv, has_prev = self.prev_rows(idx)

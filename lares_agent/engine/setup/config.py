@@ -14,16 +14,24 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lares_agent.engine.column_map import REWARD_NORMALISATIONS, RewardNormalisation
-from lares_agent.engine.contracts import FITNESS_RULES, GRADIENT_LEARNERS, SETTINGS, FitnessRule, GradientLearner
-from lares_agent.engine.devices import DEVICES, is_device_name
+from lares_agent.engine.contracts import (
+    FITNESS_RULES,
+    GRADIENT_LEARNERS,
+    INHERIT_RULES,
+    SETTINGS,
+    FitnessRule,
+    GradientLearner,
+    InheritRule,
+)
 from lares_agent.engine.errors import EngineError
 from lares_agent.engine.es.strategy import ESConfig
 from lares_agent.engine.learners.crossq import CrossQConfig
+from lares_agent.engine.learners.devices import DEVICES, is_device_name
 from lares_agent.engine.learners.factory import LearnerConfig
 from lares_agent.engine.learners.sac import SACConfig
-from lares_agent.engine.loop.inheritance import INHERIT_RULES, InheritRule
-from lares_agent.engine.loop.selection import DiversityConfig, SelectionConfig
+from lares_agent.engine.replay.column_map import REWARD_NORMALISATIONS, RewardNormalisation
+from lares_agent.engine.setup.diversity import DiversityConfig
+from lares_agent.engine.setup.selection import SelectionConfig
 from lares_agent.errors import ConfigError
 
 __all__ = ["BACKENDS", "MAX_HANDOVER_EPISODES", "ESPopulationConfig", "EngineConfig", "ReplayConfig"]
@@ -52,7 +60,7 @@ class ReplayConfig:
     crossq: CrossQConfig = field(default_factory=CrossQConfig)
     learners_per_reward: int = 1
     """N learners per reward slot, each with its own parameters, minibatches and Thompson arm, all on the slot's
-    column (``populations/groups.py``; the seed text's 2.3). A slot's fitness is their mean. 1: LaRes' one
+    column (``setup/groups.py``; the seed text's 2.3). A slot's fitness is their mean. 1: LaRes' one
     learner per reward. The baseline trains N learners on its one reward too."""
     warmup_steps: int = 10_000
     """Uniform-random steps stored before learning (not counted; whole episodes, so possibly a few more)."""
@@ -70,17 +78,17 @@ class ReplayConfig:
     anchor_weight: float = 1.0
     """Weight of the L2 pull of a replaced learner toward the inherited parameters (reference 1.0; 0 = off)."""
     reward_normalisation: RewardNormalisation = "affine"
-    """How a reward column's raw values become stored rewards (``engine/column_map.py``): 'affine' is LaRes' map
+    """How a reward column's raw values become stored rewards (``engine/replay/column_map.py``): 'affine' is LaRes' map
     alone; 'sigmoid' / 'tanh' first squash the reward standardised by its buffer mean/std (fixed when the column
     is set), then match the reference as usual (the seed text's section 3.2: for wildly fluctuating rewards)."""
     reward_gain: float | None = None
     """Each reward the run starts with, other than the task's own, is scaled on the warm-up buffer so that it pays
-    this much more at the goal than at the stored states (``engine/reward_gain.py``); later rewards are matched to
-    the best survivor as LaRes'. None: taken as written, as LaRes."""
+    this much more at the goal than at the stored states (``engine/replay/reward_gain.py``); later rewards are
+    matched to the best survivor as LaRes'. None: taken as written, as LaRes."""
     device: str = "cpu"
-    """Where the learners compute (``engine/devices.py``): 'cpu', 'cuda' (or 'cuda:N'), or 'auto' (cuda where torch
-    sees a GPU). Kept as named, so a checkpoint of an 'auto' run resumes on a machine without a GPU; whether this
-    machine has the device is checked when the population is built, not here."""
+    """Where the learners compute (``engine/learners/devices.py``): 'cpu', 'cuda' (or 'cuda:N'), or 'auto' (cuda
+    where torch sees a GPU). Kept as named, so a checkpoint of an 'auto' run resumes on a machine without a GPU;
+    whether this machine has the device is checked when the population is built, not here."""
 
     def __post_init__(self) -> None:
         if self.learner not in GRADIENT_LEARNERS:
@@ -199,10 +207,10 @@ class EngineConfig:
     complexity_lambda: float = 0.0
     """The complexity penalty, complexity_lambda * complexity: it orders slots equal in fitness (the graded value:
     success rate, or before any success the task return or a start distance closed) and tie-break, so any value
-    > 0 lets the simpler reward win an exact tie (``loop/fitness.py``); 0 here as in the reference, which ranks
+    > 0 lets the simpler reward win an exact tie (``setup/fitness.py``); 0 here as in the reference, which ranks
     without complexity."""
     fitness: FitnessRule = "auto"
-    """What a reward update grades before any slot succeeds (``loop/fitness.py``): 'success-then-return' the task
+    """What a reward update grades before any slot succeeds (``setup/fitness.py``): 'success-then-return' the task
     (human) return, as the reference; 'success-then-progress' the share of the start distance closed; 'auto' the
     first on a task with a human reward, the second on one without (``fitness.fitness_rule``, resolved by the
     engine against its task). A checkpoint from before this field ran success-then-progress and reads back so."""
