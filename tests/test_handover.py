@@ -30,6 +30,7 @@ class Reward:
     """reward = -scale * dist, serialisable for checkpoints."""
 
     complexity = 1.0
+    expression = None  # nothing written to show the LLM (RewardFunction.expression)
 
     def __init__(self, scale: float, id: str) -> None:
         self.scale, self.id, self.key = scale, id, f"-{scale:g}*dist"

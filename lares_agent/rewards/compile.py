@@ -150,6 +150,11 @@ class CompiledReward:
     def __repr__(self) -> str:
         return f"CompiledReward(id={self.id!r}, components={dict(self.parsed.canonical)!r})"
 
+    @property
+    def expression(self) -> Mapping[str, str]:
+        """The canonical components (the engine's `RewardFunction.expression`): what the search shows and refines."""
+        return self.parsed.canonical
+
     def _shape(self, features: Mapping[str, Any]) -> tuple[int, ...]:
         shape: tuple[int, ...] | None = None
         for name in self.feature_names:
