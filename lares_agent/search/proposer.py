@@ -23,7 +23,7 @@ from lares_agent.engine import RewardFunction, UpdateContext, distinct_fraction
 from lares_agent.graphs.build import RoundGraph
 from lares_agent.graphs.context import GraphTask, RunContext
 from lares_agent.graphs.round import RoundResult, run_round
-from lares_agent.graphs.state import HUMAN_ELITE, EliteInfo, RoundInput
+from lares_agent.graphs.state import HUMAN_ELITE, CandidateRecord, EliteInfo, RoundInput
 from lares_agent.memory.cases import Case
 from lares_agent.rewards import CompiledReward, compile_record, record_key
 from lares_agent.rewards.tuning import Measured
@@ -139,12 +139,12 @@ class GraphProposer:
 
     def _accepted(self, result: RoundResult, slots: list[int], parent: str | None = None,
                   sample: Mapping[str, np.ndarray] | None = None) -> list[RewardFunction]:
-        """Compile the round's accepted records (the graph hands back records, never functions; after a resume
-        they come from the trace) and log them; under `--shaping potential` each shapes the base (`_shaped`)."""
+        """The round's accepted rewards (`_compiled`), logged; under `--shaping potential` each shapes the base
+        (`_shaped`)."""
         ctx = self.context
         out: list[RewardFunction] = []
         for rec, slot in zip(result.accepted, slots, strict=False):
-            reward = compile_record(rec, ctx.task, ctx.limits.checks.limits)
+            reward = self._compiled(rec, result)
             self._log_candidate(rec, result.round, verdict="accepted", slot=slot, parent=parent)
             if ctx.cases is not None:
                 ctx.cases.add(
@@ -162,6 +162,16 @@ class GraphProposer:
                 )
             out.append(self._shaped(reward, sample or {}, result.round, slot))
         return out
+
+    def _compiled(self, rec: CandidateRecord, result: RoundResult) -> CompiledReward:
+        """An accepted record's function: the one validate compiled (`RoundResult.compiled`) under the record's
+        rationale, as `compile_record` would give it; compiled from the record where the round has none (its result
+        came from the trace after a resume)."""
+        rationale = str(rec.get("rationale") or "")
+        reward = result.compiled.get(str(rec.get("id")))
+        if reward is None:
+            return compile_record(rec, self.context.task, self.context.limits.checks.limits)
+        return reward.with_rationale(rationale)
 
     def _shaped(self, reward: RewardFunction, sample: Mapping[str, np.ndarray], round_: int,
                 slot: int) -> RewardFunction:
