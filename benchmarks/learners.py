@@ -112,6 +112,8 @@ def random_buffer(k: int, rows: int, seed: int) -> ReplayBuffer:
 class _FeatureReward:
     """Reward = one named feature (enough to fill reward columns for timing)."""
 
+    expression = None  # nothing written to show the LLM (RewardFunction.expression)
+
     def __init__(self, name: str) -> None:
         self.id, self.key, self.complexity, self.name = name, name, 1.0, name
 

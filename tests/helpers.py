@@ -165,6 +165,8 @@ def scripted_client(script: Sequence[Any], record_path: Path | None = None, **mo
 class FeatureReward:
     """reward = -scale * feature, serialisable for checkpoints."""
 
+    expression = None  # nothing written to show the LLM (RewardFunction.expression)
+
     def __init__(self, feature: str, scale: float = 1.0, id: str | None = None) -> None:
         self.feature, self.scale = feature, scale
         self.id = id or f"neg-{feature}-{scale:g}"

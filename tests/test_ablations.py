@@ -43,6 +43,7 @@ class Linear:
     """reward = -scale * feature + offset."""
 
     complexity = 1.0
+    expression = None  # nothing written to show the LLM (RewardFunction.expression)
 
     def __init__(self, feature: str, scale: float, offset: float = 0.0, id: str = "") -> None:
         self.feature, self.scale, self.offset = feature, scale, offset

@@ -24,6 +24,8 @@ NAMES = ("dist", "speed", "human_reward")
 class FnReward:
     """A minimal RewardFunction around a vectorised callable."""
 
+    expression = None  # nothing written to show the LLM (RewardFunction.expression)
+
     def __init__(self, id: str, fn: Callable[[Mapping[str, np.ndarray]], np.ndarray]) -> None:
         self.id, self.key, self.complexity, self._fn = id, id, 1.0, fn
 

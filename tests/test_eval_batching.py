@@ -32,6 +32,7 @@ class Scaled:
     """A raw reward with two components, so component statistics are compared too."""
 
     id, key, complexity = "s", "s", 1.0
+    expression = None  # nothing written to show the LLM (RewardFunction.expression)
 
     def __call__(self, features: Any) -> np.ndarray:
         return sum(self.components(features).values())  # type: ignore[return-value]

@@ -21,7 +21,7 @@ def test_an_answer_is_told_apart_from_its_source_by_form_and_by_constants() -> N
 
 
 def test_a_random_edit_is_not_read_as_an_llm_answer() -> None:
-    from lares_agent.report.run_reader import Candidate
+    from lares_agent.runs.reader import Candidate
 
     script = load_script(ROOT / "updates.py")
 

@@ -137,7 +137,7 @@ def test_the_proposer_reads_notes_at_each_round_start_and_each_note_is_taken_onc
 # ---------------------------------------------------------------------------------------------- trace, report
 def test_trace_and_report_show_each_note_and_the_round_that_took_it(tmp_path: Path) -> None:
     from lares_agent.report.html import render_html
-    from lares_agent.report.run_reader import read_run
+    from lares_agent.runs.reader import read_run
     from lares_agent.trace import read_trace
 
     root = _run(tmp_path)

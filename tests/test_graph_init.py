@@ -66,7 +66,7 @@ def test_a_ranked_first_human_learner_is_refined_again(tmp_path: Path) -> None:
     later = {"components": {"reach": "9*exp(-tcp_to_goal/0.3)", "done": "4*success"}, "rationale": "retuned again"}
     proposer = _proposer(tmp_path, [answer, later], HUMAN, oversample=1.0)
     given = proposer.initial(1, episodes_sample())
-    rewards = [*given, HumanReward()]
+    rewards = [*given, HumanReward(expression=HUMAN)]  # as the search builds it in the init setting
     evals = [MemberEvaluation(i, 2, s, 10.0 * s, 0.0, 0.2, 0.2, 150.0) for i, s in enumerate((0.0, 0.5))]
     slots = slot_evaluations(evals, rewards, 0.0, True, [False, False])
     ctx = UpdateContext(round=1, env_steps=1000, setting="init", slots=tuple(slots), ranking=(1, 0), elites=(1,),

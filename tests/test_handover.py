@@ -18,9 +18,9 @@ from lares_agent.engine.contracts import UpdateContext
 from lares_agent.engine.loop import handover as handover_module
 from lares_agent.engine.loop.handover import candidate_slots
 from lares_agent.errors import ConfigError
-from lares_agent.report.selected import selected_reward
 from lares_agent.runs import FINAL_POLICY, RunLayout, RunLog
 from lares_agent.runs.handover import HandoverRecord, latest_handover
+from lares_agent.runs.selected import selected_reward
 from lares_agent.search.config import SearchConfig
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -30,6 +30,7 @@ class Reward:
     """reward = -scale * dist, serialisable for checkpoints."""
 
     complexity = 1.0
+    expression = None  # nothing written to show the LLM (RewardFunction.expression)
 
     def __init__(self, scale: float, id: str) -> None:
         self.scale, self.id, self.key = scale, id, f"-{scale:g}*dist"

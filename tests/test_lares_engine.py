@@ -66,6 +66,8 @@ def tiny_task(has_human_reward: bool = True, horizon: int = 15) -> TaskSpec:
 class FeatureReward:
     """reward = -scale * feature + offset (one component), serialisable for checkpoints."""
 
+    expression = None  # nothing written to show the LLM (RewardFunction.expression)
+
     def __init__(self, feature: str, scale: float = 1.0, offset: float = 0.0, id: str | None = None,
                  complexity: float = 1.0) -> None:
         self.feature, self.scale, self.offset = feature, scale, offset

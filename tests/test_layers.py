@@ -155,6 +155,15 @@ def test_no_import_cycle() -> None:
     assert not cycles, "import cycles:\n" + "\n".join(cycles)
 
 
+def test_no_two_packages_import_each_other() -> None:
+    """Within one layer too (search and report share theirs): two folders whose modules import each other are one
+    piece split in two, even where no module circle closes; what both need lives a layer down."""
+    edges = {(src.split(".")[1], dst.split(".")[1]) for src, dsts in _graph().items() if "." in src
+             for dst in dsts if "." in dst}
+    pairs = sorted(f"{a} <-> {b}" for a, b in edges if a < b and (b, a) in edges)
+    assert not pairs, "packages importing each other:\n" + "\n".join(pairs)
+
+
 def test_the_checker_finds_a_cycle(tmp_path: Path) -> None:
     """The walker itself: a crafted two-module circle is seen (so a green run means something)."""
     pkg = tmp_path / "lares_agent" / "engine"

@@ -19,10 +19,10 @@ from lares_agent.engine import MemberEvaluation, PolicyArtefact, make_engine, re
 from lares_agent.engine.setup.fitness import slot_evaluations
 from lares_agent.engine.setup.groups import LearnerGroups
 from lares_agent.errors import ConfigError
-from lares_agent.report.run_reader import read_run
 from lares_agent.report.summary import lineage
 from lares_agent.runs import RunLayout
 from lares_agent.runs.jsonl import read_jsonl
+from lares_agent.runs.reader import read_run
 from lares_agent.search.config import SearchConfig, engine_config
 
 torch.set_num_threads(1)

@@ -74,6 +74,21 @@ def test_the_human_reward_carries_its_expressions_complexity_into_the_engine() -
     assert old.complexity == 0.0
 
 
+def test_the_human_reward_carries_the_expression_the_search_gives_it() -> None:
+    expression = {"reach": "-dist", "done": "5*success"}  # the init setting's: the proposer refines it
+    cfg = tiny_config(setting="init", total_steps=60, max_rounds=1)
+    given = [FeatureReward("dist", 1.0), FeatureReward("dist", 2.0), FeatureReward("action_norm", 0.1)]
+    human = make_engine(tiny_task(), cfg, given, Proposer(), human_expression=expression).rewards[cfg.num_slots]
+    assert isinstance(human, HumanReward) and human.expression == expression
+    assert make_engine(tiny_task(), cfg, given, Proposer()).rewards[cfg.num_slots].expression is None  # none given
+    # a checkpoint keeps no expression (it is the task's): a resume is given it again, as the start was
+    assert "expression" not in human.to_json()
+    [back] = rewards_from_state({"rewards": [human.to_json()]}, None, expression)
+    assert back.expression == expression
+    [bare] = rewards_from_state({"rewards": [human.to_json()]}, None)
+    assert bare.expression is None
+
+
 def test_the_prompt_states_the_rule() -> None:
     system, critique = load_template("system").text, load_template("critique").text
     assert "complexity lowers a candidate's fitness" not in system

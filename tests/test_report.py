@@ -17,8 +17,8 @@ import pytest
 
 from lares_agent.report import influence, plots
 from lares_agent.report.html import write_report
-from lares_agent.report.run_reader import NotARunError, read_run
 from lares_agent.report.summary import final_population, lineage, summarize
+from lares_agent.runs.reader import NotARunError, read_run
 
 PERIOD = 1000  # env steps between reward updates
 EVAL_EVERY = 500

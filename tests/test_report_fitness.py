@@ -15,8 +15,8 @@ from test_report import _write_jsonl
 
 from lares_agent.report import plots
 from lares_agent.report.html import write_report
-from lares_agent.report.run_reader import read_run
 from lares_agent.report.summary import final_population, lineage, summarize
+from lares_agent.runs.reader import read_run
 
 
 def test_lineage_and_page_show_what_the_graded_fitness_was_made_of(tmp_path: Path,

@@ -46,7 +46,7 @@ def only_run(base: Path) -> Path:
 
 def searched_run(base: Path) -> Path:
     """A run folder as a search leaves it, without training: config.json and two accepted candidates with
-    fitness (no evaluation yet: the handed-over reward is the fittest, `report/selected.py`)."""
+    fitness (no evaluation yet: the handed-over reward is the fittest, `runs/selected.py`)."""
     layout = RunLayout.create(base, "Reacher-v5", "searched")
     SearchConfig(task="Reacher-v5", setting="scratch", population=2, retrieval=False).save(layout.config)
     log = RunLog(layout)
@@ -235,7 +235,7 @@ def test_a_search_runs_handed_over_reward_retrained_alone(tmp_path: Path) -> Non
                        "--run-dir", str(tmp_path / "src"), home=tmp_path)
     assert result.exit_code == 0, result.output
     source = only_run(tmp_path / "src")
-    from lares_agent.report.selected import selected_reward
+    from lares_agent.runs.selected import selected_reward
 
     chosen = selected_reward(source)
     assert chosen is not None and chosen.reward_id != "human"

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from lares_agent.report.run_reader import read_run
 from lares_agent.report.summary import summarize
 from lares_agent.runs import (
     RUN_FILE_NAMES,
@@ -30,6 +29,7 @@ from lares_agent.runs import (
     atomic_write_text,
     read_jsonl,
 )
+from lares_agent.runs.reader import read_run
 from lares_agent.search.config import SearchConfig
 
 PACKAGE = Path(__file__).resolve().parents[1] / "lares_agent"

@@ -18,11 +18,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from lares_agent.engine.tasks import get_task
-from lares_agent.report.run_reader import Candidate, RunData, read_run
-from lares_agent.report.selected import HUMAN_REWARD_ID, selected_reward
 from lares_agent.rewards import RewardRejected, allowed_features, human_components, parse_candidate
 from lares_agent.rewards.validate import structure_key_of
 from lares_agent.runs import RewardUpdateRecord
+from lares_agent.runs.reader import Candidate, RunData, read_run
+from lares_agent.runs.selected import HUMAN_REWARD_ID, selected_reward
 
 HERE = Path(__file__).resolve().parent
 CHILD = "numeric child of "  # how graphs/nodes.py opens a numeric child's rationale

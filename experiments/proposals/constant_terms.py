@@ -3,7 +3,7 @@
 A term whose features never move on the robot's runs adds nothing to learning: a reach-v3 run once handed over
 ``bonus = grasped*(...)`` with ``grasped`` 0 on every step (docs/RESULTS.md, "Proposals with building blocks only
 (no example answer)"). This reads a finished run folder: the reward it hands over
-(`report.selected_reward`, as `lares export` picks it) and the replay buffer of its newest checkpoint, every step
+(`runs.selected.selected_reward`, as `lares export` picks it) and the replay buffer of its newest checkpoint, every step
 the run took (up to the buffer's capacity). For each component it prints its spread over those steps and that of
 each feature it reads; a component is *constant on the run* when its values lie within ``--tol`` of each other.
 Exit status 1 when one is. Pure reading, no training:
@@ -23,10 +23,10 @@ from typing import Any
 import numpy as np
 
 from lares_agent.engine.state.checkpoint import latest_checkpoint, load_checkpoint
-from lares_agent.report.run_reader import read_run
-from lares_agent.report.selected import selected_reward
 from lares_agent.rewards import load_reward
 from lares_agent.runs import RunLayout
+from lares_agent.runs.reader import read_run
+from lares_agent.runs.selected import selected_reward
 
 
 def buffer_features(run: Path) -> dict[str, np.ndarray]:

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from lares_agent.report.proxy import ProxyRow, proxy_rows, spearman
-from lares_agent.report.run_reader import read_run
+from lares_agent.runs.reader import read_run
 
 DEFAULT_RUNS = Path(__file__).resolve().parent / "runs"
 BOOTSTRAP = 10_000

@@ -38,9 +38,9 @@ def export_command(
     (lares' own) and an optional Gymnasium RewardWrapper, which needs no code of yours for a built-in task.
     `--human` writes the task's own reward the same way."""
     from lares_agent.engine.tasks import get_task, resolve_task
-    from lares_agent.report.run_reader import read_run
-    from lares_agent.report.selected import HUMAN_REWARD_ID, selected_reward
     from lares_agent.rewards import allowed_features, parse_candidate
+    from lares_agent.runs.reader import read_run
+    from lares_agent.runs.selected import HUMAN_REWARD_ID, selected_reward
     from lares_agent.search.found_reward import given_components
 
     if format not in FORMATS:

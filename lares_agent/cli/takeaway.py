@@ -9,9 +9,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-from lares_agent.report.run_reader import HUMAN_REWARD_ID as HUMAN_ID
 from lares_agent.runs import FINAL_POLICY, RunLayout, RunLog
 from lares_agent.runs.handover import HandoverRecord
+from lares_agent.runs.reader import HUMAN_REWARD_ID as HUMAN_ID
 from lares_agent.search.found_reward import given_components
 
 

@@ -100,12 +100,18 @@ class RewardFunction(Protocol):
     """A vectorised reward: named feature arrays of N rows in, N rewards out.
 
     `id` names the reward; `key` is its identity: rewards with equal keys are the same function (diversity counts
-    distinct keys).
+    distinct keys); `expression` is what it is written as, for the search layer, which shows and refines it.
     """
 
     id: str
     key: str
     complexity: float
+
+    @property
+    def expression(self) -> Mapping[str, str] | None:
+        """The reward's components as text of the reward language (name -> expression: a compiled reward's canonical
+        text, the task's own reward as the task writes it); None for a reward with no expression to show or refine."""
+        ...
 
     def __call__(self, features: Mapping[str, np.ndarray]) -> np.ndarray:
         """Total reward per row, shape [N]."""
@@ -127,15 +133,20 @@ class HumanReward:
     from-scratch setting (docs/ARCHITECTURE.md, engine/tasks). ``complexity`` is that of the task's own reward
     expression (``TaskSpec.human_components``, measured by the search layer, which parses rewards), so the init
     setting's learner on it is ranked by the rule every slot is (``setup/fitness.py``); 0 where the task's reward
-    has no written expression (nothing to measure).
+    has no written expression (nothing to measure). ``expression`` is that expression (``TaskSpec.human_components``)
+    where the search shows it to the LLM, the init setting, whose learner on it is an elite to refine like any
+    other; None elsewhere: from scratch the LLM never sees it. The search layer passes both, as the engine parses
+    no rewards; neither changes the values, which are the environment's.
     """
 
     id: str = "human"
     key: str = "human"
     complexity: float
+    expression: Mapping[str, str] | None = None
 
-    def __init__(self, complexity: float = 0.0) -> None:
+    def __init__(self, complexity: float = 0.0, expression: Mapping[str, str] | None = None) -> None:
         self.complexity = float(complexity)
+        self.expression = dict(expression) if expression is not None else None
 
     def __call__(self, features: Mapping[str, np.ndarray]) -> np.ndarray:
         """Return `features["human_reward"]` as float64 (a copy, so callers cannot alias buffer memory)."""
@@ -148,7 +159,8 @@ class HumanReward:
         return {HUMAN_REWARD_FEATURE: self(features)}
 
     def to_json(self) -> dict[str, Any]:
-        """Serialise as a tag; `load_reward` implementations recognise `{"id": "human"}`."""
+        """Serialise as a tag; `load_reward` implementations recognise `{"id": "human"}`. The expression is not
+        kept: it is the task's, which the search layer passes again at a resume (``restore_engine``)."""
         return {"id": self.id, "kind": "human", "complexity": self.complexity}
 
     def __repr__(self) -> str:

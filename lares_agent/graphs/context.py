@@ -4,6 +4,7 @@ Kept out of the state on purpose: the state is checkpointed after every node (tr
 buffers and compiled functions do not belong in a checkpoint (docs/DESIGN.md §2: the state holds ids, expressions,
 verdicts and summaries). The context is frozen: the search layer builds one per run and, for each round, a copy
 holding that round's validation sample and rollouts (`for_round`), passed to `graph.invoke(..., context=...)`.
+One field is written during a round: `compiled`, where validate leaves the functions it checked for the search layer.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from lares_agent.errors import ConfigError
 from lares_agent.llm.client import LLMClient
 from lares_agent.memory.cases import CaseStore
 from lares_agent.prompts.loader import DEFAULT_PERSONA, Persona, load_persona
-from lares_agent.rewards import CheckConfig, RewardTask, TaskFeature, allowed_features, prompt_features
+from lares_agent.rewards import CheckConfig, CompiledReward, RewardTask, TaskFeature, allowed_features, prompt_features
 from lares_agent.rewards.shaping import CAGING_FEATURES
 from lares_agent.rewards.task import offstage_features
 from lares_agent.rewards.tuning import Measured
@@ -128,7 +129,8 @@ def _default_persona() -> Persona:
 
 @dataclass(frozen=True)
 class RunContext:
-    """Everything nodes read that is not state; read-only (a round gets its own copy, `for_round`)."""
+    """Everything nodes read that is not state; read-only (a round gets its own copy, `for_round`) but for
+    `compiled`, which validate fills."""
 
     llm: LLMClient
     task: GraphTask
@@ -146,6 +148,10 @@ class RunContext:
     """The task's own reward as components of the reward language, in the init setting: the system prompt shows
     it as the starting point, round 0 refines it, and it is the elite whenever the human-reward learner ranks
     among the elites (docs/lares-reference.md §2.1). None: from scratch, the LLM never sees it."""
+    compiled: dict[str, CompiledReward] = field(default_factory=dict, compare=False, repr=False)
+    """validate's compiled reward of each candidate it found valid, by record id: the round hands them to the search
+    layer (`RoundResult.compiled`), which installs them rather than compiling the records again. A function, so
+    never in the state; `run_round` gives each round an empty one."""
 
     @property
     def offers_designer_features(self) -> bool:

@@ -334,7 +334,8 @@ def validate(state: RoundState, runtime: Runtime[RunContext]) -> dict[str, Any]:
 
     The screen is part of this node, not a node of its own: it is one more verdict on the same pass, and the
     trace links each record to the step that judged it. Accepted records stay in the state (canonical
-    components, id, rationale, key, proxy) and the search layer compiles them (`compile_record`).
+    components, id, rationale, key, proxy); the functions the validator compiled go to the context's `compiled`,
+    which the round hands to the search layer.
     """
     ctx = runtime.context
     attempt = int(state.get("attempts", 0))
@@ -358,6 +359,7 @@ def validate(state: RoundState, runtime: Runtime[RunContext]) -> dict[str, Any]:
                                    reason=verdict.reason, key=verdict.key))
         if verdict.accepted and verdict.reward is not None:
             taken.add(verdict.key or "")
+            ctx.compiled[str(out.get("id"))] = verdict.reward
             if progress in ctx.sample:  # scored even when it does not decide, so its signal stays measurable
                 out["proxy"] = round(proxy_score(verdict.reward, ctx.sample, progress, approach).score, 4)
             valid.append(out)

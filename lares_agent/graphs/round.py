@@ -7,7 +7,7 @@ interrupted one resumes from its last step, so a killed round never asks the LLM
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -15,6 +15,7 @@ from langchain_core.runnables import RunnableConfig
 from lares_agent.graphs.build import RoundGraph
 from lares_agent.graphs.context import RunContext
 from lares_agent.graphs.state import CandidateRecord, RoundInput, StepRecord
+from lares_agent.rewards import CompiledReward
 
 __all__ = ["RoundResult", "run_round"]
 
@@ -23,8 +24,10 @@ __all__ = ["RoundResult", "run_round"]
 class RoundResult:
     """What one round produced, for the search layer and the run files.
 
-    `accepted` are records (id, canonical components, rationale, key), not functions: the search layer compiles
-    them with `rewards.compile_record`, the same way after a resume.
+    `accepted` are records (id, canonical components, rationale, key), what the trace keeps. `compiled` holds the
+    functions validate compiled for them in this process, by id; a record without one (a round the trace gave back
+    after a resume) is compiled with `rewards.compile_record`, which gives the same function: its canonical text
+    parses back to the same tree (tests/test_fuzz_rewards.py).
     """
 
     round: int
@@ -36,9 +39,10 @@ class RoundResult:
     attempts: int
     steps: tuple[StepRecord, ...]
     feedback: tuple[dict[str, str], ...] = ()  # the user's notes the round took (its critique states them)
+    compiled: Mapping[str, CompiledReward] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
-    def from_state(cls, state: Mapping[str, Any]) -> RoundResult:
+    def from_state(cls, state: Mapping[str, Any], compiled: Mapping[str, CompiledReward] | None = None) -> RoundResult:
         return cls(
             round=int(state.get("round", 0)),
             accepted=tuple(state.get("accepted") or ()),
@@ -49,6 +53,7 @@ class RoundResult:
             attempts=int(state.get("attempts") or 0),
             steps=tuple(state.get("steps") or ()),
             feedback=tuple(state.get("feedback") or ()),
+            compiled=dict(compiled or {}),
         )
 
 
@@ -64,8 +69,10 @@ def _check_input(round_input: Mapping[str, Any]) -> RoundInput:
 
 
 def run_round(graph: RoundGraph, round_input: Mapping[str, Any], thread_id: str, context: RunContext) -> RoundResult:
-    """Run one round on thread `thread_id` with this round's `context` (read-only, never stored in the trace)."""
+    """Run one round on thread `thread_id` with this round's `context` (never stored in the trace; its own
+    `compiled`, which comes back in the result)."""
     config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
+    context = replace(context, compiled={})
     payload: RoundInput | None = _check_input(round_input)
     if graph.checkpointer is not None:
         snapshot = graph.get_state(config)
@@ -81,4 +88,4 @@ def run_round(graph: RoundGraph, round_input: Mapping[str, Any], thread_id: str,
         state = graph.invoke(payload, config, context=context, durability="sync")
     else:
         state = graph.invoke(payload, config, context=context)
-    return RoundResult.from_state(state)
+    return RoundResult.from_state(state, context.compiled)

@@ -14,10 +14,10 @@ from pathlib import Path
 
 from lares_agent.report.plots import plot_influence, plot_lineage, plot_llm_cost, plot_return, plot_success
 from lares_agent.report.proxy import proxy_rows, spearman
-from lares_agent.report.run_reader import RunData, read_run
 from lares_agent.report.summary import RunSummary, summarize
 from lares_agent.report.video import VIDEO_NAME, ReportVideo, policy_video
 from lares_agent.runs import RunLayout, RunLog, llm_health
+from lares_agent.runs.reader import RunData, read_run
 from lares_agent.search.options import LLM_FREE_ABLATIONS
 
 __all__ = ["FIGURES", "render_html", "write_report"]

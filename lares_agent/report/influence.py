@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from lares_agent.report.run_reader import RunData
 from lares_agent.runs import RunLayout
+from lares_agent.runs.reader import RunData
 
 __all__ = ["Influence", "component_influence", "gradient_influence", "load_feature_sample"]
 

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lares_agent.report.influence import Influence, component_influence, gradient_influence
-from lares_agent.report.run_reader import RunData
 from lares_agent.report.summary import LineageCell, best_reward_id, lineage
+from lares_agent.runs.reader import RunData
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

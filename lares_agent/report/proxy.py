@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lares_agent.report.run_reader import RunData
+from lares_agent.runs.reader import RunData
 
 __all__ = ["ProxyRow", "proxy_rows", "spearman"]
 

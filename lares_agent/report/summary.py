@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lares_agent.report.run_reader import Evaluation, RunData
 from lares_agent.runs.coerce import as_float
 from lares_agent.runs.events import fitness_breakdown
 from lares_agent.runs.handover import latest_handover
+from lares_agent.runs.reader import Evaluation, RunData
 
 __all__ = [
     "LineageCell", "Member", "RunSummary", "best_reward_id", "final_population", "fitness_breakdown", "fitness_rule",
@@ -98,7 +98,7 @@ class RunSummary:
     final_human_success: float = math.nan
     """The init setting's learner on the task's own reward at the last evaluation (NaN: the run kept none)."""
     handed_over: str = ""
-    """Which reward the policy the run hands over trained on, in words (`report/selected.py`)."""
+    """Which reward the policy the run hands over trained on, in words (`runs/selected.py`)."""
     handover: str = ""
     """How the newest policy handed over was chosen: each candidate's success on the fresh episodes and which won
     (`runs/handover.py`; empty where the run handed over the policy ranked first)."""
@@ -330,7 +330,7 @@ def handed_over(run: RunData) -> str:
     """What the policy the run hands over trained on: the task's own reward (the baseline, or the init setting's
     kept learner ranked first), a searched reward by id, or a baseline's success indicator or given reward (with
     where it came from); empty before the run selected anything."""
-    from lares_agent.report.selected import HUMAN_REWARD_ID, selected_reward
+    from lares_agent.runs.selected import HUMAN_REWARD_ID, selected_reward
     from lares_agent.search.found_reward import trained_on
 
     if run.setting == "baseline":

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from lares_agent.errors import LaresError
-from lares_agent.report.run_reader import RunData, read_run
 from lares_agent.report.sweep_compare import LABELS, Target
+from lares_agent.runs.reader import RunData, read_run
 
 __all__ = ["explain_trial", "shortfalls", "why_markdown"]
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 from lares_agent.engine.errors import EngineError
 from lares_agent.errors import LaresError
-from lares_agent.report.run_reader import RunData
 from lares_agent.runs import FINAL_POLICY, RunLayout
 from lares_agent.runs.coerce import as_int
+from lares_agent.runs.reader import RunData
 
 __all__ = ["VIDEO_NAME", "ReportVideo", "handed_over_policy", "policy_video"]
 

@@ -8,6 +8,8 @@ features) cannot drift apart. Evaluation costs one array operation per instructi
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -150,6 +152,20 @@ class CompiledReward:
     def __repr__(self) -> str:
         return f"CompiledReward(id={self.id!r}, components={dict(self.parsed.canonical)!r})"
 
+    @property
+    def expression(self) -> Mapping[str, str]:
+        """The canonical components (the engine's `RewardFunction.expression`): what the search shows and refines."""
+        return self.parsed.canonical
+
+    def with_rationale(self, rationale: str) -> CompiledReward:
+        """This reward under another rationale, the one `to_json` keeps (a run's record of a candidate keeps the
+        LLM's rationale cut short); the program is shared, not compiled again."""
+        if rationale == self.parsed.rationale:
+            return self
+        other = copy.copy(self)
+        other.parsed = dataclasses.replace(self.parsed, rationale=rationale)
+        return other
+
     def _shape(self, features: Mapping[str, Any]) -> tuple[int, ...]:
         shape: tuple[int, ...] | None = None
         for name in self.feature_names:
@@ -223,8 +239,9 @@ def compile_reward(parsed: ParsedReward, id: str | None = None) -> CompiledRewar
 
 
 def compile_record(record: Mapping[str, Any], task: RewardTask, limits: Limits = Limits()) -> CompiledReward:
-    """The compiled reward of an accepted record (`{"id", "components", "rationale"}`: a round's accepted
-    candidate, also after a resume): the one place a record becomes a function. Raises RewardRejected."""
+    """The compiled reward of an accepted record (`{"id", "components", "rationale"}`): a round's accepted candidate
+    where validate's own function is not at hand (the round came back from the trace after a resume), the task's
+    own reward, a fallback. Raises RewardRejected."""
     return _rebuild(record, allowed_features(task), limits)
 
 

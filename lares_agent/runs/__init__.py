@@ -2,7 +2,9 @@
 
 Every file name (:mod:`~lares_agent.runs.layout`), atomic writes (:mod:`~lares_agent.runs.atomic`), JSONL
 append/read with torn-line mending (:mod:`~lares_agent.runs.jsonl`) and one typed schema per record kind,
-shared by the writers and the readers: metrics, events, candidates, LLM calls.
+shared by the writers and the readers: metrics, events, candidates, LLM calls. A whole run read into those records
+(:mod:`~lares_agent.runs.reader`) and the reward it hands over (:mod:`~lares_agent.runs.selected`) are imported from
+their modules: the report, `lares export` and the search read them.
 """
 
 from lares_agent.runs.atomic import atomic_write_bytes, atomic_write_text

@@ -8,7 +8,7 @@ holds what the learner trains on, so `lares resume`, the report and a sweep's la
 run again. The reward goes through the one validator (`rewards.validate`) against the run's task before a run
 folder exists, on the sample `lares reward check` and `--rewards-file` use.
 
-The reward a run handed over is the one `lares export` writes by default (`report/selected.py`). When that is
+The reward a run handed over is the one `lares export` writes by default (`runs/selected.py`). When that is
 the task's own reward (the init setting's kept learner ranked first), the retrain trains on it, as `lares baseline
 --reward human` does, and says so: a researcher retraining "what the best seed handed over" gets exactly that.
 The reward is taken as it is written (or scaled to `reward_gain`, as a search's starting rewards are, where that is
@@ -28,10 +28,11 @@ import numpy as np
 from lares_agent.errors import ConfigError
 from lares_agent.runs import NotARunError, RunLayout
 from lares_agent.runs.input_files import check_input_file
+from lares_agent.runs.reader import RunData, read_run
+from lares_agent.runs.selected import selected_reward
 
 if TYPE_CHECKING:
     from lares_agent.engine import RewardFunction, TaskSpec
-    from lares_agent.report.run_reader import RunData
     from lares_agent.search.config import SearchConfig
 
 __all__ = ["HUMAN_ID", "REWARD_KEYS", "FoundReward", "found_rewards", "from_file", "from_run",
@@ -100,8 +101,6 @@ def from_run(text: str, base: Path | None = None) -> FoundReward:
     if not layout.is_run():
         raise ConfigError(f"{flag}: {path} is not a lares run folder (no config.json, metrics.jsonl or events.jsonl)")
     try:
-        from lares_agent.report.run_reader import read_run
-
         data = read_run(path)
     except NotARunError as exc:
         raise ConfigError(f"{flag}: {exc.reason}") from None
@@ -142,7 +141,7 @@ def _baseline_reward(config: Mapping[str, Any]) -> tuple[str, tuple[tuple[str, s
 
 def _handed_over(root: Path, data: RunData, own: tuple[str, tuple[tuple[str, str], ...]] | None, task: str | None,
                  flag: str) -> FoundReward:
-    """The reward of the policy the run handed over (`report/selected.py`, what `lares export` writes)."""
+    """The reward of the policy the run handed over (`runs/selected.py`, what `lares export` writes)."""
     if own is not None:
         reward_id, components = own
         if components:
@@ -152,8 +151,6 @@ def _handed_over(root: Path, data: RunData, own: tuple[str, tuple[tuple[str, str
             raise ConfigError(f"{flag}: that run is a sparse baseline (the task's success indicator alone), which "
                               "no validator accepts as a found reward; use `lares baseline --reward success`")
         return FoundReward((), HUMAN_ID, f"the task's own reward, handed over by run {root} (a baseline on it)", task)
-    from lares_agent.report.selected import selected_reward
-
     chosen = selected_reward(root, data)
     if chosen is None:
         raise ConfigError(f"{flag}: run {root} holds no reward yet (no accepted candidate, no evaluation); give "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -12,6 +13,9 @@ from lares_agent.engine import RewardFunction, TaskSpec
 from lares_agent.errors import LaresError
 from lares_agent.runs.input_files import check_input_file
 from lares_agent.runs.oserrors import run_file_error
+
+if TYPE_CHECKING:
+    from lares_agent.rewards import CompiledReward
 
 __all__ = ["load_rewards_file", "success_reward"]
 
@@ -25,7 +29,7 @@ def success_reward(task: TaskSpec) -> RewardFunction:
                            "rationale": "the task's success indicator alone (sparse baseline)"}, task)
 
 
-def load_rewards_file(path: Path, task: TaskSpec, state_only: bool = False) -> list[RewardFunction]:
+def load_rewards_file(path: Path, task: TaskSpec, state_only: bool = False) -> list[CompiledReward]:
     """Candidates given by the user (`--rewards-file FILE`): a JSON list of `{"components": ..., "rationale": ...}`
     (or of bare expression strings); each goes through the one validator, on the sample `lares reward check`
     uses by default (synthetic states, seed 0), so that command says why one is refused; a bad one stops the run.
@@ -50,7 +54,7 @@ def load_rewards_file(path: Path, task: TaskSpec, state_only: bool = False) -> l
     if not isinstance(data, list) or not data:
         raise LaresError(f"--rewards-file {path} must hold a JSON list of candidates")
     sample = synthetic_sample(task.features, 4096, np.random.default_rng(0))
-    out: list[RewardFunction] = []
+    out: list[CompiledReward] = []
     for i, item in enumerate(data):
         verdict = validate(item, task, sample, id=f"given-{i}", config=CheckConfig(state_only=state_only))
         if verdict.reward is None:

@@ -143,13 +143,17 @@ class Search:
                                designer_features=cfg.designer_features, shaping=cfg.shaping,
                                prescreen=cfg.prescreen, random_edits=edits_at_random(cfg)),
             critics=tuple(resolve_persona(p) for p in cfg.personas),
-            # the init setting refines the task's own reward; from scratch the LLM never sees it
-            human_reward=dict(self.task.human_components)
-            if cfg.setting == "init" and self.task.human_components else None,
+            human_reward=self._human_expression(),
         )
         self._trace = open_trace(self.run.root)
         self.proposer = GraphProposer(build_graph(self._trace), context, self.log, self.task.name,
                                       shaper=shaper_for(cfg, self.task, _human_complexity(self.task)))
+
+    def _human_expression(self) -> dict[str, str] | None:
+        """The task's own reward expression where the LLM sees it: the init setting refines it (the graph's context
+        and the human reward carry it); from scratch the LLM never sees it (None)."""
+        components = self.task.human_components
+        return dict(components) if self.cfg.setting == "init" and components else None
 
     def begin(self, env_steps: int, round_: int) -> float:
         """Log this session's `run_start` once, before anything the session does can log an event (the initial
@@ -184,7 +188,8 @@ class Search:
             if round_zero_in_background(self.cfg) and len(given) < n:
                 # The task's own reward is known from the start: every free slot trains on it from step 0 while
                 # the LLM writes round 0, whose rewards then arrive as an update (LaResEngine.start_round_zero).
-                initial = [*given, *[HumanReward(_human_complexity(self.task))] * (n - len(given))]
+                human = HumanReward(_human_complexity(self.task), self._human_expression())
+                initial = [*given, *[human] * (n - len(given))]
 
                 def round_zero(_: UpdateContext) -> list[RewardFunction]:
                     return proposer.initial(n, sample(), given)[len(given):]
@@ -201,7 +206,7 @@ class Search:
         elif self.cfg.baseline_reward == "success":
             initial = [success_reward(self.task)]
         engine = make_engine(self.task, ecfg, initial, self.proposer, self.run.root,
-                             human_complexity=_human_complexity(self.task))
+                             human_complexity=_human_complexity(self.task), human_expression=self._human_expression())
         if background is not None:
             engine.start_round_zero(*background)
         return engine
@@ -216,7 +221,7 @@ class Search:
 
         # config.json names the learner; a checkpoint of another kind is refused in one line
         return restore_engine(checkpoint, self.task, load, self.proposer, self.run.root, learner=self.cfg.learner,
-                              device=self.cfg.device)
+                              device=self.cfg.device, human_expression=self._human_expression())
 
     def drive(self, engine: LaResEngine, progress: ProgressFn | None = None) -> RunOutcome:
         """Run the engine to its budget (or `--max-minutes`), checkpoint, and say how it ended."""

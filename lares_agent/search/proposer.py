@@ -23,7 +23,7 @@ from lares_agent.engine import RewardFunction, UpdateContext, distinct_fraction
 from lares_agent.graphs.build import RoundGraph
 from lares_agent.graphs.context import GraphTask, RunContext
 from lares_agent.graphs.round import RoundResult, run_round
-from lares_agent.graphs.state import HUMAN_ELITE, EliteInfo, RoundInput
+from lares_agent.graphs.state import HUMAN_ELITE, CandidateRecord, EliteInfo, RoundInput
 from lares_agent.memory.cases import Case
 from lares_agent.rewards import CompiledReward, compile_record, record_key
 from lares_agent.rewards.tuning import Measured
@@ -79,17 +79,16 @@ class GraphProposer:
 
     # ------------------------------------------------------------------ engine hook
     def initial(
-        self, n: int, sample: Mapping[str, np.ndarray], given: Sequence[RewardFunction] = ()
+        self, n: int, sample: Mapping[str, np.ndarray], given: Sequence[CompiledReward] = ()
     ) -> list[RewardFunction]:
         """Round 0: `n` candidates, the `given` ones (from --rewards) first, the rest from the graph."""
-        rewards = list(given)[:n]
-        for slot, reward in enumerate(rewards):
-            rewards[slot] = self._shaped(reward, sample, 0, slot)
-            parsed = getattr(reward, "parsed", None)
+        rewards: list[RewardFunction] = []
+        for slot, reward in enumerate(given[:n]):
+            rewards.append(self._shaped(reward, sample, 0, slot))
             self._append(
                 CandidateRow(id=reward.id, round=0, slot=slot, verdict="accepted", reason="given (--rewards)",
-                             components=dict(parsed.canonical) if parsed else {}, complexity=reward.complexity,
-                             rationale=parsed.rationale if parsed else ""),
+                             components=dict(reward.expression), complexity=reward.complexity,
+                             rationale=reward.parsed.rationale),
             )
         need = n - len(rewards)
         if need > 0:
@@ -140,12 +139,12 @@ class GraphProposer:
 
     def _accepted(self, result: RoundResult, slots: list[int], parent: str | None = None,
                   sample: Mapping[str, np.ndarray] | None = None) -> list[RewardFunction]:
-        """Compile the round's accepted records (the graph hands back records, never functions; after a resume
-        they come from the trace) and log them; under `--shaping potential` each shapes the base (`_shaped`)."""
+        """The round's accepted rewards (`_compiled`), logged; under `--shaping potential` each shapes the base
+        (`_shaped`)."""
         ctx = self.context
         out: list[RewardFunction] = []
         for rec, slot in zip(result.accepted, slots, strict=False):
-            reward = compile_record(rec, ctx.task, ctx.limits.checks.limits)
+            reward = self._compiled(rec, result)
             self._log_candidate(rec, result.round, verdict="accepted", slot=slot, parent=parent)
             if ctx.cases is not None:
                 ctx.cases.add(
@@ -163,6 +162,16 @@ class GraphProposer:
                 )
             out.append(self._shaped(reward, sample or {}, result.round, slot))
         return out
+
+    def _compiled(self, rec: CandidateRecord, result: RoundResult) -> CompiledReward:
+        """An accepted record's function: the one validate compiled (`RoundResult.compiled`) under the record's
+        rationale, as `compile_record` would give it; compiled from the record where the round has none (its result
+        came from the trace after a resume)."""
+        rationale = str(rec.get("rationale") or "")
+        reward = result.compiled.get(str(rec.get("id")))
+        if reward is None:
+            return compile_record(rec, self.context.task, self.context.limits.checks.limits)
+        return reward.with_rationale(rationale)
 
     def _shaped(self, reward: RewardFunction, sample: Mapping[str, np.ndarray], round_: int,
                 slot: int) -> RewardFunction:
@@ -255,28 +264,21 @@ class GraphProposer:
                     self.context.run_id, reward.id, _finite(ev.fitness), _finite(ev.success_rate)
                 )
 
-    def _components(self, reward: RewardFunction) -> dict[str, str]:
-        """A reward's expression as components: its own, the task's own for the human-reward learner, else none."""
-        parsed = getattr(reward, "parsed", None)
-        if parsed is not None:
-            return dict(parsed.canonical)
-        human = self.context.human_reward
-        return dict(human) if reward.id == HUMAN_ELITE and human is not None else {}
+    @staticmethod
+    def _components(reward: RewardFunction) -> dict[str, str]:
+        """A reward's expression as components (the human-reward learner's is the task's own in the init setting,
+        `HumanReward.expression`), else none."""
+        return dict(reward.expression) if reward.expression is not None else {}
 
     def _elite(self, ctx: UpdateContext, slot: int) -> EliteInfo:
         reward = ctx.rewards[slot]
         ev = ctx.slot(slot)
-        parsed = getattr(reward, "parsed", None)
-        human = self.context.human_reward
-        if parsed is not None:
-            components = dict(parsed.canonical)
-        elif reward.id == HUMAN_ELITE and human is not None:
-            components = dict(human)  # the human-reward learner is an elite: its expression is refined again
-        else:
-            components = {"reward": reward.id}
+        # the human-reward learner is an elite too: in the init setting it carries the task's expression, which is
+        # refined again; a reward without an expression is shown by its id
+        expression = reward.expression
         info = EliteInfo(
             id=reward.id,
-            components=components,
+            components=dict(expression) if expression is not None else {"reward": reward.id},
             fitness=_finite(ev.fitness),
             success=_finite(ev.success_rate),
             complexity=float(reward.complexity),

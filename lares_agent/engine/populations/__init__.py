@@ -6,7 +6,7 @@ per slot. Both implement ``protocols.Population``, which is all ``loop/engine.py
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -52,14 +52,16 @@ def make_engine(
     run_dir: str | Path | None = None,
     *,
     human_complexity: float = 0.0,
+    human_expression: Mapping[str, str] | None = None,
 ) -> LaResEngine:
     """A new engine over ``task``. ``initial_rewards``: scratch and init -> K candidates (init adds the human-reward
     learner); baseline -> none, or the one reward it trains on. ``propose`` is called at every reward update;
     ``run_dir`` receives ``metrics.jsonl``, ``events.jsonl``, ``checkpoints/`` and ``policies/`` (None: nothing is
     written, events are kept in ``engine.events``). ``human_complexity``: the complexity of the task's own reward
-    expression, the human reward's in the ranking (the engine parses no rewards; the search layer measures it)."""
+    expression, the human reward's in the ranking (the engine parses no rewards; the search layer measures it);
+    ``human_expression``: that expression where the search shows it to the LLM (``HumanReward.expression``)."""
     rewards = initial_slot_rewards(config.setting, config.num_slots, initial_rewards, task.has_human_reward,
-                                   task.name, human_complexity)
+                                   task.name, human_complexity, human_expression)
     return _build(task, config, rewards, propose, run_dir)
 
 
@@ -73,10 +75,12 @@ def restore_engine(
     learner: str | None = None,
     backend: str | None = None,
     device: str | None = None,
+    human_expression: Mapping[str, str] | None = None,
 ) -> LaResEngine:
     """Rebuild an engine from a checkpoint directory (or a ``checkpoints/`` root: its latest).
 
-    ``load_reward(dict)`` rebuilds each saved candidate from its ``to_json()``; the human reward is rebuilt here.
+    ``load_reward(dict)`` rebuilds each saved candidate from its ``to_json()``; the human reward is rebuilt here,
+    with ``human_expression`` (``make_engine``'s: a checkpoint does not keep it).
     ``learner``: the kind the caller expects (a state of another kind is refused in one line; None takes the
     saved one). ``backend`` may switch an ES run between 'local' and 'ray' (the state is the same). ``device`` moves
     SAC/CrossQ learners to another device (the state is kept in host memory, so it loads on any; None keeps the
@@ -93,7 +97,7 @@ def restore_engine(
     if device is not None and data.get("learners", {}).get("kind", "sac") != "es":
         data["learners"] = {**data.get("learners", {}), "device": device}
     config = EngineConfig.from_json(data)
-    engine = _build(task, config, rewards_from_state(state, load_reward), propose, run_dir)
+    engine = _build(task, config, rewards_from_state(state, load_reward, human_expression), propose, run_dir)
     engine.load_state_dict(state)
     engine.log.event({"event": "resumed", "env_steps": engine.env_steps, "round": engine.round})
     return engine

@@ -65,8 +65,8 @@ def is_potential(fn: object) -> bool:
 class PotentialReward:
     """base + gamma*Phi_std(s') - Phi_std(s) (module docstring); immutable once built.
 
-    ``id``, ``key`` and ``complexity`` are the potential's: it is what the LLM wrote and what the search ranks,
-    refines and shows; ``parsed`` (where the potential has one) likewise.
+    ``id``, ``key``, ``complexity`` and ``expression`` are the potential's: it is what the LLM wrote and what the
+    search ranks, refines and shows.
     """
 
     reads_transitions = True
@@ -96,9 +96,9 @@ class PotentialReward:
         return cls(base, potential, gamma, top, spread if spread > _MIN_SPREAD else 1.0)
 
     @property
-    def parsed(self) -> Any:
-        """The potential's parsed expression (None for a potential that is not a compiled reward)."""
-        return getattr(self.potential, "parsed", None)
+    def expression(self) -> Mapping[str, str] | None:
+        """The potential's expression (`RewardFunction.expression`)."""
+        return self.potential.expression
 
     # ------------------------------------------------------------------ values
     def phi(self, features: Mapping[str, np.ndarray]) -> np.ndarray:

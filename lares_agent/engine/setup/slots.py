@@ -9,7 +9,7 @@ human reward and no reward updates. The loop and the populations both count lear
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from lares_agent.engine.contracts import HumanReward, RewardFunction
 from lares_agent.engine.errors import EngineError
@@ -19,7 +19,7 @@ __all__ = ["initial_slot_rewards", "learner_count"]
 
 def initial_slot_rewards(
     setting: str, num_slots: int, given: Sequence[RewardFunction], has_human_reward: bool, task_name: str,
-    human_complexity: float = 0.0,
+    human_complexity: float = 0.0, human_expression: Mapping[str, str] | None = None,
 ) -> list[RewardFunction]:
     """The reward of every learner at the start of a run: K slots, then the ``init`` setting's extra learner.
 
@@ -27,7 +27,8 @@ def initial_slot_rewards(
     then the human reward for the extra learner (docs/lares-reference.md §1: N LLM learners plus one on the
     environment's reward); baseline: the human reward alone, or the one reward given (the sparse baseline's success
     indicator, search/config.py `baseline_reward`). ``human_complexity``: the complexity of the task's own reward
-    expression, which the human reward carries into the ranking (``HumanReward``). Raises EngineError with a
+    expression, which the human reward carries into the ranking (``HumanReward``); ``human_expression``: that
+    expression where the search shows it to the LLM (``HumanReward.expression``). Raises EngineError with a
     one-line reason when the count or the task does not fit the setting.
     """
     rewards = list(given)
@@ -36,11 +37,11 @@ def initial_slot_rewards(
     if setting in ("scratch", "init"):
         if len(rewards) != num_slots:
             raise EngineError(f"setting {setting!r} needs {num_slots} initial rewards, got {len(rewards)}")
-        return rewards if setting == "scratch" else [*rewards, HumanReward(human_complexity)]
+        return rewards if setting == "scratch" else [*rewards, HumanReward(human_complexity, human_expression)]
     if len(rewards) > 1:
         raise EngineError(f"setting 'baseline' trains one learner on one reward, got {len(rewards)} initial rewards")
     # one given reward replaces the human one (the sparse success baseline)
-    return rewards or [HumanReward(human_complexity)]
+    return rewards or [HumanReward(human_complexity, human_expression)]
 
 
 def learner_count(setting: str, num_slots: int) -> int:

@@ -47,13 +47,16 @@ def check_state(state: Mapping[str, Any], learner: str, task_name: str) -> None:
         raise EngineError(f"checkpoint is for task {state.get('task')!r}, not {task_name!r}")
 
 
-def rewards_from_state(state: Mapping[str, Any], load_reward: LoadReward | None) -> list[RewardFunction]:
-    """Every learner's reward from a saved state: the human reward is rebuilt here, others by ``load_reward``."""
+def rewards_from_state(state: Mapping[str, Any], load_reward: LoadReward | None,
+                       human_expression: Mapping[str, str] | None = None) -> list[RewardFunction]:
+    """Every learner's reward from a saved state: the human reward is rebuilt here (with its saved complexity and
+    ``human_expression``, which the state does not keep), others by ``load_reward``."""
     out: list[RewardFunction] = []
     for data in state["rewards"]:
         if data.get("kind") == "human":
             complexity = data.get("complexity")
-            out.append(HumanReward(float(complexity) if isinstance(complexity, (int, float)) else 0.0))
+            out.append(HumanReward(float(complexity) if isinstance(complexity, (int, float)) else 0.0,
+                                   human_expression))
         elif load_reward is None:
             raise EngineError(f"checkpoint holds reward {data.get('id')!r} but no load_reward was given")
         else:

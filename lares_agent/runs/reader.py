@@ -1,4 +1,6 @@
-"""Read a run directory into typed records for the report.
+"""Read a run directory into typed records: for the report, and for `lares export` and a found reward trained alone
+(`search/found_reward.py`), which read the reward a run hands over (`selected.py`). Here, below both the search and
+the report, so that neither imports the other to read a run.
 
 Every file is read through its record schema in ``lares_agent.runs`` (the one the writers use), so each field
 has one name. Reading is tolerant on purpose: a report of a crashed or half-finished run is the most useful

@@ -13,9 +13,9 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from lares_agent.report.run_reader import HUMAN_REWARD_ID, RunData, read_run
 from lares_agent.runs import RunLayout, RunLog
 from lares_agent.runs.handover import latest_handover, ordinal
+from lares_agent.runs.reader import HUMAN_REWARD_ID, RunData, read_run
 
 __all__ = ["HUMAN_REWARD_ID", "SelectedReward", "selected_reward"]
 
