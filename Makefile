@@ -36,14 +36,14 @@ run: install
 	$(BIN)/lares run
 
 # Everything CI runs: lint, types, then the whole suite (slow tests included), one test file per worker at a time
-# (a file's module fixtures, such as a recorded run, are built once). TEST_WORKERS=1 runs it in one process.
+# (a file's module fixtures, such as a recorded run, are built once). TEST_WORKERS=1: one worker.
 TEST_WORKERS ?= 2
 test: install lint
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
-# The inner loop: unit tests only (no real model, no long training), about 2.5 minutes on one core.
+# The inner loop: unit tests only (no real model, no long training).
 test-fast: install
-	$(BIN)/python -m pytest -q -m "not slow" -x
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not slow" -x
 
 lint: install
 	$(BIN)/ruff check lares_agent tests benchmarks experiments examples
