@@ -147,3 +147,24 @@ def test_children_are_labelled_tpe_only_once_the_sampler_had_its_start_up_trials
         assert len(result.accepted) == 2
         assert all(label in r["rationale"] and r["origin"] == "child" for r in result.accepted), n
         assert all(("TPE over" in r["rationale"]) == (n >= 4) for r in result.accepted), n
+
+
+def test_validate_logs_the_verifier_of_every_valid_candidate_from_round_one() -> None:
+    # rewards/verifier.py on the update's episodes: measured on every valid candidate (children too), never deciding
+    episodes = tuple({"tcp_to_goal": np.linspace(0.4, end, 20), "action_norm": np.full(20, 10 * (0.4 - end)),
+                      "success": (np.linspace(0.4, end, 20) < 0.05).astype(float)} for end in (0.35, 0.2, 0.1, 0.0))
+    # the episodes that closed more took larger actions: a heavy effort term orders them backwards
+    answers = [cand(a="-tcp_to_goal", b="-0.1*action_norm"), cand(a="-tcp_to_goal")]
+    ctx = deps(answers, oversample=2.0, numeric_children=1)
+    ctx = ctx.for_round(ctx.sample, episodes=episodes)
+    result = run_round(build_graph(), {"round": 1, "n_wanted": 1, "elites": [ELITE]}, "r1", ctx)
+    records = {r["id"]: r for r in [*result.accepted, *result.rejected]}
+    effort, distance = records["r1-a1-0"], records["r1-a1-1"]
+    assert effort["reason"] == distance["reason"] == "accepted" or "surplus" in effort["reason"] + distance["reason"]
+    assert effort["verifier_tau"] == -1.0 and effort["verifier_progress"] == -1.0
+    assert distance["verifier_tau"] == 1.0 and distance["verifier_progress"] == 1.0
+    assert 0.0 < distance["verifier_flooding"] <= 1.0
+    child = [r for r in result.accepted + result.rejected if r.get("origin") == "child"]
+    assert child and all("verifier_tau" in r for r in child)
+    plain = run_round(build_graph(), {"round": 0, "n_wanted": 1}, "r0", deps(answers, oversample=2.0))
+    assert all("verifier_tau" not in r for r in plain.accepted + plain.rejected)

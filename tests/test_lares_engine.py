@@ -139,6 +139,20 @@ class Proposer:
 
 
 # ---------------------------------------------------------------------------------------------- tests
+def test_the_update_hands_every_episode_to_the_verifier_and_shows_the_llm_as_before(tmp_path: Path) -> None:
+    # UpdateContext.episodes: all the update evaluation's episodes of every ranked learner (rewards/verifier.py);
+    # the proposer's rollouts stay `rollouts_kept` episodes of the top `rollout_slots` slots
+    hook = Proposer()
+    engine = make_engine(tiny_task(), tiny_config(update_eval_episodes=3, rollouts_kept=1, total_steps=150),
+                         scratch_rewards(), hook, run_dir=tmp_path)
+    engine.run()
+    ctx = hook.contexts[0]
+    assert len(ctx.episodes) == 3 * len(ctx.ranking) == 9
+    assert all("human_reward" not in ep and len(ep["dist"]) == 15 for ep in ctx.episodes)
+    assert set(ctx.rollouts) == set(ctx.ranking[:2]) and all(len(eps) == 1 for eps in ctx.rollouts.values())
+    assert all(any(ep is r[0] for ep in ctx.episodes) for r in ctx.rollouts.values())
+
+
 def test_scratch_run_updates_rewards_and_logs(tmp_path: Path) -> None:
     hook = Proposer()
     engine = make_engine(tiny_task(), tiny_config(), scratch_rewards(), hook, run_dir=tmp_path)

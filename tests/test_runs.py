@@ -213,6 +213,17 @@ def test_candidate_and_llm_call_round_trip() -> None:
     assert "fault" not in call.to_json()
 
 
+def test_candidate_rows_carry_the_verifier_and_old_rows_read_without_it() -> None:
+    # rewards/verifier.py's numbers: optional fields, left out of the JSON where absent
+    row = {"id": "c", "round": 2, "verdict": "accepted", "slot": 1, "proxy": 0.5, "verifier_tau": -0.25,
+           "verifier_progress": 0.5, "verifier_flooding": 0.1}
+    rec = CandidateRow.from_json(row)
+    assert rec is not None and rec.verifier_tau == -0.25 and rec.verifier_flooding == 0.1
+    assert _same_json(rec.to_json(), row)
+    old = CandidateRow.from_json({"id": "c", "round": 0, "verdict": "accepted"})
+    assert old is not None and old.verifier_tau is None and "verifier_tau" not in old.to_json()
+
+
 def test_record_files_round_trip_and_skip_torn_lines(tmp_path: Path) -> None:
     log = RunLog(tmp_path)
     metric = MetricRow("eval", 100, 0, (SlotMetric(0, "a", 0.5, 1.0, 2.0),), wall_time=3.0, acted=(1,))

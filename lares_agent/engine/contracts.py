@@ -339,6 +339,9 @@ class UpdateContext:
     explore: bool | None = None
     """True when the reward texts or the policies' behaviours became too alike: the proposer should write new
     structures instead of refining the elites. None: the engine did not judge (the proposer may)."""
+    episodes: tuple[Mapping[str, np.ndarray], ...] = ()
+    """Every episode of the update's evaluation, of every ranked learner, ranked first's first (name -> [T]): what
+    the verifier scores candidates on (rewards/verifier.py). Never shown to the LLM; () in round 0."""
 
     @property
     def best(self) -> int:

@@ -136,6 +136,9 @@ class RunContext:
     task: GraphTask
     sample: Mapping[str, np.ndarray] = field(default_factory=dict)  # this round's validation states
     rollouts: Mapping[str, Rollout] = field(default_factory=dict)  # this round's rollouts, by id
+    episodes: tuple[Mapping[str, np.ndarray], ...] = ()
+    """The update's evaluation episodes (`UpdateContext.episodes`): the verifier scores valid candidates on them
+    (rewards/verifier.py); never shown to the LLM. (): round 0, nothing to score on."""
     persona: Persona = field(default_factory=_default_persona)
     cases: CaseStore | None = None  # None: retrieval off (--no-retrieval)
     limits: GraphLimits = field(default_factory=GraphLimits)
@@ -184,8 +187,9 @@ class RunContext:
 
     def for_round(
         self, sample: Mapping[str, np.ndarray], rollouts: Mapping[str, Rollout] | None = None,
-        measured: Sequence[Measured] = (),
+        measured: Sequence[Measured] = (), episodes: Sequence[Mapping[str, np.ndarray]] = (),
     ) -> RunContext:
-        """The context of one round: this run's settings with that round's sample, rollouts and the rewards
-        measured so far."""
-        return replace(self, sample=dict(sample), rollouts=dict(rollouts or {}), measured=tuple(measured))
+        """The context of one round: this run's settings with that round's sample, rollouts, episodes and the
+        rewards measured so far."""
+        return replace(self, sample=dict(sample), rollouts=dict(rollouts or {}), measured=tuple(measured),
+                       episodes=tuple(episodes))

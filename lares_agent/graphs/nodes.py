@@ -39,6 +39,7 @@ from lares_agent.rewards.limits import RewardRejected
 from lares_agent.rewards.mutate import numeric_children, scales_within
 from lares_agent.rewards.prescreen import proxy_score
 from lares_agent.rewards.tuning import constants_label, tuned_children
+from lares_agent.rewards.verifier import VerifierScore, verify
 from lares_agent.tools.critique_rules import feedback_defects, render_defects
 from lares_agent.tools.retrieval import render_cases, retrieve_cases
 
@@ -327,6 +328,18 @@ def _screen(ctx: RunContext, valid: list[CandidateRecord], room: int) -> tuple[l
     return kept, out
 
 
+def _verifier_fields(score: VerifierScore) -> CandidateRecord:
+    """The verifier's numbers as record fields, rounded; an undefined one is left out (JSON has no NaN)."""
+    out = CandidateRecord()
+    if math.isfinite(score.order_tau):
+        out["verifier_tau"] = round(score.order_tau, 4)
+    if math.isfinite(score.progress_gain):
+        out["verifier_progress"] = round(score.progress_gain, 4)
+    if math.isfinite(score.flooding):
+        out["verifier_flooding"] = round(score.flooding, 4)
+    return out
+
+
 def validate(state: RoundState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     """Check every pending proposal with the one validator (`rewards.validate`), dedupe by `reward_key` against
     the elites, earlier passes and each other, score the valid ones with the offline proxy on the round's sample
@@ -362,6 +375,8 @@ def validate(state: RoundState, runtime: Runtime[RunContext]) -> dict[str, Any]:
             ctx.compiled[str(out.get("id"))] = verdict.reward
             if progress in ctx.sample:  # scored even when it does not decide, so its signal stays measurable
                 out["proxy"] = round(proxy_score(verdict.reward, ctx.sample, progress, approach).score, 4)
+            if ctx.episodes:  # measured, not deciding (docs/DESIGN.md, "The verifier")
+                out.update(_verifier_fields(verify(verdict.reward, ctx.episodes, progress)))
             valid.append(out)
         else:
             rejected.append(out)

@@ -50,6 +50,11 @@ class CandidateRecord(TypedDict, total=False):
     origin: str  # "child": a numeric child of `parent_id` (rewards/mutate.py); "edit": a random structural edit
     # (rewards/edits.py, the random-edit control); absent: the LLM wrote it
     proxy: float | None  # the offline pre-screen's score on the round's sample (rewards/prescreen.py), set by validate
+    # the verifier's numbers on the update's episodes (rewards/verifier.py), set by validate from round 1 on where
+    # defined; logged, never deciding
+    verifier_tau: float | None
+    verifier_progress: float | None
+    verifier_flooding: float | None
 
 
 class StepRecord(TypedDict):

@@ -25,11 +25,16 @@ class ProxyRow:
     fitness: float | None  # the last fitness its slot was evaluated at (None: never evaluated)
 
 
-def proxy_rows(run: RunData) -> list[ProxyRow]:
+def proxy_rows(run: RunData, score: str = "proxy") -> list[ProxyRow]:
     """Every candidate with a proxy score (its lines merged: the proposal and its later evaluations), by round
-    then id."""
-    rows = [ProxyRow(c.id, c.round, float(c.proxy), c.fitness if c.fitness is None or math.isfinite(c.fitness)
-                     else None) for c in run.by_id.values() if c.proxy is not None and math.isfinite(c.proxy)]
+    then id. ``score``: the `Candidate` field read as the proxy (``verifier_tau``: the verifier's order tau,
+    rewards/verifier.py, measured the same way)."""
+    rows = []
+    for c in run.by_id.values():
+        value = getattr(c, score)
+        if value is not None and math.isfinite(value):
+            rows.append(ProxyRow(c.id, c.round, float(value),
+                                 c.fitness if c.fitness is None or math.isfinite(c.fitness) else None))
     return sorted(rows, key=lambda r: (r.round if r.round is not None else -1, r.id))
 
 

@@ -49,6 +49,12 @@ class CandidateRow:
     # written by the LLM
     proxy: float | None = None  # the offline pre-screen's score on the round's sample (accepted/rejected lines)
     learner_success: tuple[float, ...] | None = None  # evaluated lines: each learner's (--learners-per-reward > 1)
+    # the verifier on the update's episodes (rewards/verifier.py; accepted/rejected lines of valid candidates from
+    # round 1 on): Kendall tau of episode returns against the task's order, against progress closed, and the share
+    # of steps at the episode's maximum reward
+    verifier_tau: float | None = None
+    verifier_progress: float | None = None
+    verifier_flooding: float | None = None
 
     @property
     def key(self) -> tuple[str, int | None, str | None, int | None]:
@@ -81,6 +87,9 @@ class CandidateRow:
             "origin": self.origin,
             "proxy": self.proxy,
             "learner_success": None if self.learner_success is None else list(self.learner_success),
+            "verifier_tau": self.verifier_tau,
+            "verifier_progress": self.verifier_progress,
+            "verifier_flooding": self.verifier_flooding,
         }
         return {k: v for k, v in data.items() if v is not None}
 
@@ -117,4 +126,7 @@ class CandidateRow:
             origin=row.get("origin") if isinstance(row.get("origin"), str) else None,
             proxy=as_opt_float(row.get("proxy")),
             learner_success=as_float_list(row["learner_success"]) if row.get("learner_success") else None,
+            verifier_tau=as_opt_float(row.get("verifier_tau")),
+            verifier_progress=as_opt_float(row.get("verifier_progress")),
+            verifier_flooding=as_opt_float(row.get("verifier_flooding")),
         )

@@ -120,6 +120,7 @@ class Candidate:
     fitness: float | None
     component_stats: Mapping[str, Mapping[str, float]]
     proxy: float | None = None  # the offline pre-screen's score when it was proposed
+    verifier_tau: float | None = None  # the verifier's order tau when it was proposed (rewards/verifier.py)
 
     @property
     def accepted(self) -> bool:
@@ -277,6 +278,7 @@ def _candidate(row: CandidateRow) -> Candidate:
         fitness=row.fitness,
         component_stats=dict(row.component_stats or {}),
         proxy=row.proxy,
+        verifier_tau=row.verifier_tau,
     )
 
 
@@ -356,4 +358,5 @@ def _merge(old: Candidate, new: Candidate) -> Candidate:
         fitness=new.fitness if new.fitness is not None else old.fitness,
         component_stats=new.component_stats or old.component_stats,
         proxy=new.proxy if new.proxy is not None else old.proxy,
+        verifier_tau=new.verifier_tau if new.verifier_tau is not None else old.verifier_tau,
     )

@@ -118,7 +118,8 @@ class GraphProposer:
         round_input = RoundInput(round=ctx.round, n_wanted=len(ctx.refill), elites=elites,
                                  rollout_ids=list(rollouts), explore=bool(explore),
                                  rejections=self._recent_rejections(), tried=self._tried())
-        result = self._round(round_input, self.context.for_round(ctx.feature_sample, rollouts, self._measured))
+        result = self._round(round_input, self.context.for_round(ctx.feature_sample, rollouts, self._measured,
+                                                                 ctx.episodes))
         return self._accepted(result, slots=list(ctx.refill), parent=ctx.rewards[ctx.best].id,
                               sample=ctx.feature_sample)
 
@@ -236,6 +237,9 @@ class GraphProposer:
                 attempt=rec.get("attempt"),
                 origin=rec.get("origin"),
                 proxy=rec.get("proxy"),
+                verifier_tau=rec.get("verifier_tau"),
+                verifier_progress=rec.get("verifier_progress"),
+                verifier_flooding=rec.get("verifier_flooding"),
             ),
         )
 

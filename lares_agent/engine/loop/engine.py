@@ -288,8 +288,9 @@ class LaResEngine:
         (copies only: the buffer keeps growing while a background proposal runs). The update's evaluation is
         logged here, at the step it measured; nothing is installed yet."""
         cfg, n, pop = self.config, self.num_ranked, self.population
-        # the diversity measure needs at least one rollout per slot, whatever the proposer is given
-        evals = self.evaluate(cfg.update_eval_episodes, keep_rollouts=max(cfg.rollouts_kept, 1), update=True)
+        # every episode is kept, for the verifier (``UpdateContext.episodes``); the proposer is shown its
+        # ``rollouts_kept`` and the diversity measure at least one rollout per slot (``loop/update.py``)
+        evals = self.evaluate(cfg.update_eval_episodes, keep_rollouts=cfg.update_eval_episodes, update=True)
         slots = slot_evaluations(evals[:n], self.rewards[:n], cfg.complexity_lambda, self.use_task_return,
                                  [pop.quarantined(i) for i in range(n)], self.fitness_rule)
         ranking = rank_slots(slots)

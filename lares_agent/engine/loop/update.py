@@ -8,6 +8,7 @@ which fixes the order of the events; none of these functions holds the engine or
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -28,10 +29,13 @@ def update_context(config: EngineConfig, round_: int, env_steps: int, slots: Seq
                    evals: Sequence[MemberEvaluation], population: Population) -> UpdateContext:
     """The proposer's view of an update, copies only (the buffer keeps growing while a background proposal runs):
     the ranked slots, the elites and the slots to refill (the others), every ranked learner's reward (``rewards``),
-    the top slots' rollouts, a sample of the buffer's features and the diversity measure."""
+    the top slots' rollouts, a sample of the buffer's features and the diversity measure, and every episode of the
+    evaluation for the verifier. ``evals`` keep all their episodes; the diversity measure sees as many of each as
+    before (``rollouts_kept``, at least one), so it does not change with what the verifier is given."""
     k = config.num_slots
     refill = tuple(sorted(set(range(k)) - set(elites)))
-    diversity = population.diversity(evals[:k], rewards[:k])
+    seen = max(config.rollouts_kept, 1)
+    diversity = population.diversity([replace(ev, rollouts=ev.rollouts[:seen]) for ev in evals[:k]], rewards[:k])
     return UpdateContext(
         round=round_,
         env_steps=env_steps,
@@ -46,6 +50,7 @@ def update_context(config: EngineConfig, round_: int, env_steps: int, slots: Seq
                         for name, v in population.feature_sample(config.feature_sample).items()},
         diversity=diversity,
         explore=diversity.explore if diversity is not None else None,
+        episodes=tuple(ep for s in ranking for ep in evals[s].rollouts),
     )
 
 
