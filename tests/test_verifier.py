@@ -8,7 +8,6 @@ from collections.abc import Mapping
 import numpy as np
 import pytest
 
-from lares_agent.engine.rollouts.evaluation import progress_closed
 from lares_agent.rewards.verifier import kendall_tau_b, verify
 
 
@@ -110,11 +109,3 @@ def test_kendall_tau_b_with_ties() -> None:
     # scipy.stats.kendalltau([1, 1, 2, 3], [1, 2, 2, 3]) (tau-b)
     assert kendall_tau_b([1, 1, 2, 3], [1, 2, 2, 3]) == pytest.approx(0.8)
     assert math.isnan(kendall_tau_b([1, float("nan")], [1, 2]))
-
-
-@pytest.mark.parametrize("series", [[1.0, 0.5], [2.0, 3.0], [0.0, 1.0], [1.0, float("nan")], [-2.0, -1.0]])
-def test_progress_closed_agrees_with_the_engine(series: list[float]) -> None:
-    from lares_agent.rewards.verifier import _closed
-
-    a, b = _closed(np.array(series)), progress_closed(np.array(series))
-    assert (math.isnan(a) and math.isnan(b)) or a == b

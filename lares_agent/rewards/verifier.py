@@ -27,14 +27,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lares_agent.engine.contracts import HUMAN_REWARD_FEATURE
+from lares_agent.engine.rollouts.progress import SUCCESS_FEATURE, progress_closed
+
 __all__ = ["FLOOD_RTOL", "VerifierScore", "kendall_tau_b", "verify"]
 
-SUCCESS_FEATURE = "success"  # engine/rollouts/evaluation.py's; the rewards layer does not import the engine
-HUMAN_REWARD_FEATURE = "human_reward"  # engine/contracts.py's
 FLOOD_RTOL = 1e-3
 """A step floods when its reward is within this share of the reward's range (over all episodes) of its episode's
 maximum: exact ties would miss a reward that saturates through a smooth function like tanh."""
-_NO_DISTANCE = 1e-9  # as engine/rollouts/evaluation.py: a start this close to the goal has nothing to close
 
 
 @dataclass(frozen=True)
@@ -73,18 +73,6 @@ def kendall_tau_b(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarr
     return _tau_from_signs(_sign_matrix(a[ok]), _sign_matrix(b[ok]))
 
 
-def _closed(prog: np.ndarray) -> float:
-    """(first - last) / |first| of a lower-is-better series, clipped to [-1, 1]: `progress_closed` of
-    engine/rollouts/evaluation.py, which the rewards layer may not import (tests check that they agree)."""
-    p = np.asarray(prog, np.float64).reshape(-1)
-    if p.size == 0 or not np.isfinite(p[[0, -1]]).all():
-        return float("nan")
-    start, end = float(p[0]), float(p[-1])
-    if abs(start) < _NO_DISTANCE:
-        return 0.0
-    return float(np.clip((start - end) / abs(start), -1.0, 1.0))
-
-
 def _task_order(episodes: Sequence[Mapping[str, np.ndarray]], progress: str | None) -> tuple[np.ndarray, np.ndarray]:
     """Per episode: success at any step, and the task's own return where every episode has one, else the progress
     closed (NaN where neither is there)."""
@@ -98,7 +86,7 @@ def _task_order(episodes: Sequence[Mapping[str, np.ndarray]], progress: str | No
 
 
 def _progress(episodes: Sequence[Mapping[str, np.ndarray]], progress: str | None) -> np.ndarray:
-    return np.array([_closed(ep[progress]) if progress is not None and progress in ep else float("nan")
+    return np.array([progress_closed(ep[progress]) if progress is not None and progress in ep else float("nan")
                      for ep in episodes])
 
 

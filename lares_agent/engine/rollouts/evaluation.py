@@ -23,6 +23,7 @@ import numpy as np
 
 from lares_agent.engine.contracts import HUMAN_REWARD_FEATURE, ComponentStats, MemberEvaluation, RewardFunction
 from lares_agent.engine.rollouts.episodes import EnvPool, batch_features, run_episodes
+from lares_agent.engine.rollouts.progress import SUCCESS_FEATURE, progress_closed
 
 __all__ = ["MAX_EVAL_ENVS", "action_jerk", "component_stats", "evaluate_members", "progress_closed"]
 
@@ -31,22 +32,6 @@ MAX_EVAL_ENVS = 20
 env is built once and kept (a MetaWorld env takes about 0.6 s to build and some MB; docs/RESULTS.md, "Evaluation
 episodes stepped together")."""
 
-SUCCESS_FEATURE = "success"
-_NO_DISTANCE = 1e-9  # a start this close to the goal has nothing to close: the episode scores 0
-
-
-def progress_closed(prog: np.ndarray) -> float:
-    """(first - last) / |first| of a lower-is-better progress series, clipped to [-1, 1] (NaN: non-finite).
-
-    Normalised so that tasks and start states with different distances compare on one scale; clipped so one
-    episode that runs far away cannot outweigh the others."""
-    p = np.asarray(prog, np.float64).reshape(-1)
-    if p.size == 0 or not np.isfinite(p[[0, -1]]).all():
-        return float("nan")
-    start, end = float(p[0]), float(p[-1])
-    if abs(start) < _NO_DISTANCE:
-        return 0.0
-    return float(np.clip((start - end) / abs(start), -1.0, 1.0))
 
 
 def _row_wise(act: Callable[[np.ndarray, np.ndarray], np.ndarray],
