@@ -310,6 +310,22 @@ def test_init_learners_train_from_step_0_while_round_0_is_written(tmp_path: Path
     engine.close()
 
 
+def test_an_overdue_round_0_is_trained_on_for_a_period_before_round_1_ranks_it(tmp_path: Path) -> None:
+    """A round 0 slower than a period is waited for when round 1 would be due, and round 1 then counts its period
+    from that install: ranked at once, round 0's rewards would be replaced before any learner trained on them."""
+    hook = OverdueProposer(hold_s=0.05)
+    cfg = tiny_config(setting="init", total_steps=900, reward_period=300, propose_in_background=True)
+    engine = make_engine(tiny_task(), cfg, [HumanReward()] * 3, hook, run_dir=tmp_path)
+    hook.engine = engine
+    engine.start_round_zero(hook, range(3))
+    engine.run()
+    (installed,) = _events(engine, "initial_rewards")
+    first = _events(engine, "reward_update_started")[1]  # [0] is round 0's, at step 0
+    assert installed["env_steps"] >= cfg.reward_period  # overdue: the learners waited for it at the due step
+    assert first["round"] == 1 and first["env_steps"] >= installed["env_steps"] + cfg.reward_period
+    engine.close()
+
+
 def test_round_0_starts_only_at_step_0() -> None:
     engine = make_engine(tiny_task(), tiny_config(setting="init", propose_in_background=True),
                          [HumanReward()] * 3, Proposer())

@@ -309,8 +309,10 @@ def test_init_setting_with_the_local_model_refines_the_tasks_own_reward(tmp_path
 
     if not parts_installed(KNOWN_MODELS["qwen2.5-coder-0.5b"]):
         pytest.skip("0.5B model parts not installed (test extra)")
-    result = lares("run", *TINY_ANY, "--setting", "init", "--analysis", "facts", "--llm-model", "qwen2.5-coder-0.5b",
-                   "--max-llm-tokens", "6000", "--allow-fallback", "--run-dir", str(tmp_path / "runs"),
+    # round 1 is due a period after round 0's install (at 100 at the latest, overdue): a period of 100 gives one
+    result = lares("run", *TINY_ANY, "--reward-period", "100", "--setting", "init", "--analysis", "facts",
+                   "--llm-model", "qwen2.5-coder-0.5b", "--max-llm-tokens", "6000", "--allow-fallback",
+                   "--run-dir", str(tmp_path / "runs"),
                    home=tmp_path / "home")
     assert result.exit_code == 0, result.output
     run = only_run(tmp_path / "runs")

@@ -248,9 +248,9 @@ def test_an_update_follows_after_an_overdue_proposal_and_never_while_one_may_sti
         assert engine._update_follows()  # overdue: installed, then the next update (round 3) at this step
         in_flight(3, 120)
         assert not engine._update_follows()  # after its install the rounds are spent
-        in_flight(0, 0)  # round 0 in the background leaves the counters as they are
+        in_flight(0, 0)  # round 0, overdue: installed here, and round 1 is due a period after its install
         c.round, c.last_update_steps = 0, 0
-        assert engine._update_follows()
+        assert not engine._update_follows()
         c.env_steps = 1000
         assert not engine._update_follows()  # the budget is spent: no next step
     finally:

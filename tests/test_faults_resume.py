@@ -27,7 +27,7 @@ from helpers import lares_cli
 from lares_agent.engine.state.checkpoint import latest_checkpoint
 from lares_agent.runs import read_jsonl
 
-TINY = ["--task", "Reacher-v5", "--budget", "300", "--reward-period", "150", "--population", "2", "--elites", "1",
+TINY = ["--task", "Reacher-v5", "--budget", "300", "--reward-period", "100", "--population", "2", "--elites", "1",
         "--no-report", "--no-retrieval", "--seed", "3", "--handover-episodes", "2"]
 
 

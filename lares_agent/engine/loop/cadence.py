@@ -2,9 +2,10 @@
 ``loop/engine.py``): functions of the engine's config, its counters and the update in flight, so the cadence
 reads apart from the loop that follows it.
 
-Every ``reward_period`` counted env steps an update is due, counted from the step the last one started at, until
-``max_rounds``. A proposal running in the background is installed when it has returned, or waited for once it is
-overdue (the next update is due), so rounds keep their cadence and never overlap (``loop/proposals.py``).
+Every ``reward_period`` counted env steps an update is due, counted from the step the last one started at (round
+0's, written beside the learners, from its install), until ``max_rounds``. A proposal running in the background is
+installed when it has returned, or waited for once it is overdue (the next update is due), so rounds keep their
+cadence and never overlap (``loop/proposals.py``).
 """
 
 from __future__ import annotations
@@ -41,8 +42,8 @@ def update_follows(config: EngineConfig, counters: Counters, pending: PendingUpd
         return not done and update_due(config, c.env_steps, c.round, c.last_update_steps)
     if not _overdue(config, c.env_steps, pending):
         return False
-    # as the counters will be after its install (round 0's leaves them as they are)
-    after = (pending.ctx.round, pending.ctx.env_steps) if pending.ctx.round > 0 else (c.round, c.last_update_steps)
+    # as the counters will be after its install (round 0's period counts from its install, at this step)
+    after = (pending.ctx.round, pending.ctx.env_steps) if pending.ctx.round > 0 else (c.round, c.env_steps)
     return not done and update_due(config, c.env_steps, *after)
 
 

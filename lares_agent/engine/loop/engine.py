@@ -104,6 +104,7 @@ class LaResEngine:
         self.install_steps: dict[int, int] = {}
         self._start = time.monotonic()
         self._records_s = 0.0  # writing checkpoints and policy files, this session
+        self._saved_at: tuple[int, int] | None = None  # (env_steps, round) of the newest periodic checkpoint
 
     # ------------------------------------------------------------------ views
     @property
@@ -268,6 +269,9 @@ class LaResEngine:
             raise EngineError(f"round 0 returned {len(proposals)} rewards for {len(ctx.refill)} slots")
         replaced = install_proposals(self.population, self.rewards, self.log.event, 0, ctx.refill, proposals,
                                      pending.best, steps)
+        # Round 1 is due a period after round 0's rewards arrived, not after step 0: a round 0 that took longer
+        # than a period would otherwise be ranked and replaced before its learners trained on it.
+        self.counters.last_update_steps = steps["installed_at"]
         self.log.event({"event": "initial_rewards", "round": 0, "env_steps": steps["installed_at"],
                         "replaced": {str(s): rid for s, rid in replaced.items()}, "inherited": [],
                         **{k: float(v) for k, v in timing.items()}})
@@ -370,12 +374,17 @@ class LaResEngine:
     def save_checkpoint(self, name: str | None = None) -> Path | None:
         """Atomically checkpoint under ``run_dir/checkpoints`` (no-op without a run directory). Default name
         ``step-<env_steps>`` (only the newest periodic one is kept); reward updates use ``round-<n>``, kept.
-        None, writing nothing, once a round was abandoned (:meth:`_abandon`)."""
-        if self.abandoned is not None:
+        None, writing nothing, once a round was abandoned (:meth:`_abandon`), and for a periodic one at the step
+        and round of the newest periodic one (the end of a run whose last step just wrote it; a round's install at
+        that step writes its own checkpoint and clears the mark)."""
+        at = (self.counters.env_steps, self.counters.round)
+        if self.abandoned is not None or (name is None and at == self._saved_at):
             return None
         began = time.monotonic()
         try:
-            return self.log.checkpoint(self.state_dict, name, self.counters.env_steps, self.counters.round)
+            saved = self.log.checkpoint(self.state_dict, name, *at)
+            self._saved_at = at if name is None else None
+            return saved
         finally:
             self._records_s += time.monotonic() - began
 
