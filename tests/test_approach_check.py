@@ -166,6 +166,31 @@ def test_the_sign_rule_refuses_an_approach_term_that_pays_for_distance_in_every_
                         states, config=checks).accepted
 
 
+# A window-open-v3 refinement the in-run checks accepted (experiments/fair_loop/, round 4 of seed 0): its component
+# pays for the distance through `+ obj_to_target`, which the shaped term outweighs on the states the run sampled.
+WINDOW_OPEN_SLIP = {"near": "2*exp(-28.5*tcp_to_obj)", "obj_to_target": (
+    "-near_object + obj_to_target + 10*hamacher(tolerance(tcp_to_obj, 0.0, 0.02, Abs(initial_tcp_to_obj - 0.02), "
+    "0.1, 'long_tail'), tolerance(obj_to_target, 0.0, 0.05, 0.15, 0.1, 'long_tail'))")}
+
+
+def test_a_term_that_pays_for_the_distance_is_refused_inside_a_component_that_does_not() -> None:
+    from lares_agent.graphs.context import GraphLimits
+
+    window = get_task("window-open-v3")
+    states = random_feature_sample(window, steps=150, seed=0)  # the window never moves: the term alone shows it
+    near = dict(states)
+    rng = np.random.default_rng(0)
+    near["obj_to_target"] = rng.uniform(0.0, 0.12, states["obj_to_target"].shape)  # close to the goal, where the
+    near["tcp_to_obj"] = rng.uniform(0.0, 0.03, states["tcp_to_obj"].shape)  # shaped term outweighs it
+    for sample in (states, near):
+        verdict = validate({"components": WINDOW_OPEN_SLIP}, window, sample, config=GraphLimits().checks)
+        assert not verdict.accepted and verdict.reason.startswith(
+            "component 'obj_to_target' pays more as obj_to_target grows (its term obj_to_target grows with it on "
+            "100% of the sample states)"), verdict.reason
+    fixed = {**WINDOW_OPEN_SLIP, "obj_to_target": WINDOW_OPEN_SLIP["obj_to_target"].replace("+ obj_to_target", "")}
+    assert validate({"components": fixed}, window, near, config=GraphLimits().checks).accepted
+
+
 def test_lares_reward_check_refuses_the_hammer_pair() -> None:
     from typer.testing import CliRunner
 
@@ -180,7 +205,7 @@ def test_lares_reward_check_refuses_the_hammer_pair() -> None:
 def test_no_component_of_a_builtin_tasks_own_reward_breaks_the_sign_rule() -> None:
     from lares_agent.engine.tasks import list_tasks
     from lares_agent.rewards import allowed_features, human_record, parse_candidate, synthetic_sample
-    from lares_agent.rewards.validate import _component_sign_reason
+    from lares_agent.rewards.sign_rules import component_sign_reason
 
     checked = 0
     for spec in list_tasks():
@@ -190,6 +215,6 @@ def test_no_component_of_a_builtin_tasks_own_reward_breaks_the_sign_rule() -> No
         parsed = parse_candidate(record, allowed_features(spec))
         for seed in (0, 1):
             states = synthetic_sample(spec.features, 1024, np.random.default_rng(seed))
-            assert _component_sign_reason(parsed, spec, states) is None, spec.name
+            assert component_sign_reason(parsed, spec, states) is None, spec.name
         checked += 1
     assert checked >= 24  # every built-in MetaWorld and Gymnasium task with its own reward written

@@ -21,6 +21,7 @@ from lares_agent.rewards.limits import Limits, RewardRejected
 from lares_agent.rewards.numeric import NumericThresholds, check_numeric
 from lares_agent.rewards.parse import CONSTANT_NAMES, FUNCTION_NAMES, feature_symbol, parse_expression
 from lares_agent.rewards.sampling import synthetic_sample
+from lares_agent.rewards.sign_rules import progress_monotonicity
 from lares_agent.rewards.task import (
     HUMAN_EXPR_ID,
     HUMAN_REWARD_FEATURE,
@@ -32,7 +33,7 @@ from lares_agent.rewards.task import (
     human_record,
     prompt_features,
 )
-from lares_agent.rewards.validate import CheckConfig, human_reference, progress_monotonicity, record_key, validate
+from lares_agent.rewards.validate import CheckConfig, human_reference, record_key, validate
 from lares_agent.rewards.verdict import ComponentStats, Verdict
 
 __all__ = [

@@ -17,8 +17,9 @@ unbounded regeneration loop, docs/lares-reference.md §12 item 28):
    clear (a component grows with the distance on every sample while another pays for closing it) the component
    is negated, also where the reward as a whole passes, and the repaired reward checked again from the start;
    its verdict's first warning says so;
-9. the sign rule for every component: a component that pays more as the progress or the approach distance grows
-   (the rule of 8's repair) and that no repair fixed is rejected, whatever the rest of the reward pays
+9. the sign rule for every component and every additive term of one: a component that pays more as the progress
+   or the approach distance grows (the rule of 8's repair), or holds a term that does, and that no repair fixed is
+   rejected, whatever the rest of the reward pays (8 and 9 live in `sign_rules.py`)
    (`2*tcp_to_obj - 2*obj_to_target` on hammer-v3 pays the hand for leaving the hammer, and a refinement of its
    own reward once held it beside the designer's terms). The tasks' own rewards pass it (tests/
    test_approach_check.py checks every built-in one).
@@ -57,11 +58,19 @@ from functools import lru_cache
 import numpy as np
 
 from lares_agent.rewards.candidate import CandidateData, ParsedReward, parse_candidate, reward_key
-from lares_agent.rewards.compile import CompiledReward, compile_reward
+from lares_agent.rewards.compile import compile_reward
 from lares_agent.rewards.complexity import ComplexityWeights
 from lares_agent.rewards.domains import domain_reason
 from lares_agent.rewards.limits import Limits, RewardRejected
 from lares_agent.rewards.numeric import NumericThresholds, check_numeric
+from lares_agent.rewards.sign_rules import (
+    component_sign_reason,
+    distances,
+    progress_monotonicity,
+    sign_reason,
+    sign_verdict,
+    wrong_signed,
+)
 from lares_agent.rewards.task import (
     RewardTask,
     action_features,
@@ -72,8 +81,7 @@ from lares_agent.rewards.task import (
 )
 from lares_agent.rewards.verdict import Verdict
 
-__all__ = ["CheckConfig", "human_reference", "progress_monotonicity", "record_key", "structure_key", "structure_key_of",
-           "validate"]
+__all__ = ["CheckConfig", "human_reference", "record_key", "structure_key", "structure_key_of", "validate"]
 
 
 @dataclass(frozen=True)
@@ -93,26 +101,6 @@ class CheckConfig:
     limits: Limits = field(default_factory=Limits)
     weights: ComplexityWeights = field(default_factory=ComplexityWeights)
     thresholds: NumericThresholds = field(default_factory=NumericThresholds)
-
-
-def progress_monotonicity(
-    reward: CompiledReward, sample: Mapping[str, np.ndarray], feature: str
-) -> tuple[float, float]:
-    """(share of samples where the reward rises, share where it falls) when `feature` grows a little.
-
-    A forward difference per sample, with a step of 1e-3 of the feature's spread; ties (flat regions,
-    Piecewise plateaus) count in neither share.
-    """
-    x = np.asarray(sample[feature], dtype=np.float64)
-    step = 1e-3 * max(float(np.std(x)), 1e-2)
-    moved = dict(sample)
-    moved[feature] = x + step
-    base = np.asarray(reward(sample), dtype=np.float64)
-    diff = np.asarray(reward(moved), dtype=np.float64) - base
-    tol = 1e-9 * (1.0 + np.abs(base))
-    ok = np.isfinite(diff)
-    n = max(int(ok.sum()), 1)
-    return float(np.sum(ok & (diff > tol)) / n), float(np.sum(ok & (diff < -tol)) / n)
 
 
 def record_key(record: Mapping[str, object], task: RewardTask, limits: Limits = Limits()) -> str | None:
@@ -205,87 +193,6 @@ def _reads(parsed: ParsedReward, names: frozenset[str] | set[str], why: str) -> 
     return None
 
 
-def _sign_reason(reward: CompiledReward, sample: Mapping[str, np.ndarray], progress: str) -> str | None:
-    """Check 7: the reward must rise as the progress distance shrinks."""
-    return _sign_verdict(*progress_monotonicity(reward, sample, progress), progress)
-
-
-def _sign_verdict(rises: float, falls: float, progress: str) -> str | None:
-    """`_sign_reason` from the shares `progress_monotonicity` measured."""
-    if rises > 0.5 and rises > falls:
-        return (f"the reward increases as {progress} grows on {rises:.0%} of samples, but {progress} "
-                f"is lower-is-better: use -w*{progress} or w*exp(-{progress}/s)")
-    if rises == 0.0 and falls == 0.0:  # e.g. `obj_to_target + (1 - obj_to_target)`, seen in the experiment
-        return (f"the reward does not change when {progress} changes (its terms cancel, or only a "
-                f"threshold uses it): add a term that grows as {progress} shrinks")
-    return None
-
-
-def _at_goal(reward: CompiledReward, sample: Mapping[str, np.ndarray], feature: str) -> tuple[float, float]:
-    """(share of rows where the reward pays less with `feature` at 0 than where the row is, share where it pays
-    more), over the rows where the two differ; (0, 0) where under a tenth of the rows differ."""
-    goal = dict(sample)
-    goal[feature] = np.zeros_like(np.asarray(sample[feature], dtype=np.float64))
-    base = np.asarray(reward(sample), dtype=np.float64)
-    diff = np.asarray(reward(goal), dtype=np.float64) - base
-    tol = 1e-9 * (1.0 + np.abs(base))
-    moved = np.isfinite(diff) & (np.abs(diff) > tol)
-    n = int(moved.sum())
-    if n < 0.1 * diff.size:
-        return 0.0, 0.0
-    return float(np.sum(moved & (diff < 0)) / n), float(np.sum(moved & (diff > 0)) / n)
-
-
-def _paying(parsed: ParsedReward, sample: Mapping[str, np.ndarray], feature: str) -> tuple[dict[str, str],
-                                                                                            list[str]]:
-    """The components that pay for the distance `feature` ({name: how, as words}) and those that pay for closing
-    it. A component pays for it where it grows with it on (nearly) every sample and never falls with it
-    (`0.5*d`, the small model's commonest slip), or, reading it alone, pays less at the goal than where (nearly)
-    every sample is and never more, which a local slope misses in a capped or a stepped term (`5*Min(0.02, d)`,
-    `where(d < 0.05, 0, 1)`: both in refinements of the evidence grid, docs/RESULTS.md)."""
-    wrong: dict[str, str] = {}
-    right: list[str] = []
-    for name, expr in parsed.components.items():
-        used = frozenset(str(s) for s in expr.free_symbols)
-        if feature not in used:
-            continue
-        alone = compile_reward(ParsedReward({name: expr}, {name: parsed.canonical[name]}, 0.0, used))
-        rises, falls = progress_monotonicity(alone, sample, feature)
-        lower, higher = _at_goal(alone, sample, feature) if used == {feature} else (0.0, 0.0)
-        if rises >= 0.9 and falls == 0.0:
-            wrong[name] = f"on {rises:.0%} of the sample states"
-        elif lower >= 0.9 and higher == 0.0:
-            wrong[name] = f"it pays less at {feature} = 0 than at {lower:.0%} of the sample states"
-        elif falls > rises or higher > lower:
-            right.append(name)
-    return wrong, right
-
-
-def _wrong_signed(parsed: ParsedReward, sample: Mapping[str, np.ndarray], feature: str) -> list[str]:
-    """The components that pay for the distance `feature` (`_paying`) where another component already pays for
-    closing it: a reward that is all wrong-signed distance shows no intent to restore."""
-    wrong, right = _paying(parsed, sample, feature)
-    return list(wrong) if right else []
-
-
-def _distances(task: RewardTask, sample: Mapping[str, np.ndarray]) -> list[str]:
-    """The lower-is-better distances the sign rules read: the progress and the approach feature, where sampled."""
-    return [f for f in dict.fromkeys((task.progress_feature, task.approach_feature)) if f is not None and f in sample]
-
-
-def _component_sign_reason(parsed: ParsedReward, task: RewardTask, sample: Mapping[str, np.ndarray]) -> str | None:
-    """Check 9: a component that pays for the progress or the approach distance, as a reason; first one that no
-    other component shows the intent to close (`_wrong_signed`), which the repair cannot mend."""
-    found = []
-    for feature in _distances(task, sample):
-        wrong, right = _paying(parsed, sample, feature)
-        found += [(bool(right), name, feature, how) for name, how in wrong.items()]
-    for _, name, feature, how in sorted(found, key=lambda item: item[0]):
-        return (f"component '{name}' pays more as {feature} grows ({how}), but {feature} is lower-is-better: "
-                f"write it as -w*{feature} or w*exp(-{feature}/s)")
-    return None
-
-
 def _repaired(parsed: ParsedReward, task: RewardTask, sample: Mapping[str, np.ndarray], id: str | None,
               taken: Collection[str], config: CheckConfig) -> Verdict | None:
     """The candidate with its wrong-signed components negated, if that version passes every check (its verdict
@@ -294,10 +201,10 @@ def _repaired(parsed: ParsedReward, task: RewardTask, sample: Mapping[str, np.nd
     or the approach distance). Also where the reward as a whole has the right sign: a bigger term can hide a small
     one that still pays for moving away (a refinement of reach-v3's own reward once added
     `tcp_to_target = tcp_to_target`, docs/RESULTS.md)."""
-    features = _distances(task, sample)
+    features = distances(task, sample)
     flipped: dict[str, str] = {}
     for feature in features:
-        flipped.update({name: feature for name in _wrong_signed(parsed, sample, feature) if name not in flipped})
+        flipped.update({name: feature for name in wrong_signed(parsed, sample, feature) if name not in flipped})
     if not flipped:
         return None
     components = {n: f"-({t})" if n in flipped else t for n, t in parsed.canonical.items()}
@@ -330,7 +237,7 @@ def _human_breaks_sign(human: ParsedReward | None, parsed: ParsedReward, sample:
     if human is None or structure_key(parsed) != structure_key(human):
         return False
     try:
-        return _sign_reason(compile_reward(human, "human"), sample, progress) is not None
+        return sign_reason(compile_reward(human, "human"), sample, progress) is not None
     except (RewardRejected, ValueError, TypeError, ArithmeticError, KeyError):
         return False
 
@@ -398,7 +305,7 @@ def validate(
         progress = task.progress_feature
         if config.require_progress_sign and progress in sample:
             rises, falls = progress_monotonicity(reward, sample, progress)
-            reason = _sign_verdict(rises, falls, progress)
+            reason = sign_verdict(rises, falls, progress)
             if reason is not None:
                 designers = _human_breaks_sign(human_parsed, parsed, sample, progress)
             else:  # the designer's form is the reference: it and its numeric children keep their terms' signs
@@ -413,7 +320,7 @@ def validate(
                 return reject(reason, numeric)
             advice.extend([reason] if reason is not None else [])
         if config.require_progress_sign:
-            reason = _component_sign_reason(parsed, task, sample)
+            reason = component_sign_reason(parsed, task, sample)
             if reason is not None:
                 return reject(reason, numeric)
     except RewardRejected as exc:
