@@ -166,13 +166,13 @@ def test_a_run_and_its_resume_write_every_record_once(server: Server, tmp_path: 
             "llm/prompt_tokens"} <= set(want)
     assert_same(read_back(run), want)
 
-    # Killed after round 1's checkpoint, when the mirror had written round 0's rows only; no graph trace, so the
-    # resume asks the LLM again and its calls are new rows.
+    # Killed after round 0's checkpoint, when the mirror had written round 0's rows only; no graph trace, so the
+    # resume asks the LLM for round 1 again and its calls are new rows.
     killed = tmp_path / "killed" / run.name
     shutil.copytree(run, killed)
     RunLayout(killed).trace.unlink()
     for checkpoint in (killed / "checkpoints").iterdir():
-        if checkpoint.is_dir() and checkpoint.name != "round-0001":
+        if checkpoint.is_dir() and checkpoint.name != "round-0000":
             shutil.rmtree(checkpoint)
     _rows(killed / "events.jsonl", lambda e: e["event"] != "run_end")
     early = tmp_path / "early" / run.name  # what the killed session's mirror had seen
