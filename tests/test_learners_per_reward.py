@@ -54,13 +54,13 @@ def test_slot_fitness_is_the_mean_over_its_healthy_learners() -> None:
     assert view[0].success_rate == pytest.approx(0.6) and view[0].learner_success == (0.2, 1.0, 0.6)
     assert view[1].success_rate == pytest.approx(0.2)  # 0.0 and 0.4: the quarantined learner's 0.9 is left out
     assert view[1].learner_success == (0.0, 0.4, 0.9) and view[0].task_return == pytest.approx(6.0)
-    slots = slot_evaluations(view, rewards, 0.0, True, [False, False])
+    slots = slot_evaluations(view, rewards, 0.0, [False, False])
     assert [s.fitness for s in slots] == pytest.approx([0.6, 0.2])
-    assert slots[0].to_json()["learner_success"] == [0.2, 1.0, 0.6]
+    assert slots[0].to_json("events")["learner_success"] == [0.2, 1.0, 0.6]
     # One learner per reward is LaRes: the evaluations pass through unchanged, with no spread field.
     one = LearnerGroups(num_slots=2)
     assert one.slot_view(evals[:2], [[0], [1]], lambda i: False) == evals[:2]
-    assert "learner_success" not in slot_evaluations(evals[:2], rewards, 0.0, True, [False, False])[0].to_json()
+    assert "learner_success" not in slot_evaluations(evals[:2], rewards, 0.0, [False, False])[0].to_json("events")
 
 
 def test_a_slot_whose_learners_all_diverged_grades_as_broken() -> None:
@@ -68,7 +68,7 @@ def test_a_slot_whose_learners_all_diverged_grades_as_broken() -> None:
     evals = [dataclasses.replace(_eval(0, 0.5), nonfinite=True), _eval(1, 0.5)]
     view = g.slot_view(evals, [[1, 0]], lambda i: i == 1)
     assert view[0].nonfinite  # no healthy learner left: the mean of both, marked broken
-    assert slot_evaluations(view, [type("R", (), {"id": "r", "complexity": 1.0})()], 0.0, True,
+    assert slot_evaluations(view, [type("R", (), {"id": "r", "complexity": 1.0})()], 0.0,
                             [False])[0].quarantined
 
 
@@ -92,7 +92,7 @@ def test_scratch_run_with_two_learners_per_reward(tmp_path: Path) -> None:
                 assert all(torch.equal(p[i], b[i]) for p, b in zip(pop.actor, before, strict=True))
         for s in ctx.slots:
             assert len(s.learner_success) == 2
-            assert s.success_rate == pytest.approx(float(np.mean(s.learner_success)))
+            assert s.success == pytest.approx(float(np.mean(s.learner_success)))
         engine.step()  # every learner acts through its own TS arm, on its slot's column
         engine.save_policy("round-0001", every_slot=True)
     finally:

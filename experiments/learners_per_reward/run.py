@@ -99,10 +99,10 @@ def _train(task_name: str, config: EngineConfig, rewards: list[Any]) -> dict[str
         engine.run()
         k = engine.num_slots
         view = engine.evaluate(config.update_eval_episodes, update=True)[:k]  # as a reward update ranks them
-        slots = slot_evaluations(view, engine.rewards[:k], config.complexity_lambda, False,
+        slots = slot_evaluations(view, engine.rewards[:k], config.complexity_lambda,
                                  [engine.population.quarantined(s) for s in range(k)])
-        return {"ranking": [int(s) for s in rank_slots(slots)], "wall_s": time.monotonic() - start,
-                "slots": [{"reward_id": engine.rewards[s.slot].id, "success": s.success_rate,
+        return {"ranking": [int(s) for s in rank_slots(slots, False)], "wall_s": time.monotonic() - start,
+                "slots": [{"reward_id": engine.rewards[s.slot].id, "success": s.success,
                            "progress_closed": s.progress_closed, "fitness": s.fitness,
                            "learner_success": list(s.learner_success)} for s in slots]}
     finally:

@@ -295,9 +295,9 @@ class LaResEngine:
         # every episode is kept, for the verifier (``UpdateContext.episodes``); the proposer is shown its
         # ``rollouts_kept`` and the diversity measure at least one rollout per slot (``loop/update.py``)
         evals = self.evaluate(cfg.update_eval_episodes, keep_rollouts=cfg.update_eval_episodes, update=True)
-        slots = slot_evaluations(evals[:n], self.rewards[:n], cfg.complexity_lambda, self.use_task_return,
+        slots = slot_evaluations(evals[:n], self.rewards[:n], cfg.complexity_lambda,
                                  [pop.quarantined(i) for i in range(n)], self.fitness_rule)
-        ranking = rank_slots(slots)
+        ranking = rank_slots(slots, self.use_task_return)
         best = ranking[0]
         if slots[best].quarantined:
             raise EngineError("every slot is quarantined (its policy or reward is non-finite); "

@@ -38,6 +38,7 @@ carries its expression's own complexity (``HumanReward.complexity``) and is rank
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from typing import Literal
@@ -48,13 +49,12 @@ from lares_agent.engine.contracts import (
     Grade,
     MemberEvaluation,
     RewardFunction,
-    SlotEvaluation,
 )
 from lares_agent.errors import ConfigError
-from lares_agent.runs.events import graded_value
+from lares_agent.runs.slots import SlotRecord
 
 __all__ = ["PROGRESS_TIE", "Rule", "fitness_rule", "grade_of", "grading", "rank_slots", "slot_evaluation",
-           "slot_evaluations"]
+           "slot_evaluations", "tie_break"]
 
 Rule = Literal["success-then-return", "success-then-progress"]
 """A fitness rule as it runs ("auto" resolved against the task, ``fitness_rule``)."""
@@ -104,11 +104,11 @@ def slot_evaluation(
     ev: MemberEvaluation,
     reward: RewardFunction,
     complexity_lambda: float,
-    use_task_return: bool,
     quarantined: bool,
     graded_by: Grade = "success",
-) -> SlotEvaluation:
-    """Score one slot from its evaluation; a quarantined or non-finite member ranks below every other.
+) -> SlotRecord:
+    """Grade one slot's evaluation (its record with the grade); a quarantined or non-finite member ranks below every
+    other.
 
     ``graded_by`` must be the same for every slot of one update (``slot_evaluations`` sees to it). A slot without
     a finite share closed (no progress or approach data) grades as 0: it closed nothing that could be measured. A
@@ -117,34 +117,22 @@ def slot_evaluation(
     the graded value; the complexity penalty is recorded beside it and orders exact ties only (``rank_slots``)."""
     bad = quarantined or ev.nonfinite
     complexity = float(reward.complexity)
-    penalty = complexity_lambda * complexity
-    closed = ev.progress_closed
     task_return = ev.task_return if math.isfinite(ev.task_return) else -math.inf
-    graded = graded_value(graded_by, ev.success_rate, _or_zero(closed), _or_zero(ev.approach_closed), task_return)
-    fitness = -math.inf if bad else graded
-    if use_task_return and math.isfinite(ev.task_return):
-        tie = ev.task_return
-    else:
-        tie = -ev.final_progress if math.isfinite(ev.final_progress) else -math.inf
-    return SlotEvaluation(
-        slot=ev.member,
-        reward_id=reward.id,
-        success_rate=ev.success_rate,
-        task_return=ev.task_return,
-        own_return=ev.own_return,
-        final_progress=ev.final_progress,
-        complexity=complexity,
-        fitness=fitness,
-        tie_break=-math.inf if bad else tie,
-        component_stats=ev.component_stats,
-        quarantined=bad,
-        graded_by=graded_by,
-        progress_closed=closed,
-        approach_closed=ev.approach_closed,
-        complexity_penalty=penalty,
-        action_jerk=ev.action_jerk,
-        learner_success=ev.learner_success,
-    )
+    graded = SlotRecord.value_graded(graded_by, ev.success_rate, _or_zero(ev.progress_closed),
+                                     _or_zero(ev.approach_closed), task_return)
+    return dataclasses.replace(ev.record(reward.id), complexity=complexity, fitness=-math.inf if bad else graded,
+                               quarantined=bad, graded_by=graded_by, complexity_penalty=complexity_lambda * complexity)
+
+
+def tie_break(slot: SlotRecord, use_task_return: bool) -> float:
+    """The secondary key of the ranking (higher is better): the task return where the setting may use the human
+    reward (``use_task_return``) and the slot has one, else the negative final progress; -inf for a quarantined
+    slot or one without either."""
+    if slot.quarantined:
+        return -math.inf
+    if use_task_return and math.isfinite(slot.task_return):
+        return slot.task_return
+    return -slot.final_progress if math.isfinite(slot.final_progress) else -math.inf
 
 
 def _or_zero(share: float) -> float:
@@ -155,18 +143,19 @@ def slot_evaluations(
     evals: Sequence[MemberEvaluation],
     rewards: Sequence[RewardFunction],
     complexity_lambda: float,
-    use_task_return: bool,
     quarantined: Sequence[bool],
     rule: Rule = "success-then-progress",
-) -> list[SlotEvaluation]:
+) -> list[SlotRecord]:
     """Every slot of one update, all graded the same way (``grade_of`` under ``rule``, a resolved
-    ``fitness_rule``). ``use_task_return`` picks the tie-break only; the grade does not depend on it."""
+    ``fitness_rule``)."""
     grade = grade_of(evals, quarantined, rule)
-    return [slot_evaluation(e, r, complexity_lambda, use_task_return, q, grade)
+    return [slot_evaluation(e, r, complexity_lambda, q, grade)
             for e, r, q in zip(evals, rewards, quarantined, strict=True)]
 
 
-def rank_slots(evals: Sequence[SlotEvaluation]) -> list[int]:
-    """Slots from best to worst, every slot by the same rule: fitness (the graded value), then the tie-break, then
-    the lower complexity penalty (the simpler reward; no effect under lambda 0), then the lower slot index."""
-    return [e.slot for e in sorted(evals, key=lambda e: (-e.fitness, -e.tie_break, e.complexity_penalty, e.slot))]
+def rank_slots(slots: Sequence[SlotRecord], use_task_return: bool) -> list[int]:
+    """Slots from best to worst, every slot by the same rule: fitness (the graded value), then the tie-break
+    (``tie_break``), then the lower complexity penalty (the simpler reward; no effect under lambda 0), then the lower
+    slot index."""
+    return [s.slot for s in sorted(slots, key=lambda s: (-s.fitness, -tie_break(s, use_task_return),
+                                                          s.complexity_penalty, s.slot))]

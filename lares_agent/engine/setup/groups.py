@@ -85,8 +85,8 @@ class LearnerGroups:
         n = self.slot_learners
         col = self.column_of
         graded = slot_evaluations(evals[:n], [rewards[int(col[i])] for i in range(n)], complexity_lambda,
-                                  use_task_return, [quarantined(i) for i in range(n)], rule)
-        order = rank_slots(graded)
+                                  [quarantined(i) for i in range(n)], rule)
+        order = rank_slots(graded, use_task_return)
         return [[i for i in order if int(col[i]) == s] for s in range(self.num_slots)]
 
     def slot_view(
