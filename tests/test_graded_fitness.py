@@ -15,7 +15,14 @@ from helpers import flat_config, point_task, three_rewards
 from lares_agent.engine import EngineConfig, HumanReward, MemberEvaluation, SACConfig, make_engine
 from lares_agent.engine.rollouts.episodes import EnvPool
 from lares_agent.engine.rollouts.evaluation import action_jerk, evaluate_members, progress_closed
-from lares_agent.engine.setup.fitness import PROGRESS_TIE, fitness_rule, grade_of, rank_slots, slot_evaluations
+from lares_agent.engine.setup.fitness import (
+    PROGRESS_TIE,
+    fitness_rule,
+    grade_of,
+    leaders,
+    rank_slots,
+    slot_evaluations,
+)
 from lares_agent.engine.setup.groups import LearnerGroups
 from lares_agent.engine.tasks import get_task
 from lares_agent.errors import ConfigError
@@ -217,8 +224,8 @@ def test_the_replay_leaders_grade_by_the_same_rule() -> None:
     groups = LearnerGroups(num_slots=2, per_reward=2)
     evals = [rev(i, 0.0, r) for i, r in enumerate([10.0, 50.0, 30.0, 20.0])]  # equal shares closed
     rewards = [Cx(1.0, "a"), Cx(1.0, "b")]
-    assert groups.leaders(evals, rewards, 0.0, False, lambda i: False, "success-then-return") == [[1, 0], [2, 3]]
-    assert groups.leaders(evals, rewards, 0.0, False, lambda i: False) == [[0, 1], [2, 3]]  # tied: index order
+    assert leaders(groups, evals, rewards, 0.0, False, lambda i: False, "success-then-return") == [[1, 0], [2, 3]]
+    assert leaders(groups, evals, rewards, 0.0, False, lambda i: False) == [[0, 1], [2, 3]]  # tied: index order
 
 
 def test_return_grade_reaches_the_records_and_old_records_still_read() -> None:
@@ -259,7 +266,7 @@ def test_the_engine_grades_an_update_by_the_rule_it_resolved(human: bool, fitnes
                       fitness=fitness, complexity_lambda=0.001)
     engine = make_engine(point_task(has_human_reward=human), cfg, three_rewards())
     try:
-        assert engine.fitness_rule == rule
+        assert engine.grading[1] == rule
         slots = engine._start_update().ctx.slots  # untrained policies: no success on the point mass
     finally:
         engine.close()

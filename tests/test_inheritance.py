@@ -44,9 +44,9 @@ def test_the_rule_inherits_only_from_a_leader_that_succeeded() -> None:
 def _update(engine: LaResEngine, success: float) -> dict[str, Any]:
     """Run to the first reward update with every learner's evaluated success set to ``success``; its event."""
     engine.run(until_steps=120)
-    evaluate: Callable[..., Any] = engine.evaluate
-    engine.evaluate = lambda *a, **k: [dataclasses.replace(e, success_rate=success)  # type: ignore[method-assign]
-                                       for e in evaluate(*a, **k)]
+    evaluate: Callable[..., Any] = engine.evaluate_learners
+    engine.evaluate_learners = lambda *a, **k: [  # type: ignore[method-assign]
+        dataclasses.replace(e, success_rate=success) for e in evaluate(*a, **k)]
     engine.reward_update()
     return next(e for e in engine.events if e["event"] == "reward_update")
 

@@ -313,7 +313,7 @@ def test_init_human_learner_ranked_first_is_inherited_and_handed_over(
     given = [FeatureReward("dist", 1.0, complexity=5.0), FeatureReward("dist", 3.0, 1.0, complexity=5.0),
              FeatureReward("action_norm", 0.1, complexity=5.0)]
     hook = Proposer()
-    monkeypatch.setattr("lares_agent.engine.loop.engine.rank_slots",
+    monkeypatch.setattr("lares_agent.engine.setup.fitness.rank_slots",
                         lambda slots, use_task_return: [3, *(s.slot for s in slots if s.slot != 3)])
     cfg = tiny_config(setting="init", total_steps=150, elites=1, max_rounds=1, inherit="always")
     engine = make_engine(tiny_task(), cfg, given, hook, tmp_path)

@@ -16,7 +16,7 @@ from test_checkpoint import assert_same_state
 from test_lares_engine import Proposer, load_reward, scratch_rewards, tiny_config, tiny_task
 
 from lares_agent.engine import MemberEvaluation, PolicyArtefact, make_engine, restore_engine
-from lares_agent.engine.setup.fitness import slot_evaluations
+from lares_agent.engine.setup.fitness import leaders, slot_evaluations, slot_view
 from lares_agent.engine.setup.groups import LearnerGroups
 from lares_agent.errors import ConfigError
 from lares_agent.report.summary import lineage
@@ -47,9 +47,9 @@ def test_slot_fitness_is_the_mean_over_its_healthy_learners() -> None:
     g = LearnerGroups(num_slots=2, per_reward=3)
     evals = [_eval(0, 0.2), _eval(1, 1.0), _eval(2, 0.6), _eval(3, 0.0), _eval(4, 0.4), _eval(5, 0.9)]
     rewards = [type("R", (), {"id": f"r{s}", "complexity": 1.0})() for s in range(2)]
-    ranked = g.leaders(evals, rewards, 0.0, True, lambda i: i == 5)  # learner 5 is quarantined
+    ranked = leaders(g, evals, rewards, 0.0, True, lambda i: i == 5)  # learner 5 is quarantined
     assert ranked == [[1, 2, 0], [4, 3, 5]]  # best first, the quarantined learner last
-    view = g.slot_view(evals, ranked, lambda i: i == 5)
+    view = slot_view(g, evals, ranked, lambda i: i == 5)
     assert [v.member for v in view] == [0, 1]
     assert view[0].success_rate == pytest.approx(0.6) and view[0].learner_success == (0.2, 1.0, 0.6)
     assert view[1].success_rate == pytest.approx(0.2)  # 0.0 and 0.4: the quarantined learner's 0.9 is left out
@@ -59,14 +59,14 @@ def test_slot_fitness_is_the_mean_over_its_healthy_learners() -> None:
     assert slots[0].to_json("events")["learner_success"] == [0.2, 1.0, 0.6]
     # One learner per reward is LaRes: the evaluations pass through unchanged, with no spread field.
     one = LearnerGroups(num_slots=2)
-    assert one.slot_view(evals[:2], [[0], [1]], lambda i: False) == evals[:2]
+    assert slot_view(one, evals[:2], [[0], [1]], lambda i: False) == evals[:2]
     assert "learner_success" not in slot_evaluations(evals[:2], rewards, 0.0, [False, False])[0].to_json("events")
 
 
 def test_a_slot_whose_learners_all_diverged_grades_as_broken() -> None:
     g = LearnerGroups(num_slots=1, per_reward=2)
     evals = [dataclasses.replace(_eval(0, 0.5), nonfinite=True), _eval(1, 0.5)]
-    view = g.slot_view(evals, [[1, 0]], lambda i: i == 1)
+    view = slot_view(g, evals, [[1, 0]], lambda i: i == 1)
     assert view[0].nonfinite  # no healthy learner left: the mean of both, marked broken
     assert slot_evaluations(view, [type("R", (), {"id": "r", "complexity": 1.0})()], 0.0,
                             [False])[0].quarantined
