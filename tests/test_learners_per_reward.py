@@ -16,7 +16,7 @@ from test_checkpoint import assert_same_state
 from test_lares_engine import Proposer, load_reward, scratch_rewards, tiny_config, tiny_task
 
 from lares_agent.engine import MemberEvaluation, PolicyArtefact, make_engine, restore_engine
-from lares_agent.engine.setup.fitness import leaders, slot_evaluations, slot_view
+from lares_agent.engine.setup.fitness import leaders, rank, slot_evaluations, slot_view
 from lares_agent.engine.setup.groups import LearnerGroups
 from lares_agent.errors import ConfigError
 from lares_agent.report.summary import lineage
@@ -61,6 +61,23 @@ def test_slot_fitness_is_the_mean_over_its_healthy_learners() -> None:
     one = LearnerGroups(num_slots=2)
     assert slot_view(one, evals[:2], [[0], [1]], lambda i: False) == evals[:2]
     assert "learner_success" not in slot_evaluations(evals[:2], rewards, 0.0, [False, False])[0].to_json("events")
+
+
+def test_one_pass_ranks_each_slots_learners_then_the_slots() -> None:
+    """``fitness.rank``: the leaders by the run's grading, the slots' means led by them, the slots graded and ranked
+    by the same grading; the init setting's extra learner is its own column and is ranked with the slots."""
+    g = LearnerGroups(num_slots=2, per_reward=2, extra=True)
+    evals = [_eval(0, 0.2), _eval(1, 0.6), _eval(2, 1.0), _eval(3, 0.8), _eval(4, 0.5)]
+    rewards = [type("R", (), {"id": rid, "complexity": 1.0})() for rid in ("r0", "r1", "human")]
+    ranked = rank(evals, g, rewards, 0.0, (True, "success-then-return"), lambda i: i == 3)  # learner 3 is out
+    assert ranked.leaders == ((1, 0), (2, 3), (4,))  # best first, the quarantined learner last
+    assert [e.member for e in ranked.evals] == [0, 1, 2]
+    assert [e.success_rate for e in ranked.evals] == pytest.approx([0.4, 1.0, 0.5])  # slot 1: learner 3 left out
+    assert [s.slot for s in ranked.slots] == [0, 1, 2] and ranked.slots[0].learner_success == (0.2, 0.6)
+    assert {s.graded_by for s in ranked.slots} == {"success"} and ranked.order == (1, 2, 0)
+    # every learner of a slot out: the slot is out and ranks last
+    broken = rank(evals, g, rewards, 0.0, (True, "success-then-return"), lambda i: i in (2, 3))
+    assert broken.slots[1].quarantined and broken.order[-1] == 1
 
 
 def test_a_slot_whose_learners_all_diverged_grades_as_broken() -> None:
