@@ -11,7 +11,7 @@ import pytest
 from helpers import load_script
 
 from lares_agent.engine.state.checkpoint import save_checkpoint
-from lares_agent.runs import CandidateRow, MetricRow, RunLayout, RunLog, SlotMetric
+from lares_agent.runs import CandidateRow, MetricRow, RunLayout, RunLog, SlotRecord
 from lares_agent.search.config import SearchConfig
 
 SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "proposals" / "constant_terms.py"
@@ -28,7 +28,8 @@ def _run(tmp_path: Path, components: dict[str, str]) -> Path:
     SearchConfig(task="reach-v3", budget=300, reward_period=150, population=1).save(layout.config)
     log = RunLog(layout)
     log.candidates.append(CandidateRow(id="r-a", round=0, slot=0, verdict="accepted", components=components))
-    log.metrics.append(MetricRow(kind="eval", env_steps=300, round=1, best_slot=0, slots=(SlotMetric(0, "r-a", 0.2),)))
+    log.metrics.append(MetricRow(kind="eval", env_steps=300, round=1, best_slot=0,
+                                 slots=(SlotRecord(0, "r-a", success=0.2),)))
     rng = np.random.default_rng(0)
     features = np.stack([rng.uniform(0.0, 0.3, 50), np.zeros(50)], axis=1).astype(np.float32)  # grasped never on
     buffer = {"feature_names": ["tcp_to_target", "grasped"], "features": features, "size": 50}

@@ -369,8 +369,8 @@ def test_init_setting_ranks_an_extra_human_learner_that_is_never_replaced() -> N
 def test_init_human_learner_ranked_first_is_inherited(monkeypatch: pytest.MonkeyPatch) -> None:
     # When the human-reward learner ranks first (forced here: the ranking rule is tests/test_ranking_rule.py's), the
     # refilled slots restart from its policy (the reference's rule: nothing succeeds in so short a run).
-    monkeypatch.setattr("lares_agent.engine.loop.engine.rank_slots",
-                        lambda slots: [3, *(s.slot for s in slots if s.slot != 3)])
+    monkeypatch.setattr("lares_agent.engine.setup.fitness.rank_slots",
+                        lambda slots, use_task_return: [3, *(s.slot for s in slots if s.slot != 3)])
     engine = make_engine(TASK, _config(setting="init", elites=1, reward_period=1 * GEN, inherit="always"),
                          three_rewards(), lambda ctx: [FeatureReward("dist", 9.0, id="fresh")] * len(ctx.refill))
     try:

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from lares_agent.cli.app import app
 from lares_agent.rewards import compile_reward, parse_candidate
 from lares_agent.rewards.export import ExportedFeature, latex_document, numpy_expression, python_module
-from lares_agent.runs import CandidateRow, MetricRow, RunLayout, RunLog, SlotMetric
+from lares_agent.runs import CandidateRow, MetricRow, RunLayout, RunLog, SlotRecord
 from lares_agent.search.config import SearchConfig
 
 FEATURES = ("dist", "speed", "grasp", "height")
@@ -100,9 +100,10 @@ def _run_folder(tmp_path: Path) -> Path:
     log.candidates.append(CandidateRow(id="r-b", round=0, slot=1, verdict="accepted", rationale="shaped",
                                        components={"reach": "tolerance(fingertip_to_target, 0, 0.02, 0.1)",
                                                    "calm": "-0.1*action_norm"}))
-    log.candidates.append(CandidateRow(id="r-a", fitness=0.9))  # the higher fitness is not the selected one
+    # the higher fitness is not the selected one
+    log.candidates.append(CandidateRow(id="r-a", evaluated=SlotRecord(fitness=0.9)))
     log.metrics.append(MetricRow(kind="eval", env_steps=300, round=1, best_slot=1,
-                                 slots=(SlotMetric(0, "r-a", 0.2), SlotMetric(1, "r-b", 0.6))))
+                                 slots=(SlotRecord(0, "r-a", success=0.2), SlotRecord(1, "r-b", success=0.6))))
     return root
 
 
@@ -213,7 +214,8 @@ def test_cli_exports_the_task_own_reward_when_the_run_hands_over_its_learner(
     written as an expression; a task that has none gets one line pointing at --reward."""
     root = _run_folder(tmp_path)
     RunLog(RunLayout(root)).metrics.append(MetricRow(
-        kind="eval", env_steps=450, round=2, best_slot=2, slots=(SlotMetric(0, "r-a", 0.2), SlotMetric(1, "r-b", 0.6)),
+        kind="eval", env_steps=450, round=2, best_slot=2,
+        slots=(SlotRecord(0, "r-a", success=0.2), SlotRecord(1, "r-b", success=0.6)),
         extra={"success": 0.8}))
     runner = CliRunner()
     result = runner.invoke(app, ["export", str(root), "--format", "json"])

@@ -15,12 +15,18 @@ from helpers import flat_config, point_task, three_rewards
 from lares_agent.engine import EngineConfig, HumanReward, MemberEvaluation, SACConfig, make_engine
 from lares_agent.engine.rollouts.episodes import EnvPool
 from lares_agent.engine.rollouts.evaluation import action_jerk, evaluate_members, progress_closed
-from lares_agent.engine.setup.fitness import PROGRESS_TIE, fitness_rule, grade_of, rank_slots, slot_evaluations
+from lares_agent.engine.setup.fitness import (
+    PROGRESS_TIE,
+    fitness_rule,
+    grade_of,
+    leaders,
+    rank_slots,
+    slot_evaluations,
+)
 from lares_agent.engine.setup.groups import LearnerGroups
 from lares_agent.engine.tasks import get_task
 from lares_agent.errors import ConfigError
-from lares_agent.runs import CandidateRow, RewardUpdateRecord, SlotFitness
-from lares_agent.runs.events import graded_value
+from lares_agent.runs import CandidateRow, RewardUpdateRecord, SlotRecord
 from lares_agent.search.config import COMPLEXITY_LAMBDA, SearchConfig, engine_config
 
 
@@ -48,41 +54,41 @@ def test_progress_closed_and_action_jerk_of_one_episode() -> None:
 def test_progress_grades_every_slot_when_none_succeeds() -> None:
     rewards = [Cx(5.0, "a"), Cx(5.0, "b"), Cx(20.0, "c")]
     evals = [ev(0, 0.0, 0.37), ev(1, 0.0, 0.10), ev(2, 0.0, 0.37)]
-    slots = slot_evaluations(evals, rewards, 0.001, False, [False] * 3)
+    slots = slot_evaluations(evals, rewards, 0.001, [False] * 3)
     assert {s.graded_by for s in slots} == {"progress"}
     assert slots[0].fitness == pytest.approx(0.37) and slots[0].complexity_penalty == pytest.approx(0.005)
     assert slots[0].fitness != slots[1].fitness  # different progress, different fitness (no hidden tie-break)
     assert slots[2].fitness == pytest.approx(0.37)  # the fitness is the graded value; the penalty breaks the tie
-    assert rank_slots(slots) == [0, 2, 1]
+    assert rank_slots(slots, False) == [0, 2, 1]
     assert slots[0].graded == pytest.approx(0.37)
 
 
 def test_success_grades_every_slot_once_any_succeeds() -> None:
     rewards = [Cx(1.0, "a"), Cx(1.0, "b")]
     evals = [ev(0, 0.0, 0.9), ev(1, 0.25, 0.1)]
-    slots = slot_evaluations(evals, rewards, 0.0, False, [False, False])
+    slots = slot_evaluations(evals, rewards, 0.0, [False, False])
     assert [s.graded_by for s in slots] == ["success", "success"]
     assert [s.fitness for s in slots] == [0.0, 0.25]  # progress no longer counts: fitness compares within the update
-    assert rank_slots(slots) == [1, 0]
+    assert rank_slots(slots, False) == [1, 0]
 
 
 def test_quarantined_ranks_last_and_its_success_does_not_switch_the_grade() -> None:
     rewards = [Cx(1.0, "a"), Cx(1.0, "b"), Cx(1.0, "c")]
     evals = [ev(0, 0.5, 0.9), ev(1, 0.0, 0.2), ev(2, 0.0, -0.3)]
     assert grade_of(evals, [True, False, False]) == "progress"
-    slots = slot_evaluations(evals, rewards, 0.01, False, [True, False, False])
+    slots = slot_evaluations(evals, rewards, 0.01, [True, False, False])
     assert slots[0].fitness == -math.inf and slots[0].quarantined
-    assert rank_slots(slots) == [1, 2, 0]
+    assert rank_slots(slots, False) == [1, 2, 0]
     assert slots[2].fitness == pytest.approx(-0.3)
     # a non-finite member is quarantined the same way
     bad = [ev(0, 0.0, 0.9, nonfinite=True), ev(1, 0.0, 0.2)]
-    assert rank_slots(slot_evaluations(bad, rewards[:2], 0.0, False, [False, False])) == [1, 0]
+    assert rank_slots(slot_evaluations(bad, rewards[:2], 0.0, [False, False]), False) == [1, 0]
 
 
 def test_missing_progress_grades_as_nothing_closed() -> None:
-    slots = slot_evaluations([ev(0, 0.0, math.nan), ev(1, 0.0, 0.1)], [Cx(0, "a"), Cx(0, "b")], 0.0, False,
+    slots = slot_evaluations([ev(0, 0.0, math.nan), ev(1, 0.0, 0.1)], [Cx(0, "a"), Cx(0, "b")], 0.0,
                              [False, False])
-    assert slots[0].fitness == 0.0 and rank_slots(slots) == [1, 0]
+    assert slots[0].fitness == 0.0 and rank_slots(slots, False) == [1, 0]
 
 
 def test_approach_grades_when_the_progress_shares_tie() -> None:
@@ -91,10 +97,10 @@ def test_approach_grades_when_the_progress_shares_tie() -> None:
     rewards = [Cx(5.0, "a"), Cx(9.0, "b"), Cx(5.0, "c")]
     evals = [ev(0, 0.0, 0.132, approach_closed=0.2), ev(1, 0.0, 0.135, approach_closed=0.6),
              ev(2, 0.0, 0.132, approach_closed=0.4)]
-    slots = slot_evaluations(evals, rewards, 0.001, False, [False] * 3)
+    slots = slot_evaluations(evals, rewards, 0.001, [False] * 3)
     assert {s.graded_by for s in slots} == {"approach"}
     assert slots[1].fitness == slots[1].graded == 0.6
-    assert rank_slots(slots) == [1, 2, 0]  # the penalty alone would have put the simpler slot 0 or 2 first
+    assert rank_slots(slots, False) == [1, 2, 0]  # the penalty alone would have put the simpler slot 0 or 2 first
     # progress that separates the slots, a slot without an approach share, or any success: the old grades
     apart = [ev(0, 0.0, 0.132, approach_closed=0.2), ev(1, 0.0, 0.132 + PROGRESS_TIE, approach_closed=0.6)]
     assert grade_of(apart, [False, False]) == "progress"
@@ -121,33 +127,36 @@ def test_evaluation_measures_the_approach_share_on_door_close() -> None:
 
 
 def test_records_carry_what_the_fitness_was_made_of() -> None:
-    (s,) = slot_evaluations([ev(0, 0.0, 0.4, action_jerk=0.2)], [Cx(10.0, "a")], 0.002, False, [False])
-    js = s.to_json()
+    (s,) = slot_evaluations([ev(0, 0.0, 0.4, action_jerk=0.2)], [Cx(10.0, "a")], 0.002, [False])
+    js = s.to_json("events")
     assert (js["graded_by"], js["progress_closed"], js["complexity_penalty"], js["action_jerk"]) == (
         "progress", 0.4, pytest.approx(0.02), 0.2)
     rec = RewardUpdateRecord.from_json({"event": "reward_update", "round": 1, "env_steps": 10,
                                         "fitness": {"0": s.fitness}, "slots": [js]})
     assert rec is not None and rec.slots[0].graded_by == "progress"
     assert rec.slots[0].complexity_penalty == pytest.approx(0.02)
-    assert rec.slots[0].to_json()["progress_closed"] == 0.4
-    row = CandidateRow(id="a", verdict="evaluated", fitness=0.38, graded_by="progress", progress_closed=0.4,
-                       complexity_penalty=0.02)
+    assert rec.slots[0].to_json("events")["progress_closed"] == 0.4
+    row = CandidateRow(id="a", verdict="evaluated", evaluated=SlotRecord(
+        fitness=0.38, graded_by="progress", progress_closed=0.4, complexity_penalty=0.02))
     back = CandidateRow.from_json(row.to_json())
-    assert back is not None and (back.graded_by, back.progress_closed, back.complexity_penalty) == (
+    assert back is not None and back.evaluated is not None
+    assert (back.evaluated.graded_by, back.evaluated.progress_closed, back.evaluated.complexity_penalty) == (
         "progress", 0.4, 0.02)
     assert "graded_by" not in CandidateRow(id="old").to_json()  # optional: older rows stay as they were
     # an approach-graded update reads back with the approach share as its graded value
     tied = slot_evaluations([ev(0, 0.0, 0.1, approach_closed=0.3), ev(1, 0.0, 0.1, approach_closed=0.5)],
-                            [Cx(10.0, "a"), Cx(10.0, "b")], 0.002, False, [False, False])
+                            [Cx(10.0, "a"), Cx(10.0, "b")], 0.002, [False, False])
     back_rec = RewardUpdateRecord.from_json({"event": "reward_update", "round": 1, "env_steps": 10,
-                                             "fitness": {"0": tied[0].fitness}, "slots": [t.to_json() for t in tied]})
+                                             "fitness": {"0": tied[0].fitness},
+                                             "slots": [t.to_json("events") for t in tied]})
     assert back_rec is not None
     slot1 = back_rec.slots[1]
     assert (slot1.graded_by, slot1.approach_closed) == ("approach", 0.5)
-    assert graded_value(slot1.graded_by, slot1.success, slot1.progress_closed, slot1.approach_closed) == 0.5
-    row = CandidateRow(id="b", verdict="evaluated", graded_by="approach", progress_closed=0.1, approach_closed=0.5)
+    assert slot1.graded == 0.5
+    row = CandidateRow(id="b", verdict="evaluated",
+                       evaluated=SlotRecord(graded_by="approach", progress_closed=0.1, approach_closed=0.5))
     again = CandidateRow.from_json(row.to_json())
-    assert again is not None and again.approach_closed == 0.5
+    assert again is not None and again.evaluated is not None and again.evaluated.approach_closed == 0.5
 
 
 def test_complexity_lambda_flag_default_and_mapping() -> None:
@@ -170,20 +179,20 @@ def test_return_grades_every_slot_when_none_succeeds() -> None:
     # returns differ, because the human reward grades the hand's approach and grasp
     rewards = [Cx(5.0, "a"), Cx(20.0, "b"), Cx(5.0, "c")]
     evals = [rev(0, 0.0, 140.0), rev(1, 0.0, 412.3), rev(2, 0.0, 96.5)]
-    slots = slot_evaluations(evals, rewards, 0.001, False, [False] * 3, "success-then-return")
+    slots = slot_evaluations(evals, rewards, 0.001, [False] * 3, "success-then-return")
     assert {s.graded_by for s in slots} == {"return"}
     assert slots[1].fitness == slots[1].graded == 412.3
-    assert rank_slots(slots) == [1, 0, 2]  # the most complex reward first: its return is the highest
+    assert rank_slots(slots, False) == [1, 0, 2]  # the most complex reward first: its return is the highest
     # the same evaluations under success-then-progress: equal shares, so only the penalty and the index rank them
-    old = slot_evaluations(evals, rewards, 0.001, False, [False] * 3)
-    assert {s.graded_by for s in old} == {"progress"} and rank_slots(old) == [0, 2, 1]
+    old = slot_evaluations(evals, rewards, 0.001, [False] * 3)
+    assert {s.graded_by for s in old} == {"progress"} and rank_slots(old, False) == [0, 2, 1]
 
 
 def test_success_still_grades_first_under_the_return_rule() -> None:
     evals = [rev(0, 0.0, 900.0), rev(1, 0.25, 100.0)]
-    slots = slot_evaluations(evals, [Cx(1.0, "a"), Cx(1.0, "b")], 0.0, False, [False, False], "success-then-return")
+    slots = slot_evaluations(evals, [Cx(1.0, "a"), Cx(1.0, "b")], 0.0, [False, False], "success-then-return")
     assert [s.graded_by for s in slots] == ["success", "success"]
-    assert [s.fitness for s in slots] == [0.0, 0.25] and rank_slots(slots) == [1, 0]
+    assert [s.fitness for s in slots] == [0.0, 0.25] and rank_slots(slots, False) == [1, 0]
 
 
 def test_return_grade_ranks_quarantined_and_returnless_slots_last() -> None:
@@ -191,11 +200,11 @@ def test_return_grade_ranks_quarantined_and_returnless_slots_last() -> None:
     evals = [rev(0, 0.5, 1000.0), rev(1, 0.0, -20.0), rev(2, 0.0, math.nan)]
     # a quarantined slot's success does not switch the grade
     assert grade_of(evals, [True, False, False], "success-then-return") == "return"
-    slots = slot_evaluations(evals, rewards, 0.0, False, [True, False, False], "success-then-return")
+    slots = slot_evaluations(evals, rewards, 0.0, [True, False, False], "success-then-return")
     assert slots[1].fitness == -20.0  # a negative return is a value, not a missing one
     assert slots[2].fitness == -math.inf and not slots[2].quarantined
     assert slots[0].fitness == -math.inf and slots[0].quarantined
-    assert rank_slots(slots) == [1, 2, 0]
+    assert rank_slots(slots, False) == [1, 2, 0]
 
 
 def test_fitness_rule_resolves_auto_against_the_task_and_refuses_a_return_without_one() -> None:
@@ -215,28 +224,32 @@ def test_the_replay_leaders_grade_by_the_same_rule() -> None:
     groups = LearnerGroups(num_slots=2, per_reward=2)
     evals = [rev(i, 0.0, r) for i, r in enumerate([10.0, 50.0, 30.0, 20.0])]  # equal shares closed
     rewards = [Cx(1.0, "a"), Cx(1.0, "b")]
-    assert groups.leaders(evals, rewards, 0.0, False, lambda i: False, "success-then-return") == [[1, 0], [2, 3]]
-    assert groups.leaders(evals, rewards, 0.0, False, lambda i: False) == [[0, 1], [2, 3]]  # tied: index order
+    assert leaders(groups, evals, rewards, 0.0, False, lambda i: False, "success-then-return") == [[1, 0], [2, 3]]
+    assert leaders(groups, evals, rewards, 0.0, False, lambda i: False) == [[0, 1], [2, 3]]  # tied: index order
 
 
 def test_return_grade_reaches_the_records_and_old_records_still_read() -> None:
-    slots = slot_evaluations([rev(0, 0.0, 412.3), rev(1, 0.0, 96.5)], [Cx(10.0, "a"), Cx(5.0, "b")], 0.001, False,
+    slots = slot_evaluations([rev(0, 0.0, 412.3), rev(1, 0.0, 96.5)], [Cx(10.0, "a"), Cx(5.0, "b")], 0.001,
                              [False, False], "success-then-return")
     rec = RewardUpdateRecord.from_json({"event": "reward_update", "round": 2, "env_steps": 10,
                                         "fitness": {"0": slots[0].fitness, "1": slots[1].fitness},
-                                        "slots": [s.to_json() for s in slots]})
+                                        "slots": [s.to_json("events") for s in slots]})
     assert rec is not None
     first = rec.slots[0]
     assert (first.graded_by, first.graded, first.task_return) == ("return", 412.3, 412.3)
     assert first.breakdown == "return 412.3" and rec.slots[1].breakdown == "return 96.5"
-    assert graded_value("return", 0.0, 0.1, 0.2, 412.3) == 412.3
+    assert SlotRecord.value_graded("return", 0.0, 0.1, 0.2, 412.3) == 412.3
     # lines written before the return grade: a progress grade reads its share, no grade reads the success rate
-    assert graded_value("progress", 0.0, 0.1, 0.2) == 0.1 and graded_value(None, 0.4, 0.1, 0.2) == 0.4
-    old = SlotFitness.from_json({"slot": 0, "reward_id": "x", "fitness": 0.3, "success": 0.3, "task_return": 7.0})
-    assert old is not None and old.graded_by is None and old.breakdown == "" and math.isnan(old.graded)
-    row = CandidateRow(id="a", verdict="evaluated", fitness=412.29, graded_by="return", task_return=412.3)
+    assert SlotRecord.value_graded("progress", 0.0, 0.1, 0.2) == 0.1
+    assert SlotRecord.value_graded(None, 0.4, 0.1, 0.2) == 0.4
+    old = SlotRecord.from_json({"slot": 0, "reward_id": "x", "fitness": 0.3, "success": 0.3, "task_return": 7.0},
+                               "events")
+    assert old.graded_by is None and old.breakdown == "" and math.isnan(old.graded)
+    row = CandidateRow(id="a", verdict="evaluated",
+                       evaluated=SlotRecord(fitness=412.29, graded_by="return", task_return=412.3))
     back = CandidateRow.from_json(row.to_json())
-    assert back is not None and (back.graded_by, back.task_return) == ("return", 412.3)
+    assert back is not None and back.evaluated is not None
+    assert (back.evaluated.graded_by, back.evaluated.task_return) == ("return", 412.3)
     assert "task_return" not in CandidateRow(id="old").to_json()
 
 
@@ -253,7 +266,7 @@ def test_the_engine_grades_an_update_by_the_rule_it_resolved(human: bool, fitnes
                       fitness=fitness, complexity_lambda=0.001)
     engine = make_engine(point_task(has_human_reward=human), cfg, three_rewards())
     try:
-        assert engine.fitness_rule == rule
+        assert engine.grading[1] == rule
         slots = engine._start_update().ctx.slots  # untrained policies: no success on the point mass
     finally:
         engine.close()

@@ -68,7 +68,7 @@ def test_a_ranked_first_human_learner_is_refined_again(tmp_path: Path) -> None:
     given = proposer.initial(1, episodes_sample())
     rewards = [*given, HumanReward(expression=HUMAN)]  # as the search builds it in the init setting
     evals = [MemberEvaluation(i, 2, s, 10.0 * s, 0.0, 0.2, 0.2, 150.0) for i, s in enumerate((0.0, 0.5))]
-    slots = slot_evaluations(evals, rewards, 0.0, True, [False, False])
+    slots = slot_evaluations(evals, rewards, 0.0, [False, False])
     ctx = UpdateContext(round=1, env_steps=1000, setting="init", slots=tuple(slots), ranking=(1, 0), elites=(1,),
                         refill=(0,), rewards=tuple(rewards), rollouts={}, feature_sample=episodes_sample())
     new = proposer(ctx)

@@ -14,19 +14,19 @@ import pytest
 import torch
 from test_lares_engine import FeatureReward, Proposer, scratch_rewards, tiny_config, tiny_task
 
-from lares_agent.engine import EngineConfig, SlotEvaluation, make_engine
+from lares_agent.engine import EngineConfig, make_engine
 from lares_agent.engine.loop.engine import LaResEngine
 from lares_agent.engine.loop.inheritance import inheritance, leader_succeeded
 from lares_agent.errors import ConfigError
 from lares_agent.runs.jsonl import read_jsonl
+from lares_agent.runs.slots import SlotRecord
 from lares_agent.search.config import SearchConfig, engine_config
 from lares_agent.search.options import INHERIT_RULES
 
 
-def leader(success: float, learners: tuple[float, ...] = ()) -> SlotEvaluation:
-    return SlotEvaluation(slot=3, reward_id="human", success_rate=success, task_return=1.0, own_return=1.0,
-                          final_progress=0.1, complexity=1.0, fitness=success, tie_break=1.0,
-                          learner_success=learners)
+def leader(success: float, learners: tuple[float, ...] = ()) -> SlotRecord:
+    return SlotRecord(slot=3, reward_id="human", success=success, task_return=1.0, own_return=1.0, final_progress=0.1,
+                      complexity=1.0, fitness=success, graded_by="success", learner_success=learners)
 
 
 def test_the_rule_inherits_only_from_a_leader_that_succeeded() -> None:
@@ -44,9 +44,9 @@ def test_the_rule_inherits_only_from_a_leader_that_succeeded() -> None:
 def _update(engine: LaResEngine, success: float) -> dict[str, Any]:
     """Run to the first reward update with every learner's evaluated success set to ``success``; its event."""
     engine.run(until_steps=120)
-    evaluate: Callable[..., Any] = engine.evaluate
-    engine.evaluate = lambda *a, **k: [dataclasses.replace(e, success_rate=success)  # type: ignore[method-assign]
-                                       for e in evaluate(*a, **k)]
+    evaluate: Callable[..., Any] = engine.evaluate_learners
+    engine.evaluate_learners = lambda *a, **k: [  # type: ignore[method-assign]
+        dataclasses.replace(e, success_rate=success) for e in evaluate(*a, **k)]
     engine.reward_update()
     return next(e for e in engine.events if e["event"] == "reward_update")
 

@@ -313,8 +313,8 @@ def test_init_human_learner_ranked_first_is_inherited_and_handed_over(
     given = [FeatureReward("dist", 1.0, complexity=5.0), FeatureReward("dist", 3.0, 1.0, complexity=5.0),
              FeatureReward("action_norm", 0.1, complexity=5.0)]
     hook = Proposer()
-    monkeypatch.setattr("lares_agent.engine.loop.engine.rank_slots",
-                        lambda slots: [3, *(s.slot for s in slots if s.slot != 3)])
+    monkeypatch.setattr("lares_agent.engine.setup.fitness.rank_slots",
+                        lambda slots, use_task_return: [3, *(s.slot for s in slots if s.slot != 3)])
     cfg = tiny_config(setting="init", total_steps=150, elites=1, max_rounds=1, inherit="always")
     engine = make_engine(tiny_task(), cfg, given, hook, tmp_path)
     engine.run()
@@ -343,12 +343,12 @@ def test_fitness_ranking_tie_breaks() -> None:
 
     r = [FeatureReward("dist", complexity=c) for c in (5.0, 1.0, 1.0, 1.0)]
     evals = [ev(0, 0.5, -10, 0.3), ev(1, 0.5, -5, 0.4), ev(2, 0.5, -5, 0.2), ev(3, 0.9, -50, 0.9)]
-    with_return = [slot_evaluation(e, r[e.member], 0.0, True, False) for e in evals]
-    assert rank_slots(with_return) == [3, 1, 2, 0]  # success, then task return, then complexity, then index
-    scratch = [slot_evaluation(e, r[e.member], 0.0, False, False) for e in evals]
-    assert rank_slots(scratch) == [3, 2, 0, 1]  # from scratch: -final progress, never the human return
-    penalised = [slot_evaluation(e, r[e.member], 0.1, True, e.member == 3) for e in evals]
-    assert rank_slots(penalised) == [1, 2, 0, 3]  # the return before complexity; quarantined last
+    with_return = [slot_evaluation(e, r[e.member], 0.0, False) for e in evals]
+    assert rank_slots(with_return, True) == [3, 1, 2, 0]  # success, then task return, then complexity, then index
+    scratch = [slot_evaluation(e, r[e.member], 0.0, False) for e in evals]
+    assert rank_slots(scratch, False) == [3, 2, 0, 1]  # from scratch: -final progress, never the human return
+    penalised = [slot_evaluation(e, r[e.member], 0.1, e.member == 3) for e in evals]
+    assert rank_slots(penalised, True) == [1, 2, 0, 3]  # the return before complexity; quarantined last
     assert penalised[0].fitness == 0.5 and penalised[0].complexity_penalty == pytest.approx(0.1 * 5.0)
 
 

@@ -16,7 +16,7 @@ from test_checkpoint import assert_same_state
 from test_lares_engine import Proposer, load_reward, scratch_rewards, tiny_config, tiny_task
 
 from lares_agent.engine import MemberEvaluation, PolicyArtefact, make_engine, restore_engine
-from lares_agent.engine.setup.fitness import slot_evaluations
+from lares_agent.engine.setup.fitness import leaders, rank, slot_evaluations, slot_view
 from lares_agent.engine.setup.groups import LearnerGroups
 from lares_agent.errors import ConfigError
 from lares_agent.report.summary import lineage
@@ -47,28 +47,45 @@ def test_slot_fitness_is_the_mean_over_its_healthy_learners() -> None:
     g = LearnerGroups(num_slots=2, per_reward=3)
     evals = [_eval(0, 0.2), _eval(1, 1.0), _eval(2, 0.6), _eval(3, 0.0), _eval(4, 0.4), _eval(5, 0.9)]
     rewards = [type("R", (), {"id": f"r{s}", "complexity": 1.0})() for s in range(2)]
-    ranked = g.leaders(evals, rewards, 0.0, True, lambda i: i == 5)  # learner 5 is quarantined
+    ranked = leaders(g, evals, rewards, 0.0, True, lambda i: i == 5)  # learner 5 is quarantined
     assert ranked == [[1, 2, 0], [4, 3, 5]]  # best first, the quarantined learner last
-    view = g.slot_view(evals, ranked, lambda i: i == 5)
+    view = slot_view(g, evals, ranked, lambda i: i == 5)
     assert [v.member for v in view] == [0, 1]
     assert view[0].success_rate == pytest.approx(0.6) and view[0].learner_success == (0.2, 1.0, 0.6)
     assert view[1].success_rate == pytest.approx(0.2)  # 0.0 and 0.4: the quarantined learner's 0.9 is left out
     assert view[1].learner_success == (0.0, 0.4, 0.9) and view[0].task_return == pytest.approx(6.0)
-    slots = slot_evaluations(view, rewards, 0.0, True, [False, False])
+    slots = slot_evaluations(view, rewards, 0.0, [False, False])
     assert [s.fitness for s in slots] == pytest.approx([0.6, 0.2])
-    assert slots[0].to_json()["learner_success"] == [0.2, 1.0, 0.6]
+    assert slots[0].to_json("events")["learner_success"] == [0.2, 1.0, 0.6]
     # One learner per reward is LaRes: the evaluations pass through unchanged, with no spread field.
     one = LearnerGroups(num_slots=2)
-    assert one.slot_view(evals[:2], [[0], [1]], lambda i: False) == evals[:2]
-    assert "learner_success" not in slot_evaluations(evals[:2], rewards, 0.0, True, [False, False])[0].to_json()
+    assert slot_view(one, evals[:2], [[0], [1]], lambda i: False) == evals[:2]
+    assert "learner_success" not in slot_evaluations(evals[:2], rewards, 0.0, [False, False])[0].to_json("events")
+
+
+def test_one_pass_ranks_each_slots_learners_then_the_slots() -> None:
+    """``fitness.rank``: the leaders by the run's grading, the slots' means led by them, the slots graded and ranked
+    by the same grading; the init setting's extra learner is its own column and is ranked with the slots."""
+    g = LearnerGroups(num_slots=2, per_reward=2, extra=True)
+    evals = [_eval(0, 0.2), _eval(1, 0.6), _eval(2, 1.0), _eval(3, 0.8), _eval(4, 0.5)]
+    rewards = [type("R", (), {"id": rid, "complexity": 1.0})() for rid in ("r0", "r1", "human")]
+    ranked = rank(evals, g, rewards, 0.0, (True, "success-then-return"), lambda i: i == 3)  # learner 3 is out
+    assert ranked.leaders == ((1, 0), (2, 3), (4,))  # best first, the quarantined learner last
+    assert [e.member for e in ranked.evals] == [0, 1, 2]
+    assert [e.success_rate for e in ranked.evals] == pytest.approx([0.4, 1.0, 0.5])  # slot 1: learner 3 left out
+    assert [s.slot for s in ranked.slots] == [0, 1, 2] and ranked.slots[0].learner_success == (0.2, 0.6)
+    assert {s.graded_by for s in ranked.slots} == {"success"} and ranked.order == (1, 2, 0)
+    # every learner of a slot out: the slot is out and ranks last
+    broken = rank(evals, g, rewards, 0.0, (True, "success-then-return"), lambda i: i in (2, 3))
+    assert broken.slots[1].quarantined and broken.order[-1] == 1
 
 
 def test_a_slot_whose_learners_all_diverged_grades_as_broken() -> None:
     g = LearnerGroups(num_slots=1, per_reward=2)
     evals = [dataclasses.replace(_eval(0, 0.5), nonfinite=True), _eval(1, 0.5)]
-    view = g.slot_view(evals, [[1, 0]], lambda i: i == 1)
+    view = slot_view(g, evals, [[1, 0]], lambda i: i == 1)
     assert view[0].nonfinite  # no healthy learner left: the mean of both, marked broken
-    assert slot_evaluations(view, [type("R", (), {"id": "r", "complexity": 1.0})()], 0.0, True,
+    assert slot_evaluations(view, [type("R", (), {"id": "r", "complexity": 1.0})()], 0.0,
                             [False])[0].quarantined
 
 
@@ -92,7 +109,7 @@ def test_scratch_run_with_two_learners_per_reward(tmp_path: Path) -> None:
                 assert all(torch.equal(p[i], b[i]) for p, b in zip(pop.actor, before, strict=True))
         for s in ctx.slots:
             assert len(s.learner_success) == 2
-            assert s.success_rate == pytest.approx(float(np.mean(s.learner_success)))
+            assert s.success == pytest.approx(float(np.mean(s.learner_success)))
         engine.step()  # every learner acts through its own TS arm, on its slot's column
         engine.save_policy("round-0001", every_slot=True)
     finally:

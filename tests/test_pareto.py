@@ -10,13 +10,14 @@ import numpy as np
 import pytest
 from helpers import flat_config, point_task, three_rewards
 
-from lares_agent.engine import EngineConfig, SACConfig, SlotEvaluation, make_engine
+from lares_agent.engine import EngineConfig, SACConfig, make_engine
 from lares_agent.engine.es import strategy as es
 from lares_agent.engine.loop.pareto import crowding_distance, dominates, non_dominated_fronts, pareto_select
 from lares_agent.engine.loop.selection import choose_elites, select_elites
 from lares_agent.engine.setup.fitness import rank_slots
 from lares_agent.engine.setup.selection import SelectionConfig
 from lares_agent.errors import ConfigError
+from lares_agent.runs.slots import SlotRecord
 from lares_agent.search.config import SearchConfig, engine_config
 
 # maximised; A..D are the non-dominated set, E is dominated by B (and C), F by E
@@ -56,16 +57,17 @@ def test_pareto_select_returns_exactly_n_in_a_deterministic_order() -> None:
         pareto_select(np.array([[np.nan, 1.0]]), 1)
 
 
-def _slot(i: int, fitness: float, jerk: float, cx: float, tie: float = 0.0, bad: bool = False) -> SlotEvaluation:
-    return SlotEvaluation(slot=i, reward_id=f"r{i}", success_rate=0.0, task_return=math.nan, own_return=0.0,
-                          final_progress=0.5, complexity=cx, fitness=-math.inf if bad else fitness,
-                          tie_break=-math.inf if bad else tie, quarantined=bad, action_jerk=jerk)
+def _slot(i: int, fitness: float, jerk: float, cx: float, tie: float = 0.0, bad: bool = False) -> SlotRecord:
+    """A graded slot whose tie-break (ranked with the task return) is ``tie``."""
+    return SlotRecord(slot=i, reward_id=f"r{i}", success=0.0, task_return=tie, own_return=0.0, final_progress=0.5,
+                      complexity=cx, fitness=-math.inf if bad else fitness, graded_by="success", quarantined=bad,
+                      action_jerk=jerk)
 
 
 def test_choose_elites_keeps_the_smooth_and_the_simple() -> None:
     slots = [_slot(0, 0.5, 0.5, 10), _slot(1, 0.4, 0.1, 10), _slot(2, 0.3, 0.6, 12), _slot(3, 0.2, 0.2, 4),
              _slot(4, 0.0, math.nan, 1, bad=True)]  # quarantined, though its reward is the simplest
-    ranking = rank_slots(slots)
+    ranking = rank_slots(slots, True)
     rng = np.random.default_rng(0)
     assert ranking == [0, 1, 2, 3, 4]
     assert choose_elites(ranking, slots, 3, SelectionConfig(), rng) == [0, 1, 2]  # truncation
@@ -78,7 +80,7 @@ def test_choose_elites_keeps_the_smooth_and_the_simple() -> None:
 
 def test_pareto_keeps_the_best_even_when_an_equal_fitness_dominates_it() -> None:
     slots = [_slot(0, 0.5, 0.5, 10, tie=1.0), _slot(1, 0.5, 0.1, 5, tie=0.0)]  # 1 dominates 0; 0 wins the tie-break
-    ranking = rank_slots(slots)
+    ranking = rank_slots(slots, True)
     rng = np.random.default_rng(0)
     assert ranking == [0, 1]
     assert choose_elites(ranking, slots, 1, PARETO, rng) == [0]

@@ -15,7 +15,7 @@ from lares_agent.engine.state.schema import rewards_from_state
 from lares_agent.engine.tasks import get_task
 from lares_agent.prompts.loader import load_template
 from lares_agent.rewards import human_reference
-from lares_agent.runs.events import SlotFitness, fitness_breakdown
+from lares_agent.runs.slots import SlotRecord, fitness_breakdown
 from lares_agent.search.live_run import _human_complexity
 
 LAMBDA = 0.001  # the search's default (search/config.py COMPLEXITY_LAMBDA)
@@ -29,31 +29,31 @@ def test_human_learner_at_equal_success_ranks_by_task_return_not_by_complexity()
     # door-close-v3's first update in the grid (init seed 0): every slot at 100%, the LLM rewards 26-28.5 complex
     rewards = [FeatureReward("dist", complexity=28.5), FeatureReward("dist", complexity=26.0), HumanReward(26.0)]
     llm_ahead = [ev(0, 1.0, 1030.8), ev(1, 1.0, 1001.2), ev(2, 1.0, 990.0)]
-    slots = slot_evaluations(llm_ahead, rewards, LAMBDA, True, [False] * 3, "success-then-return")
+    slots = slot_evaluations(llm_ahead, rewards, LAMBDA, [False] * 3, "success-then-return")
     assert [s.fitness for s in slots] == [1.0, 1.0, 1.0]  # the fitness is the graded value ...
     assert slots[0].complexity_penalty == pytest.approx(0.0285)  # ... and the penalty is still recorded
-    assert rank_slots(slots) == [0, 1, 2]  # the higher return wins; the simpler human reward does not
+    assert rank_slots(slots, True) == [0, 1, 2]  # the higher return wins; the simpler human reward does not
     human_ahead = [ev(0, 1.0, 1030.8), ev(1, 1.0, 1001.2), ev(2, 1.0, 1100.0)]
-    assert rank_slots(slot_evaluations(human_ahead, rewards, LAMBDA, True, [False] * 3, "success-then-return")) == [
+    assert rank_slots(slot_evaluations(human_ahead, rewards, LAMBDA, [False] * 3, "success-then-return"), True) == [
         2, 0, 1]
     # success still comes first: an LLM reward one episode better wins whatever the returns
     ahead = [ev(0, 0.8, 1030.8), ev(1, 0.6, 1200.0), ev(2, 0.6, 1100.0)]
-    assert rank_slots(slot_evaluations(ahead, rewards, LAMBDA, True, [False] * 3))[0] == 0
+    assert rank_slots(slot_evaluations(ahead, rewards, LAMBDA, [False] * 3), True)[0] == 0
 
 
 def test_exact_tie_is_broken_by_complexity_then_slot_index() -> None:
     tied = [ev(0, 0.6, 500.0), ev(1, 0.6, 500.0), ev(2, 0.6, 500.0)]
     rewards = [FeatureReward("dist", complexity=9.0), FeatureReward("dist", complexity=4.0), HumanReward(17.5)]
-    assert rank_slots(slot_evaluations(tied, rewards, LAMBDA, True, [False] * 3)) == [1, 0, 2]  # simpler first
+    assert rank_slots(slot_evaluations(tied, rewards, LAMBDA, [False] * 3), True) == [1, 0, 2]  # simpler first
     plain = [FeatureReward("dist", complexity=9.0), FeatureReward("dist", complexity=4.0), HumanReward()]
-    assert rank_slots(slot_evaluations(tied, plain, LAMBDA, True, [False] * 3)) == [2, 1, 0]  # no expression: 0
+    assert rank_slots(slot_evaluations(tied, plain, LAMBDA, [False] * 3), True) == [2, 1, 0]  # no expression: 0
     same = [FeatureReward("dist", complexity=4.0), FeatureReward("dist", complexity=4.0), HumanReward(4.0)]
-    assert rank_slots(slot_evaluations(tied, same, LAMBDA, True, [False] * 3)) == [0, 1, 2]
+    assert rank_slots(slot_evaluations(tied, same, LAMBDA, [False] * 3), True) == [0, 1, 2]
     # lambda 0, the reference's: complexity plays no part, the slot index decides
-    assert rank_slots(slot_evaluations(tied, rewards, 0.0, True, [False] * 3)) == [0, 1, 2]
+    assert rank_slots(slot_evaluations(tied, rewards, 0.0, [False] * 3), True) == [0, 1, 2]
     # a return one part in a million higher is not a tie: complexity does not override it
     near = [ev(0, 0.6, 500.0), ev(1, 0.6, 500.0), ev(2, 0.6, 500.0005)]
-    assert rank_slots(slot_evaluations(near, rewards, LAMBDA, True, [False] * 3))[0] == 2
+    assert rank_slots(slot_evaluations(near, rewards, LAMBDA, [False] * 3), True)[0] == 2
 
 
 def test_the_human_reward_carries_its_expressions_complexity_into_the_engine() -> None:
@@ -97,8 +97,8 @@ def test_the_prompt_states_the_rule() -> None:
 
 
 def test_the_breakdown_says_what_the_fitness_was_made_of_under_either_rule() -> None:
-    new = SlotFitness(0, "a", fitness=0.6, success=0.6, graded_by="success", complexity_penalty=0.02)
-    old = SlotFitness(0, "a", fitness=0.58, success=0.6, graded_by="success", complexity_penalty=0.02)
+    new = SlotRecord(0, "a", fitness=0.6, success=0.6, graded_by="success", complexity_penalty=0.02)
+    old = SlotRecord(0, "a", fitness=0.58, success=0.6, graded_by="success", complexity_penalty=0.02)
     assert new.breakdown == "success 0.60"
     assert old.breakdown == "success 0.60 - 0.02 cx"  # a record of a run before the one rule
     assert fitness_breakdown("return", 412.3, 0.01, fitness=412.3) == "return 412.3"

@@ -120,7 +120,7 @@ def test_the_report_says_which_grade_ranked_each_update_under_the_return_rule(
 
 def test_the_proxy_table_sets_each_candidates_proxy_against_its_later_fitness(tmp_path: Path) -> None:
     from lares_agent.report.proxy import proxy_rows, spearman
-    from lares_agent.runs import CandidateRow
+    from lares_agent.runs import CandidateRow, SlotRecord
 
     run = tmp_path / "screened"
     run.mkdir()
@@ -129,7 +129,7 @@ def test_the_proxy_table_sets_each_candidates_proxy_against_its_later_fitness(tm
             for i, p in enumerate((0.9, 0.5, 0.1))]
     rows.append(CandidateRow(id="c3", round=0, verdict="rejected", reason="screened out: proxy 0.05 < 0.10",
                              components={"a": "exp(-100*d)"}, proxy=0.05))
-    rows += [CandidateRow(id=f"c{i}", round=1, slot=i, verdict="evaluated", fitness=f)
+    rows += [CandidateRow(id=f"c{i}", round=1, slot=i, verdict="evaluated", evaluated=SlotRecord(fitness=f))
              for i, f in enumerate((0.8, 0.6, 0.2))]
     assert CandidateRow.from_json(rows[0].to_json()) == rows[0]  # the schema keeps the score
     _write_jsonl(run / "candidates.jsonl", [r.to_json() for r in rows])

@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from lares_agent.cli.app import app
 from lares_agent.errors import ConfigError
-from lares_agent.runs import CandidateRow, RunLayout, RunLog, read_jsonl
+from lares_agent.runs import CandidateRow, RunLayout, RunLog, SlotRecord, read_jsonl
 from lares_agent.search.config import SearchConfig
 from lares_agent.search.found_reward import FoundReward, from_file, from_run
 from lares_agent.search.runner import read_config
@@ -52,7 +52,7 @@ def searched_run(base: Path) -> Path:
     log = RunLog(layout)
     for rid, components, fitness in (("r0-a", OTHER, 0.2), ("r0-b", TRIPLE, 0.5)):
         log.candidates.append(CandidateRow(id=rid, round=0, slot=0, verdict="accepted", components=components,
-                                           rationale="scaled own reward", fitness=fitness))
+                                           rationale="scaled own reward", evaluated=SlotRecord(fitness=fitness)))
     return layout.root
 
 

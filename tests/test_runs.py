@@ -24,8 +24,7 @@ from lares_agent.runs import (
     RewardUpdateRecord,
     RunLayout,
     RunLog,
-    SlotFitness,
-    SlotMetric,
+    SlotRecord,
     atomic_write_text,
     read_jsonl,
 )
@@ -226,9 +225,10 @@ def test_candidate_rows_carry_the_verifier_and_old_rows_read_without_it() -> Non
 
 def test_record_files_round_trip_and_skip_torn_lines(tmp_path: Path) -> None:
     log = RunLog(tmp_path)
-    metric = MetricRow("eval", 100, 0, (SlotMetric(0, "a", 0.5, 1.0, 2.0),), wall_time=3.0, acted=(1,))
+    metric = MetricRow("eval", 100, 0, (SlotRecord(0, "a", success=0.5, task_return=1.0, own_return=2.0),),
+                       wall_time=3.0, acted=(1,))
     update = RewardUpdateRecord(round=1, env_steps=100, fitness={0: 0.5}, best=0, elites=(0,),
-                                slots=(SlotFitness(0, "a", 0.5, complexity=3.0),))
+                                slots=(SlotRecord(0, "a", fitness=0.5, complexity=3.0),))
     cand = CandidateRow(id="a", round=0, slot=0, verdict="accepted", components={"x": "-d"}, complexity=3.0)
     call = LLMCallRow(call=0, tag="propose", answer="{}", meta={"node": "propose"}, fault="timeout")
     log.metrics.append(metric)
@@ -248,7 +248,7 @@ def test_record_files_round_trip_and_skip_torn_lines(tmp_path: Path) -> None:
 
 def test_non_finite_numbers_are_written_as_null_and_read_as_nan(tmp_path: Path) -> None:
     log = RunLog(tmp_path)
-    log.metrics.append(MetricRow("eval", 10, 0, (SlotMetric(0, "a", 0.0, task_return=math.nan),)))
+    log.metrics.append(MetricRow("eval", 10, 0, (SlotRecord(0, "a", success=0.0, task_return=math.nan),)))
     assert read_jsonl(tmp_path / "metrics.jsonl")[0]["slots"][0]["task_return"] is None
     assert math.isnan(log.metrics.read()[0].slots[0].task_return)
 
@@ -260,20 +260,23 @@ def test_the_report_reads_a_run_the_writers_wrote(tmp_path: Path) -> None:
     log.event("run_start", env_steps=0, round=0)
     for step, succ in ((200, (0.1, 0.3)), (400, (0.5, 0.2))):
         log.metrics.append(MetricRow(
-            "eval", step, step // 400, tuple(SlotMetric(s, f"r{s}", v, task_return=10 * v) for s, v in enumerate(succ)),
+            "eval", step, step // 400,
+            tuple(SlotRecord(s, f"r{s}", success=v, task_return=10 * v) for s, v in enumerate(succ)),
             success_max=max(succ), wall_time=step / 10, acted=(1, 1), losses={"q_loss": (0.5, 0.9)}, alpha=(0.1, 0.2),
         ))
     log.events.append(RewardUpdateRecord(
         round=1, env_steps=400, fitness={0: 0.5, 1: 0.2}, best=0, elites=(0,), replaced={1: "r2"},
-        slots=(SlotFitness(0, "r0", 0.5, complexity=4.0, components={"near": {"mean": -1.0, "std": 0.1, "share": 1.0}}),
-               SlotFitness(1, "r1", 0.2, complexity=6.0)),
+        slots=(SlotRecord(0, "r0", fitness=0.5, complexity=4.0,
+                          components={"near": {"mean": -1.0, "std": 0.1, "share": 1.0}}),
+               SlotRecord(1, "r1", fitness=0.2, complexity=6.0)),
     ).to_event())
     log.event("run_end", env_steps=600, finished=True, wall_s=99.0)
     for rid, slot in (("r0", 0), ("r1", 1)):
         log.candidates.append(CandidateRow(id=rid, round=0, slot=slot, verdict="accepted", complexity=4.0 + 2 * slot,
                                            components={"near": "-tcp_to_obj"}))
     log.candidates.append(CandidateRow(id="r2", round=1, slot=1, verdict="accepted", parent_id="r0"))
-    log.candidates.append(CandidateRow(id="r0", round=1, slot=0, verdict="evaluated", fitness=0.5))
+    log.candidates.append(CandidateRow(id="r0", round=1, slot=0, verdict="evaluated",
+                                       evaluated=SlotRecord(0, "r0", fitness=0.5)))
     log.llm_calls.append(LLMCallRow(call=0, tag="propose", answer="{}", round=1, prompt_tokens=100,
                                     completion_tokens=20, seconds=2.0))
 

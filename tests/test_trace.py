@@ -23,13 +23,13 @@ from pydantic import PrivateAttr
 from typer.testing import CliRunner
 
 from lares_agent.cli.app import app
-from lares_agent.engine import SlotEvaluation, UpdateContext, random_feature_sample
+from lares_agent.engine import UpdateContext, random_feature_sample
 from lares_agent.engine.tasks import get_task
 from lares_agent.errors import LaresError
 from lares_agent.graphs.build import build_graph, open_trace
 from lares_agent.graphs.context import GraphLimits, RunContext
 from lares_agent.llm import LLMClient, LLMConfig, LLMError
-from lares_agent.runs import RunLayout, RunLog
+from lares_agent.runs import RunLayout, RunLog, SlotRecord
 from lares_agent.search.config import SearchConfig
 from lares_agent.search.proposer import GraphProposer
 from lares_agent.trace import UnknownCandidateError, read_trace
@@ -86,9 +86,9 @@ def traced_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         sample = random_feature_sample(task, 100, seed=0)
         rewards = tuple(proposer.initial(2, sample))
         slots = tuple(
-            SlotEvaluation(slot=i, reward_id=r.id, success_rate=s, task_return=-5.0, own_return=1.0,
-                           final_progress=0.1, complexity=r.complexity, fitness=s, tie_break=0.0,
-                           learner_success=(0.25, 0.75) if i == 0 else ())  # slot 0: two learners per reward
+            SlotRecord(slot=i, reward_id=r.id, success=s, task_return=-5.0, own_return=1.0, final_progress=0.1,
+                       complexity=r.complexity, fitness=s, graded_by="success",
+                       learner_success=(0.25, 0.75) if i == 0 else ())  # slot 0: two learners per reward
             for i, (r, s) in enumerate(zip(rewards, (0.5, 0.0), strict=True))
         )
         episode = {k: np.asarray(v[:50]) for k, v in sample.items()}

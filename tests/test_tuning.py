@@ -10,7 +10,7 @@ from lares_agent.engine.tasks import get_task
 from lares_agent.rewards import parse_candidate
 from lares_agent.rewards.tuning import STARTUP_TRIALS, constants_label, tuned_children
 from lares_agent.rewards.validate import structure_key
-from lares_agent.runs import CandidateRow
+from lares_agent.runs import CandidateRow, SlotRecord
 from lares_agent.search.proposer import measured_rewards
 
 TASK = get_task("door-close-v3")
@@ -63,9 +63,9 @@ def test_only_rewards_of_the_same_structure_are_trials() -> None:
 def test_a_run_rebuilds_its_measurements_from_the_candidate_log() -> None:
     rows = [CandidateRow(id="a", round=0, slot=0, verdict="accepted", components=dict(ELITE)),
             CandidateRow(id="b", round=0, slot=1, verdict="rejected", components={"x": "1"}),
-            CandidateRow(id="a", round=1, slot=0, verdict="evaluated", fitness=0.25),
-            CandidateRow(id="human", round=1, slot=2, verdict="evaluated", fitness=0.5),
-            CandidateRow(id="b", round=1, slot=1, verdict="evaluated", fitness=0.1)]
+            CandidateRow(id="a", round=1, slot=0, verdict="evaluated", evaluated=SlotRecord(fitness=0.25)),
+            CandidateRow(id="human", round=1, slot=2, verdict="evaluated", evaluated=SlotRecord(fitness=0.5)),
+            CandidateRow(id="b", round=1, slot=1, verdict="evaluated", evaluated=SlotRecord(fitness=0.1))]
     assert measured_rewards(rows, None) == [(ELITE, 0.25)]
     assert measured_rewards(rows, {"own": "-obj_to_target"}) == [(ELITE, 0.25), ({"own": "-obj_to_target"}, 0.5)]
 

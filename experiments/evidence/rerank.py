@@ -7,7 +7,7 @@ graded value minus ``complexity_lambda * complexity``, and the human learner's c
 success it ranked first whatever its return. Under the one rule the fitness is the graded value, then the task
 return breaks ties (the init setting's tie-break), then the complexity penalty, then the slot index; the human
 learner carries its expression's own complexity (``rewards.human_reference``). The slots are rebuilt as the
-engine's ``SlotEvaluation`` records and ranked by the engine's own ``rank_slots``, so the rule has one place.
+engine's ``SlotRecord`` records and ranked by the engine's own ``rank_slots``, so the rule has one place.
 
 Prints, per trial and in total: updates, how many change their first place, how often the human learner was
 first before and after, and whether the last update's first place (the policy the grid handed over) changes.
@@ -23,15 +23,14 @@ import json
 import math
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
-from lares_agent.engine.contracts import SlotEvaluation
 from lares_agent.engine.setup.fitness import rank_slots
 from lares_agent.engine.tasks import get_task
 from lares_agent.rewards import human_reference
-from lares_agent.runs import RewardUpdateRecord, RunLayout, RunLog, SlotFitness
+from lares_agent.runs import RewardUpdateRecord, RunLayout, RunLog, SlotRecord
 
 HERE = Path(__file__).resolve().parent
 HUMAN = "human"
@@ -56,27 +55,20 @@ def human_complexity(task: str) -> float:
     return reference[1] if reference is not None else 0.0
 
 
-def as_ranked(slot: SlotFitness, lam: float, use_task_return: bool, human_cx: float) -> SlotEvaluation:
-    """The record as the engine's ``SlotEvaluation`` under the one rule (``fitness.slot_evaluation``)."""
+def as_ranked(slot: SlotRecord, lam: float, human_cx: float) -> SlotRecord:
+    """The record as the engine grades it under the one rule (``fitness.slot_evaluation``)."""
     bad = slot.quarantined or not math.isfinite(slot.fitness)
     complexity = human_cx if slot.reward_id == HUMAN else (slot.complexity if math.isfinite(slot.complexity) else 0.0)
-    if use_task_return and math.isfinite(slot.task_return):
-        tie = slot.task_return
-    else:
-        tie = -slot.final_progress if math.isfinite(slot.final_progress) else -math.inf
     graded = slot.success if slot.graded_by is None else slot.graded  # no grade: a run before graded fitness
     graded = graded if math.isfinite(graded) else -math.inf
-    return SlotEvaluation(slot=slot.slot, reward_id=slot.reward_id, success_rate=slot.success,
-                          task_return=slot.task_return, own_return=slot.own_return,
-                          final_progress=slot.final_progress, complexity=complexity,
-                          fitness=-math.inf if bad else graded, tie_break=-math.inf if bad else tie,
-                          quarantined=bad, complexity_penalty=lam * complexity)
+    return replace(slot, complexity=complexity, fitness=-math.inf if bad else graded, quarantined=bad,
+                   complexity_penalty=lam * complexity)
 
 
-def as_run_first(slots: Sequence[SlotFitness], lam: float) -> int:
+def as_run_first(slots: Sequence[SlotRecord], lam: float) -> int:
     """The first place under the rule the grid ran: graded value - lambda x complexity (the human learner's 0),
     then the task return, then the lower complexity, then the slot index."""
-    def key(s: SlotFitness) -> tuple[float, float, float, int]:
+    def key(s: SlotRecord) -> tuple[float, float, float, int]:
         cx = s.complexity if math.isfinite(s.complexity) else 0.0
         graded = s.success if s.graded_by is None else s.graded
         bad = s.quarantined or not math.isfinite(s.fitness) or not math.isfinite(graded)
@@ -99,7 +91,7 @@ def updates(trial: Path) -> list[Update]:
         rec = RewardUpdateRecord.from_event(event)
         if not rec.slots or not rec.ranking:
             continue
-        ranked = rank_slots([as_ranked(s, lam, True, human_cx) for s in rec.slots])
+        ranked = rank_slots([as_ranked(s, lam, human_cx) for s in rec.slots], True)
         human = next((s.slot for s in rec.slots if s.reward_id == HUMAN), None)
         out.append(Update(trial.name, rec.round, human, rec.ranking[0], ranked[0],
                           as_run_first(rec.slots, lam) == rec.ranking[0]))

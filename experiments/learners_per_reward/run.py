@@ -5,7 +5,7 @@ selection: does several learners per reward pick the better reward more often, a
 and env steps? Four candidates per task are each trained afresh on 3 seeds (one learner alone on the reward, the
 ``baseline`` setting): their mean success (ties: mean start distance closed) is the truth. Then populations of
 ``--total-learners`` learners rank them after ``--budget`` steps, exactly as a reward update would (the graded
-fitness of ``setup/fitness.py``, over ``LearnerGroups.slot_view``): with 1 learner per reward all four candidates
+fitness of ``setup/fitness.py``, over ``fitness.slot_view``): with 1 learner per reward all four candidates
 at once, one population per seed; with N per reward, K = total / N candidates per population, the pairs (or
 groups) rotated over the seeds so every candidate is ranked. Reported: top-1 accuracy (the ranked-first is the
 truly best of its population) with its chance level, pairwise accuracy (every pair of candidates in one
@@ -98,11 +98,11 @@ def _train(task_name: str, config: EngineConfig, rewards: list[Any]) -> dict[str
     try:
         engine.run()
         k = engine.num_slots
-        view = engine.evaluate(config.update_eval_episodes, update=True)[:k]  # as a reward update ranks them
-        slots = slot_evaluations(view, engine.rewards[:k], config.complexity_lambda, False,
+        view = list(engine.rank(config.update_eval_episodes).evals[:k])  # each slot led as a reward update leads it
+        slots = slot_evaluations(view, engine.rewards[:k], config.complexity_lambda,
                                  [engine.population.quarantined(s) for s in range(k)])
-        return {"ranking": [int(s) for s in rank_slots(slots)], "wall_s": time.monotonic() - start,
-                "slots": [{"reward_id": engine.rewards[s.slot].id, "success": s.success_rate,
+        return {"ranking": [int(s) for s in rank_slots(slots, False)], "wall_s": time.monotonic() - start,
+                "slots": [{"reward_id": engine.rewards[s.slot].id, "success": s.success,
                            "progress_closed": s.progress_closed, "fitness": s.fitness,
                            "learner_success": list(s.learner_success)} for s in slots]}
     finally:

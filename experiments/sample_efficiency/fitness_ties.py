@@ -7,7 +7,7 @@ reward per evaluation episode, mean over the episodes). The grid ran success-the
 (the reference's rule, ``engine/setup/fitness.py``) grades the same updates on the task return when no slot
 succeeded.
 
-An update is a *tie* when the values its slots were graded on (``SlotFitness.graded``, quarantined slots left
+An update is a *tie* when the values its slots were graded on (``SlotRecord.graded``, quarantined slots left
 out) lie within ``--tie`` of each other: the complexity penalty alone then ranked the slots
 (docs/results-archive.md, "Sample efficiency on five MetaWorld tasks": "equal in every slot"). It *still ties by
 return* when the slots' task returns lie within ``--return-tie`` of the update's largest |return| (a relative
@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from lares_agent.runs import RewardUpdateRecord, RunLayout, RunLog, SlotFitness
+from lares_agent.runs import RewardUpdateRecord, RunLayout, RunLog, SlotRecord
 
 HERE = Path(__file__).resolve().parent
 
@@ -51,7 +51,7 @@ class Update:
         return self.return_spread <= rel * self.return_scale
 
 
-def _healthy(slots: Sequence[SlotFitness]) -> list[SlotFitness]:
+def _healthy(slots: Sequence[SlotRecord]) -> list[SlotRecord]:
     return [s for s in slots if not s.quarantined and math.isfinite(s.fitness) and math.isfinite(s.task_return)]
 
 

@@ -217,7 +217,7 @@ def _show_detail(console: Any, step: Any) -> None:
 
 def evaluation_breakdown(e: Any) -> str:
     """What one evaluated line's fitness was made of ("return 412.3"; "" where the run did not say)."""
-    from lares_agent.runs.events import fitness_breakdown, graded_value
+    from lares_agent.runs.slots import SlotRecord, fitness_breakdown
 
     def num(key: str) -> float:
         value = e.get(key)
@@ -226,7 +226,8 @@ def evaluation_breakdown(e: Any) -> str:
     grade = e.get("graded_by")
     if not isinstance(grade, str):
         return ""
-    graded = graded_value(grade, num("success"), num("progress_closed"), num("approach_closed"), num("task_return"))
+    graded = SlotRecord.value_graded(grade, num("success"), num("progress_closed"), num("approach_closed"),
+                                     num("task_return"))
     return fitness_breakdown(grade, graded, num("complexity_penalty"), fitness=num("fitness"))
 
 

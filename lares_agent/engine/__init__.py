@@ -27,7 +27,6 @@ from lares_agent.engine.contracts import (
     MemberEvaluation,
     ProposeFn,
     RewardFunction,
-    SlotEvaluation,
     UpdateContext,
 )
 from lares_agent.engine.errors import ConstantRewardError, EngineError, NonFiniteRewardError, RewardColumnError
@@ -137,7 +136,6 @@ __all__ = [
     "RewardNormalisation",
     "SACConfig",
     "SelectionConfig",
-    "SlotEvaluation",
     "StepInfo",
     "TaskSpec",
     "UpdateContext",

@@ -4,9 +4,9 @@ The engine never imports `lares_agent.rewards` (layers point down): it relabels 
 object that satisfies `RewardFunction`. Reward functions are vectorised over rows (one call per buffer
 column, docs/lares-reference.md §12 items 19 and 23) and serialise themselves for checkpoints.
 
-The records (`MemberEvaluation`, `SlotEvaluation`, `Diversity`, `UpdateContext`) live here rather than in the
-behaviour modules that fill them, so the loop, the rollouts and the search layer share them without importing
-each other.
+The records (`MemberEvaluation`, `Diversity`, `UpdateContext`) live here rather than in the behaviour modules that
+fill them, so the loop, the rollouts and the search layer share them without importing each other. A slot's
+evaluation as the run files and the proposer see it, summary and grade, is `runs.slots.SlotRecord`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
-from lares_agent.runs.events import graded_value
+from lares_agent.runs.slots import SlotRecord
 
 __all__ = [
     "FITNESS_RULES",
@@ -38,7 +38,6 @@ __all__ = [
     "MemberEvaluation",
     "ProposeFn",
     "RewardFunction",
-    "SlotEvaluation",
     "UpdateContext",
 ]
 
@@ -214,84 +213,14 @@ class MemberEvaluation:
     """A slot with several learners (``--learners-per-reward``, ``setup/groups.py``): each learner's success rate,
     in learner order; the fields above are then their means. Empty for one learner."""
 
-    def summary(self) -> dict[str, Any]:
-        """JSON-ready scalars (no rollouts), for metrics.jsonl."""
-        out: dict[str, Any] = {
-            "member": self.member,
-            "success": self.success_rate,
-            "task_return": self.task_return,
-            "own_return": self.own_return,
-            "final_progress": self.final_progress,
-            "episode_length": self.episode_length,
-            "nonfinite": self.nonfinite,
-        }
-        if self.learner_success:
-            out["learner_success"] = list(self.learner_success)
-        return out
-
-
-@dataclass(frozen=True)
-class SlotEvaluation:
-    """One population slot at a reward update: its reward candidate and how its policy did."""
-
-    slot: int
-    reward_id: str
-    success_rate: float
-    task_return: float
-    """Mean sum of the human reward per evaluation episode (NaN when the task has none)."""
-    own_return: float
-    """Mean sum of the slot's own raw reward per evaluation episode."""
-    final_progress: float
-    """Mean progress feature at the last step (lower is better)."""
-    complexity: float
-    fitness: float
-    """The graded value (-inf for a quarantined slot): the success rate when any slot of this update succeeds,
-    else (``graded_by``) the task return (``success-then-return``) or the share of the start distance closed
-    (``success-then-progress``: of the progress feature, or of the approach feature when the progress shares do
-    not separate the slots). Records of runs before the one ranking rule hold graded value - complexity_penalty."""
-    tie_break: float
-    """Secondary key (higher is better): task return or -final_progress, depending on the setting."""
-    component_stats: Mapping[str, ComponentStats] = field(default_factory=dict)
-    quarantined: bool = False
-    graded_by: Grade = "success"
-    """What the fitness was graded on at this update (the same for every slot of one update)."""
-    progress_closed: float = float("nan")
-    """``MemberEvaluation.progress_closed`` of the slot's policy."""
-    approach_closed: float = float("nan")
-    """``MemberEvaluation.approach_closed`` of the slot's policy."""
-    complexity_penalty: float = 0.0
-    """complexity_lambda * complexity: orders slots equal in fitness and tie-break (``setup/fitness.py``)."""
-    action_jerk: float = float("nan")
-    """``MemberEvaluation.action_jerk`` of the slot's policy (Pareto selection's smoothness objective)."""
-    learner_success: tuple[float, ...] = ()
-    """Each of the slot's learners' success rate when it has several (the fields above are their means)."""
-
-    @property
-    def graded(self) -> float:
-        """The value the fitness was graded on (the fitness itself, for a slot that is not quarantined)."""
-        return graded_value(self.graded_by, self.success_rate, self.progress_closed, self.approach_closed,
-                            self.task_return)
-
-    def to_json(self) -> dict[str, object]:
-        """JSON-ready view for events.jsonl and the graph state."""
-        return {
-            "slot": self.slot,
-            "reward_id": self.reward_id,
-            "success": self.success_rate,
-            "task_return": self.task_return,
-            "own_return": self.own_return,
-            "final_progress": self.final_progress,
-            "complexity": self.complexity,
-            "fitness": self.fitness,
-            "quarantined": self.quarantined,
-            "components": {k: v.to_json() for k, v in self.component_stats.items()},
-            "graded_by": self.graded_by,
-            "progress_closed": self.progress_closed,
-            "approach_closed": self.approach_closed,
-            "complexity_penalty": self.complexity_penalty,
-            "action_jerk": self.action_jerk,
-            **({"learner_success": list(self.learner_success)} if self.learner_success else {}),
-        }
+    def record(self, reward_id: str) -> SlotRecord:
+        """This evaluation as its slot's record (slot = member), before any grade (``setup/fitness.py`` adds it)."""
+        return SlotRecord(
+            slot=self.member, reward_id=reward_id, member=self.member, success=self.success_rate,
+            task_return=self.task_return, own_return=self.own_return, final_progress=self.final_progress,
+            episode_length=self.episode_length, nonfinite=self.nonfinite, progress_closed=self.progress_closed,
+            approach_closed=self.approach_closed, action_jerk=self.action_jerk, learner_success=self.learner_success,
+            components={name: st.to_json() for name, st in self.component_stats.items()})
 
 
 @dataclass(frozen=True)
@@ -321,8 +250,8 @@ class UpdateContext:
     """Index of this reward update (1 for the first update after the initial population)."""
     env_steps: int
     setting: str
-    slots: tuple[SlotEvaluation, ...]
-    """Every slot, in slot order."""
+    slots: tuple[SlotRecord, ...]
+    """Every slot, graded, in slot order."""
     ranking: tuple[int, ...]
     """Slots from best to worst."""
     elites: tuple[int, ...]
@@ -348,7 +277,7 @@ class UpdateContext:
         """The best slot (its policy is what new slots inherit)."""
         return self.ranking[0]
 
-    def slot(self, index: int) -> SlotEvaluation:
+    def slot(self, index: int) -> SlotRecord:
         """The evaluation of slot ``index``."""
         return self.slots[index]
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from lares_agent.engine.contracts import Batch, Diversity, MemberEvaluation, RewardFunction
+from lares_agent.engine.setup.groups import LearnerGroups
 
 if TYPE_CHECKING:  # annotations only: importing this module must not load torch (engine/__init__.py)
     import torch
@@ -84,11 +85,22 @@ class Population(Protocol):
     methods and nothing else; ``populations/replay.py`` (SAC or CrossQ on one shared replay buffer) and
     ``populations/es.py`` (one OpenAI-ES policy per slot) implement it.
 
-    Evaluations are per slot: ``evaluate`` returns K slot rows (``member`` = slot), then the extra learner's.
+    ``evaluate`` returns every learner's evaluation; the loop grades and ranks them once (``setup/fitness.py``
+    ``rank``: each slot's learners, then the slots) and tells the population each slot's leader (``lead``).
     """
 
     kind: str
     """The learner kind ('sac', 'crossq' or 'es'): checkpoints and policy files say it."""
+
+    @property
+    def groups(self) -> LearnerGroups:
+        """Which learners belong to which reward slot (one each for ES)."""
+        ...
+
+    @property
+    def ranked(self) -> Sequence[Sequence[int]]:
+        """Every column's learners, best first at the last reward update (before one: in order)."""
+        ...
 
     def prepare(self, rewards: list[RewardFunction]) -> None:
         """Called before every step. The replay population fills its buffer with warm-up episodes once and labels
@@ -100,10 +112,14 @@ class Population(Protocol):
         ...
 
     def evaluate(self, rewards: Sequence[RewardFunction], seeds: Sequence[int], env_steps: int, *,
-                 keep_rollouts: int = 0, update: bool = False) -> list[MemberEvaluation]:
+                 keep_rollouts: int = 0) -> list[MemberEvaluation]:
         """Deterministic episodes of every learner on the given reset seeds (not counted in the budget), one row
-        per slot then the extra learner's; ``update``: a reward update's, after which each slot's leader (the
-        policy it hands over) is chosen again."""
+        per learner in learner order; a learner whose policy or reward goes non-finite is quarantined."""
+        ...
+
+    def lead(self, ranked: Sequence[Sequence[int]]) -> None:
+        """Every column's learners, best first, as a reward update ranked them (``ranked``): each slot's first is
+        the policy it hands over and the one ``inherit`` copies."""
         ...
 
     def feature_sample(self, n: int) -> dict[str, np.ndarray]:
@@ -125,6 +141,10 @@ class Population(Protocol):
 
     def quarantined(self, slot: int) -> bool:
         """Whether every learner of the slot is out (its policy, reward or loss went non-finite)."""
+        ...
+
+    def learner_quarantined(self, learner: int) -> bool:
+        """Whether the learner is out (its policy, reward or loss went non-finite)."""
         ...
 
     def diversity(self, evals: Sequence[MemberEvaluation], rewards: Sequence[RewardFunction]) -> Diversity | None:

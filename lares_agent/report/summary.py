@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from lares_agent.runs.coerce import as_float
-from lares_agent.runs.events import fitness_breakdown
 from lares_agent.runs.handover import latest_handover
 from lares_agent.runs.reader import Evaluation, RunData
+from lares_agent.runs.slots import fitness_breakdown
 
 __all__ = [
     "LineageCell", "Member", "RunSummary", "best_reward_id", "final_population", "fitness_breakdown", "fitness_rule",
@@ -46,7 +46,7 @@ class LineageCell:
     @property
     def breakdown(self) -> str:
         """What the fitness was made of, e.g. "progress 0.37" or "return 412.3" ("" when the
-        run did not record it; ``runs.events.fitness_breakdown``, the words `lares trace` uses too)."""
+        run did not record it; ``runs.slots.fitness_breakdown``, the words `lares trace` uses too)."""
         return fitness_breakdown(self.graded_by, self.graded, self.complexity_penalty, self.learner_success,
                                  self.fitness)
 

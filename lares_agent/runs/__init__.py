@@ -9,7 +9,7 @@ their modules: the report, `lares export` and the search read them.
 
 from lares_agent.runs.atomic import atomic_write_bytes, atomic_write_text
 from lares_agent.runs.candidates import VERDICTS, CandidateRow, Verdict
-from lares_agent.runs.events import EVENT_KINDS, Event, EventKind, RewardUpdateRecord, SlotFitness
+from lares_agent.runs.events import EVENT_KINDS, Event, EventKind, RewardUpdateRecord
 from lares_agent.runs.files import RecordFile, RunLog
 from lares_agent.runs.health import LLMHealth, RecordedOutcome, llm_health, recorded_outcome, spent_wall_s
 from lares_agent.runs.jsonl import JsonlWriter, append_jsonl, read_jsonl, to_jsonable
@@ -32,8 +32,9 @@ from lares_agent.runs.layout import (
 )
 from lares_agent.runs.llm_calls import LLMCallRow
 from lares_agent.runs.marker import RUN_FORMAT, RUN_FORMAT_VERSION, check_marker, marked, read_marked_config
-from lares_agent.runs.metrics import METRIC_KINDS, MetricKind, MetricRow, SlotMetric
+from lares_agent.runs.metrics import METRIC_KINDS, MetricKind, MetricRow
 from lares_agent.runs.repair import SESSION_EVENTS, log_sizes, short_logs, truncate_logs
+from lares_agent.runs.slots import VIEWS, SlotRecord, SlotView
 
 __all__ = [
     "CANDIDATES_NAME",
@@ -55,6 +56,7 @@ __all__ = [
     "SESSION_EVENTS",
     "TRACE_NAME",
     "VERDICTS",
+    "VIEWS",
     "CandidateRow",
     "Event",
     "EventKind",
@@ -69,8 +71,8 @@ __all__ = [
     "RewardUpdateRecord",
     "RunLayout",
     "RunLog",
-    "SlotFitness",
-    "SlotMetric",
+    "SlotRecord",
+    "SlotView",
     "Verdict",
     "append_jsonl",
     "atomic_write_bytes",

@@ -8,26 +8,22 @@ built around, has its own typed view, :class:`RewardUpdateRecord`.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from lares_agent.runs.coerce import (
     as_float,
-    as_float_list,
     as_int,
     as_int_list,
     as_mapping,
     as_opt_float,
     as_opt_str,
-    as_stats,
-    as_str,
     int_keyed,
 )
+from lares_agent.runs.slots import SlotRecord
 
-__all__ = ["EVENT_KINDS", "Event", "EventKind", "RewardUpdateRecord", "SlotFitness", "fitness_breakdown",
-           "graded_value"]
+__all__ = ["EVENT_KINDS", "Event", "EventKind", "RewardUpdateRecord"]
 
 EventKind = Literal[
     "warmup",  # engine: the buffer is filled and labelled with the initial rewards
@@ -108,120 +104,6 @@ class Event:
         )
 
 
-def graded_value(grade: str | None, success: float, progress_closed: float, approach_closed: float,
-                 task_return: float = math.nan) -> float:
-    """The value a slot's fitness was graded on (docs/DESIGN.md, "Graded fitness"): its success rate, the share
-    of the start distance closed of the progress or of the approach feature, or its task return ("return"). No
-    grade (a record from before graded fitness): the success rate."""
-    if grade == "progress":
-        return progress_closed
-    if grade == "return":
-        return task_return
-    return approach_closed if grade == "approach" else success
-
-
-def fitness_breakdown(graded_by: str | None, graded: float, penalty: float,
-                      learner_success: tuple[float, ...] = (), fitness: float = math.nan) -> str:
-    """What a slot's fitness was made of (docs/DESIGN.md, "Graded fitness"): "<graded_by> <value>", with the
-    learners' success spread when a slot has several, e.g. "success 0.60 [0.20-1.00 over 3]" or "return 412.3"; ""
-    without a grade. The fitness is the graded value; a record of a run before the one ranking rule, whose
-    ``fitness`` lies a complexity penalty below it, says so: "success 0.60 - 0.01 cx". Shared by the report and
-    `lares trace`, so both say it in the same words. A return is shown to one decimal: it runs to the hundreds,
-    rates and shares to 1."""
-    if graded_by is None or not math.isfinite(graded):
-        return ""
-    charged = math.isfinite(penalty) and penalty > 0 and math.isfinite(fitness) and graded - fitness > penalty / 2
-    cx = f" - {penalty:.2f} cx" if charged else ""
-    values = [v for v in learner_success if math.isfinite(v)]
-    spread = f" [{min(values):.2f}-{max(values):.2f} over {len(values)}]" if len(values) > 1 else ""
-    value = f"{graded:.1f}" if graded_by == "return" else f"{graded:.2f}"
-    return f"{graded_by} {value}{spread}{cx}"
-
-
-@dataclass(frozen=True)
-class SlotFitness:
-    """One slot as a reward update judged it (``SlotEvaluation.to_json()``)."""
-
-    slot: int
-    reward_id: str
-    fitness: float
-    success: float = math.nan
-    task_return: float = math.nan
-    own_return: float = math.nan
-    final_progress: float = math.nan
-    complexity: float = math.nan
-    quarantined: bool = False
-    components: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # component -> mean/std/share
-    # what the fitness was made of (absent in runs before graded fitness): the graded value (graded value -
-    # complexity_penalty in runs before the one ranking rule, setup/fitness.py)
-    graded_by: str | None = None  # "success", "progress", "approach" or "return" (one per update)
-    progress_closed: float = math.nan
-    approach_closed: float = math.nan  # absent in runs before the approach grade
-    complexity_penalty: float = math.nan
-    action_jerk: float = math.nan
-    learner_success: tuple[float, ...] = ()  # each learner's success, with --learners-per-reward > 1
-
-    @property
-    def graded(self) -> float:
-        """The value the fitness was graded on (``graded_value``; NaN for a record without a grade)."""
-        if self.graded_by is None:
-            return math.nan
-        return graded_value(self.graded_by, self.success, self.progress_closed, self.approach_closed,
-                            self.task_return)
-
-    @property
-    def breakdown(self) -> str:
-        """What the fitness was made of (``fitness_breakdown``; "" for a record without a grade)."""
-        return fitness_breakdown(self.graded_by, self.graded, self.complexity_penalty, self.learner_success,
-                                 self.fitness)
-
-    def to_json(self) -> dict[str, Any]:
-        graded = {} if self.graded_by is None else {
-            "graded_by": self.graded_by, "progress_closed": self.progress_closed,
-            "approach_closed": self.approach_closed, "complexity_penalty": self.complexity_penalty,
-            "action_jerk": self.action_jerk}
-        if self.learner_success:
-            graded["learner_success"] = list(self.learner_success)
-        return {
-            "slot": self.slot,
-            "reward_id": self.reward_id,
-            "success": self.success,
-            "task_return": self.task_return,
-            "own_return": self.own_return,
-            "final_progress": self.final_progress,
-            "complexity": self.complexity,
-            "fitness": self.fitness,
-            "quarantined": self.quarantined,
-            "components": {k: dict(v) for k, v in self.components.items()},
-            **graded,
-        }
-
-    @classmethod
-    def from_json(cls, row: Mapping[str, Any]) -> SlotFitness | None:
-        slot = as_int(row.get("slot"))
-        if slot is None:
-            return None
-        return cls(
-            slot=slot,
-            reward_id=as_str(row.get("reward_id"), "?"),
-            fitness=as_float(row.get("fitness")),
-            success=as_float(row.get("success")),
-            task_return=as_float(row.get("task_return")),
-            own_return=as_float(row.get("own_return")),
-            final_progress=as_float(row.get("final_progress")),
-            complexity=as_float(row.get("complexity")),
-            quarantined=bool(row.get("quarantined", False)),
-            components=as_stats(row.get("components")),
-            graded_by=as_opt_str(row.get("graded_by")),
-            progress_closed=as_float(row.get("progress_closed")),
-            approach_closed=as_float(row.get("approach_closed")),
-            complexity_penalty=as_float(row.get("complexity_penalty")),
-            action_jerk=as_float(row.get("action_jerk")),
-            learner_success=as_float_list(row.get("learner_success")),
-        )
-
-
-
 @dataclass(frozen=True)
 class RewardUpdateRecord:
     """A ``reward_update`` event: the fitness of the rewards held during the round and what replaced whom.
@@ -239,7 +121,8 @@ class RewardUpdateRecord:
     elites: tuple[int, ...] = ()
     replaced: Mapping[int, str] = field(default_factory=dict)
     inherited: tuple[int, ...] = ()
-    slots: tuple[SlotFitness, ...] = ()
+    slots: tuple[SlotRecord, ...] = ()
+    """Every slot as the update judged it (``SlotRecord``'s events view)."""
     learner: str | None = None
     generation: int | None = None
     selection: str | None = None
@@ -262,7 +145,7 @@ class RewardUpdateRecord:
             best=self.best,
             replaced={str(k): v for k, v in self.replaced.items()},
             inherited=list(self.inherited),
-            slots=[s.to_json() for s in self.slots],
+            slots=[s.to_json("events") for s in self.slots],
             **{k: v for k, v in extra.items() if v is not None},
         )
 
@@ -272,7 +155,8 @@ class RewardUpdateRecord:
     @classmethod
     def from_event(cls, event: Event) -> RewardUpdateRecord:
         f = event.fields
-        slots = [SlotFitness.from_json(s) for s in f.get("slots") or [] if isinstance(s, Mapping)]
+        slots = [SlotRecord.from_json(s, "events") for s in f.get("slots") or []
+                 if isinstance(s, Mapping) and as_int(s.get("slot")) is not None]
         learner, selection = as_opt_str(f.get("learner")), as_opt_str(f.get("selection"))
         return cls(
             round=event.round or 0,
@@ -283,7 +167,7 @@ class RewardUpdateRecord:
             elites=as_int_list(f.get("elites")),
             replaced={k: str(v) for k, v in int_keyed(f.get("replaced")).items()},
             inherited=as_int_list(f.get("inherited")),
-            slots=tuple(s for s in slots if s is not None),
+            slots=tuple(slots),
             learner=learner,
             generation=as_int(f.get("generation")),
             selection=selection,

@@ -20,10 +20,10 @@ from lares_agent.runs.coerce import (
     as_int_list,
     as_mapping,
     as_opt_float,
-    as_str,
 )
+from lares_agent.runs.slots import SlotRecord
 
-__all__ = ["METRIC_KINDS", "MetricKind", "MetricRow", "SlotMetric"]
+__all__ = ["METRIC_KINDS", "MetricKind", "MetricRow"]
 
 MetricKind = Literal["eval", "update"]  # periodic evaluation | the evaluation of a reward update
 METRIC_KINDS: tuple[MetricKind, ...] = get_args(MetricKind)
@@ -31,66 +31,6 @@ METRIC_KINDS: tuple[MetricKind, ...] = get_args(MetricKind)
 
 def _drop_none(data: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if not (k in keys and v is None)}
-
-
-@dataclass(frozen=True)
-class SlotMetric:
-    """One slot's evaluation: ``MemberEvaluation.summary()`` plus the slot and its reward id (ES adds the
-    mean ES fitness and learning rate since the last line)."""
-
-    slot: int
-    reward_id: str
-    success: float
-    task_return: float = math.nan
-    own_return: float = math.nan
-    final_progress: float = math.nan
-    episode_length: float = math.nan
-    nonfinite: bool = False
-    member: int | None = None  # the engine's learner index (equal to the slot)
-    es_fitness: float | None = None
-    lr: float | None = None
-    learner_success: tuple[float, ...] | None = None  # each learner's success (--learners-per-reward > 1)
-
-    def to_json(self) -> dict[str, Any]:
-        return _drop_none(
-            {
-                "member": self.member,
-                "success": self.success,
-                "task_return": self.task_return,
-                "own_return": self.own_return,
-                "final_progress": self.final_progress,
-                "episode_length": self.episode_length,
-                "nonfinite": self.nonfinite,
-                "slot": self.slot,
-                "reward_id": self.reward_id,
-                "es_fitness": self.es_fitness,
-                "lr": self.lr,
-                "learner_success": None if self.learner_success is None else list(self.learner_success),
-            },
-            ("member", "es_fitness", "lr", "learner_success"),
-        )
-
-    @classmethod
-    def from_json(cls, row: Mapping[str, Any]) -> SlotMetric | None:
-        """None when the line names no slot."""
-        slot = as_int(row.get("slot"))
-        if slot is None:
-            return None
-        return cls(
-            slot=slot,
-            reward_id=as_str(row.get("reward_id"), "?"),
-            success=as_float(row.get("success")),
-            task_return=as_float(row.get("task_return")),
-            own_return=as_float(row.get("own_return")),
-            final_progress=as_float(row.get("final_progress")),
-            episode_length=as_float(row.get("episode_length")),
-            nonfinite=bool(row.get("nonfinite", False)),
-            member=as_int(row.get("member")),
-            es_fitness=as_opt_float(row.get("es_fitness")),
-            lr=as_opt_float(row.get("lr")),
-            learner_success=None if row.get("learner_success") is None
-            else as_float_list(row.get("learner_success")),
-        )
 
 
 _OPTIONAL = ("learner", "generation", "diversity", "acted", "losses", "alpha", "quarantined", "extra")
@@ -109,7 +49,8 @@ class MetricRow:
     kind: MetricKind
     env_steps: int
     round: int
-    slots: tuple[SlotMetric, ...]
+    slots: tuple[SlotRecord, ...]
+    """Every slot's evaluation (``SlotRecord``'s metrics view)."""
     success_max: float | None = None
     success_mean: float | None = None
     success_best_slot: float | None = None
@@ -132,7 +73,7 @@ class MetricRow:
                 "env_steps": self.env_steps,
                 "round": self.round,
                 "generation": self.generation,
-                "slots": [s.to_json() for s in self.slots],
+                "slots": [s.to_json("metrics") for s in self.slots],
                 "success_max": self.success_max,
                 "success_mean": self.success_mean,
                 "success_best_slot": self.success_best_slot,
@@ -157,14 +98,14 @@ class MetricRow:
             return None
         kind = row.get("kind")
         raw_slots = row.get("slots")
-        slots = [SlotMetric.from_json(s) for s in raw_slots if isinstance(s, Mapping)] if isinstance(
-            raw_slots, list) else []
+        slots = [SlotRecord.from_json(s, "metrics") for s in raw_slots
+                 if isinstance(s, Mapping) and as_int(s.get("slot")) is not None] if isinstance(raw_slots, list) else []
         losses = row.get("losses")
         return cls(
             kind=kind if kind in METRIC_KINDS else "eval",
             env_steps=steps,
             round=as_int(row.get("round")) or 0,
-            slots=tuple(s for s in slots if s is not None),
+            slots=tuple(slots),
             success_max=as_opt_float(row.get("success_max")),
             success_mean=as_opt_float(row.get("success_mean")),
             success_best_slot=as_opt_float(row.get("success_best_slot")),

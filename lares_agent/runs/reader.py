@@ -29,7 +29,7 @@ from lares_agent.runs import (
     RewardUpdateRecord,
     RunLayout,
     RunLog,
-    SlotMetric,
+    SlotRecord,
 )
 from lares_agent.runs.coerce import as_float, as_int
 
@@ -208,7 +208,7 @@ def _mean_at(values: tuple[float, ...] | None, start: int, n: int) -> float:
 def _evaluation(row: MetricRow) -> Evaluation:
     losses = row.losses or {}
 
-    def mean(values: tuple[float, ...] | None, s: SlotMetric) -> float:  # over the slot's N learners
+    def mean(values: tuple[float, ...] | None, s: SlotRecord) -> float:  # over the slot's N learners
         n = max(1, len(s.learner_success or ()))
         return _mean_at(values, s.slot * n, n)
 
@@ -275,11 +275,16 @@ def _candidate(row: CandidateRow) -> Candidate:
         complexity=as_float(row.complexity),
         parent_id=row.parent_id,
         critique_id=row.critique_id,
-        fitness=row.fitness,
-        component_stats=dict(row.component_stats or {}),
+        fitness=_fitness(row.evaluated),
+        component_stats=dict(row.evaluated.components) if row.evaluated is not None else {},
         proxy=row.proxy,
         verifier_tau=row.verifier_tau,
     )
+
+
+def _fitness(evaluated: SlotRecord | None) -> float | None:
+    """An evaluated line's fitness; None where the line has none (a proposal's line, or no fitness recorded)."""
+    return evaluated.fitness if evaluated is not None and not math.isnan(evaluated.fitness) else None
 
 
 def _llm_call(row: LLMCallRow) -> LLMCall:

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -58,8 +59,8 @@ def measured_rewards(rows: Sequence[CandidateRow], human: Mapping[str, str] | No
     components = {r.id: dict(r.components) for r in rows if r.verdict == "accepted" and r.components}
     if human is not None:
         components[HUMAN_ELITE] = dict(human)
-    return [(components[r.id], float(r.fitness)) for r in rows
-            if r.verdict == "evaluated" and r.id in components and r.fitness is not None and math.isfinite(r.fitness)]
+    return [(components[r.id], r.evaluated.fitness) for r in rows if r.verdict == "evaluated" and r.id in components
+            and r.evaluated is not None and math.isfinite(r.evaluated.fitness)]
 
 
 class GraphProposer:
@@ -249,23 +250,17 @@ class GraphProposer:
             reward = ctx.rewards[ev.slot] if ev.slot < len(ctx.rewards) else None
             if reward is None:
                 continue
-            self._append(
-                CandidateRow(id=reward.id, round=ctx.round, slot=ev.slot, verdict="evaluated",
-                             fitness=_finite(ev.fitness), success=_finite(ev.success_rate),
-                             complexity=ev.complexity,
-                             component_stats={k: v.to_json() for k, v in ev.component_stats.items()},
-                             graded_by=ev.graded_by, progress_closed=_opt(ev.progress_closed),
-                             approach_closed=_opt(ev.approach_closed), task_return=_opt(ev.task_return),
-                             complexity_penalty=_opt(ev.complexity_penalty), action_jerk=_opt(ev.action_jerk),
-                             learner_success=ev.learner_success or None),
-            )
+            # a quarantined slot's fitness (-inf) and a missing success are logged as 0, what the tuner learns
+            measured = replace(ev, fitness=_finite(ev.fitness), success=_finite(ev.success))
+            self._append(CandidateRow(id=reward.id, round=ctx.round, slot=ev.slot, verdict="evaluated",
+                                      complexity=ev.complexity, evaluated=measured))
             components = self._components(reward)
             fitness = _finite(ev.fitness)
             if components and fitness is not None:
                 self._measured.append((components, fitness))
             if self.context.cases is not None:
                 self.context.cases.update_fitness(
-                    self.context.run_id, reward.id, _finite(ev.fitness), _finite(ev.success_rate)
+                    self.context.run_id, reward.id, _finite(ev.fitness), _finite(ev.success)
                 )
 
     @staticmethod
@@ -284,10 +279,10 @@ class GraphProposer:
             id=reward.id,
             components=dict(expression) if expression is not None else {"reward": reward.id},
             fitness=_finite(ev.fitness),
-            success=_finite(ev.success_rate),
+            success=_finite(ev.success),
             complexity=float(reward.complexity),
-            stats=cast(dict[str, dict[str, float]], ev.to_json()["components"]),
-            graded_by=ev.graded_by,
+            stats={name: dict(st) for name, st in ev.components.items()},
+            graded_by=ev.graded_by or "success",  # the engine grades every slot it ranks
         )
         # The task return goes to the LLM in both settings, as the reference's feedback gave it ("human designed
         # expert reward" score) in both: a score per episode, never the human reward's expression, which the
@@ -319,11 +314,6 @@ class GraphProposer:
     def _recent_rejections(self, k: int = 6) -> list[str]:
         reasons = [r.reason or "" for r in self.log.candidates.read() if r.verdict == "rejected"]
         return [r for r in reasons if r][-k:]
-
-
-def _opt(x: float) -> float | None:
-    """A finite value, else None (the field is left out of the JSON line)."""
-    return float(x) if math.isfinite(float(x)) else None
 
 
 def _finite(x: float) -> float:

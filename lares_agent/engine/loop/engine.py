@@ -44,7 +44,7 @@ from lares_agent.engine.policies.policy_artefact import write_policies
 from lares_agent.engine.protocols import Population, StepInfo
 from lares_agent.engine.rollouts.episodes import EVAL_STREAM, episode_seed
 from lares_agent.engine.setup.config import EngineConfig
-from lares_agent.engine.setup.fitness import grading, rank_slots, slot_evaluations
+from lares_agent.engine.setup.fitness import Ranking, grading, rank, slot_view
 from lares_agent.engine.setup.slots import learner_count
 from lares_agent.engine.state.log import EngineLog
 from lares_agent.engine.state.schema import load_counters
@@ -92,8 +92,10 @@ class LaResEngine:
         first = config.num_slots if config.setting == "init" else 0
         self.counters = Counters(best_slot=first, next_eval=config.eval_every or None,
                                  next_checkpoint=config.checkpoint_every or None)
-        # "auto" resolved against the task once (a ConfigError for success-then-return without a human reward)
-        self.use_task_return, self.fitness_rule = grading(config.setting, config.fitness, task.has_human_reward)
+        # "auto" resolved against the task once (a ConfigError for success-then-return without a human reward); every
+        # ranking of the run grades by it (``setup/fitness.py`` ``rank``)
+        self.grading = grading(config.setting, config.fitness, task.has_human_reward)
+        self.use_task_return = self.grading[0]
         self.proposals = ProposalRunner()
         self.handover = HandOver(task, config, self.use_task_return)
         self.last_metrics: dict[str, Any] | None = None
@@ -294,10 +296,8 @@ class LaResEngine:
         cfg, n, pop = self.config, self.num_ranked, self.population
         # every episode is kept, for the verifier (``UpdateContext.episodes``); the proposer is shown its
         # ``rollouts_kept`` and the diversity measure at least one rollout per slot (``loop/update.py``)
-        evals = self.evaluate(cfg.update_eval_episodes, keep_rollouts=cfg.update_eval_episodes, update=True)
-        slots = slot_evaluations(evals[:n], self.rewards[:n], cfg.complexity_lambda, self.use_task_return,
-                                 [pop.quarantined(i) for i in range(n)], self.fitness_rule)
-        ranking = rank_slots(slots)
+        ranked = self.rank(cfg.update_eval_episodes, keep_rollouts=cfg.update_eval_episodes)
+        evals, slots, ranking = list(ranked.evals), ranked.slots, list(ranked.order)
         best = ranking[0]
         if slots[best].quarantined:
             raise EngineError("every slot is quarantined (its policy or reward is non-finite); "
@@ -340,12 +340,26 @@ class LaResEngine:
         return ctx
 
     # ------------------------------------------------------------------ evaluation
-    def evaluate(self, episodes: int, keep_rollouts: int = 0, update: bool = False) -> list[MemberEvaluation]:
-        """Deterministic evaluation of every learner on common reset seeds (not counted in the budget)."""
+    def evaluate_learners(self, episodes: int, keep_rollouts: int = 0) -> list[MemberEvaluation]:
+        """Every learner's deterministic episodes on common reset seeds (not counted in the budget)."""
         c = self.counters
         seeds = [episode_seed(self.config.seed, EVAL_STREAM, c.eval_episode_counter + e) for e in range(episodes)]
         c.eval_episode_counter += episodes
-        return self.population.evaluate(self.rewards, seeds, c.env_steps, keep_rollouts=keep_rollouts, update=update)
+        return self.population.evaluate(self.rewards, seeds, c.env_steps, keep_rollouts=keep_rollouts)
+
+    def evaluate(self, episodes: int, keep_rollouts: int = 0) -> list[MemberEvaluation]:
+        """Every slot's evaluation (``fitness.slot_view``, led by the last update's leaders), then the extra's."""
+        pop = self.population
+        evals = self.evaluate_learners(episodes, keep_rollouts)
+        return slot_view(pop.groups, evals, pop.ranked[: self.num_slots], pop.learner_quarantined)
+
+    def rank(self, episodes: int, keep_rollouts: int = 0) -> Ranking:
+        """A reward update's evaluation graded and ranked once (``fitness.rank``); the slots' new leaders lead."""
+        pop = self.population
+        ranked = rank(self.evaluate_learners(episodes, keep_rollouts), pop.groups, self.rewards[: self.num_ranked],
+                      self.config.complexity_lambda, self.grading, pop.learner_quarantined)
+        pop.lead(ranked.leaders)
+        return ranked
 
     def _log_evaluation(self, kind: str, evals: Sequence[MemberEvaluation]) -> None:
         """One metrics row: every slot's evaluation, the extra learner's, and the population's own fields."""

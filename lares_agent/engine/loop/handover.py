@@ -33,7 +33,7 @@ from lares_agent.engine.protocols import Population
 from lares_agent.engine.rollouts.episodes import HANDOVER_STREAM, EnvPool, episode_seed
 from lares_agent.engine.rollouts.evaluation import evaluate_members
 from lares_agent.engine.setup.config import EngineConfig
-from lares_agent.engine.setup.fitness import slot_evaluation
+from lares_agent.engine.setup.fitness import slot_evaluation, tie_break
 from lares_agent.engine.tasks import TaskSpec
 from lares_agent.runs.handover import HandoverCandidate, HandoverRecord
 
@@ -103,10 +103,10 @@ class HandOver:
         policies = [PolicyArtefact(artefact_from_state(state, members[s], low, high, rewards[s].id, slot=s))
                     for s in slots]
         evals = self._replay(policies)
-        scored = [slot_evaluation(ev, rewards[s], 0.0, self.use_task_return, False)
-                  for ev, s in zip(evals, slots, strict=True)]
+        scored = [slot_evaluation(ev, rewards[s], 0.0, False) for ev, s in zip(evals, slots, strict=True)]
         # success, then the run's tie-break; the stable sort keeps the fitness order among exact ties
-        winner = sorted(range(len(slots)), key=lambda i: (-scored[i].fitness, -scored[i].tie_break))[0]
+        winner = sorted(range(len(slots)),
+                        key=lambda i: (-scored[i].fitness, -tie_break(scored[i], self.use_task_return)))[0]
         seconds = time.monotonic() - began
         self.seconds += seconds
         self._last = HandoverRecord(

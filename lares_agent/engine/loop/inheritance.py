@@ -21,19 +21,20 @@ import math
 from collections.abc import Collection
 from typing import Any
 
-from lares_agent.engine.contracts import INHERIT_RULES, InheritRule, SlotEvaluation
+from lares_agent.engine.contracts import INHERIT_RULES, InheritRule
+from lares_agent.runs.slots import SlotRecord
 
 __all__ = ["inheritance", "leader_succeeded"]
 
 
-def leader_succeeded(leader: SlotEvaluation) -> bool:
+def leader_succeeded(leader: SlotRecord) -> bool:
     """Whether the best slot's policy succeeded in the update's evaluation: the slot's success rate (the mean of
     its healthy learners) or any one learner's, so a slot whose leader alone succeeded counts."""
-    rates = [leader.success_rate, *leader.learner_success]
+    rates = [leader.success, *leader.learner_success]
     return any(math.isfinite(r) and r > 0 for r in rates)
 
 
-def inheritance(rule: InheritRule | str, leader: SlotEvaluation, replaced: Collection[int],
+def inheritance(rule: InheritRule | str, leader: SlotRecord, replaced: Collection[int],
                 broken: Collection[int]) -> tuple[list[int], dict[str, Any]]:
     """(the slots whose learners restart from the best learner, sorted; the ``reward_update`` event's fields on
     the decision). The fields hold ``inherited`` and, where replaced slots kept their weights,

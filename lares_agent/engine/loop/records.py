@@ -85,7 +85,7 @@ def evaluation_row(
         "kind": kind,
         "env_steps": counters.env_steps,
         "round": counters.round,
-        "slots": [{**e.summary(), "slot": e.member, "reward_id": reward_ids[e.member],
+        "slots": [{**e.record(reward_ids[e.member]).to_json("metrics"),
                    **(slot_fields(e.member) if slot_fields is not None else {})} for e in slot_evals],
         # §12 item 16: report the max (the reference's number) AND the mean and the selected policy.
         "success_max": max(succ) if succ else None,
@@ -97,5 +97,7 @@ def evaluation_row(
         "wall_time": wall_time,
     }
     if extra is not None:
-        record["extra"] = extra.summary()
+        # the init setting's extra learner: its record without a slot (it is ranked with the slots, not one)
+        summary = extra.record("").to_json("metrics")
+        record["extra"] = {k: v for k, v in summary.items() if k not in ("slot", "reward_id")}
     return record

@@ -15,9 +15,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from lares_agent.engine.contracts import SlotEvaluation
 from lares_agent.engine.loop.pareto import pareto_select
 from lares_agent.engine.setup.selection import SelectionConfig
+from lares_agent.runs.slots import SlotRecord
 
 __all__ = [
     "choose_elites",
@@ -82,7 +82,7 @@ def select_elites(
     return truncation_select(fitness, n_elites)
 
 
-def pareto_objectives(slots: Sequence[SlotEvaluation]) -> np.ndarray:
+def pareto_objectives(slots: Sequence[SlotRecord]) -> np.ndarray:
     """[K, 3] maximised objectives: fitness, -action_jerk (smooth actions), -complexity (simple rewards).
 
     A missing (non-finite) value takes its column's worst finite value, so it never helps a slot onto a front."""
@@ -95,7 +95,7 @@ def pareto_objectives(slots: Sequence[SlotEvaluation]) -> np.ndarray:
 
 
 def choose_elites(
-    ranking: Sequence[int], slots: Sequence[SlotEvaluation], n_elites: int, config: SelectionConfig,
+    ranking: Sequence[int], slots: Sequence[SlotRecord], n_elites: int, config: SelectionConfig,
     rng: np.random.Generator,
 ) -> list[int]:
     """The elites of one reward update, best first by ``ranking`` (``rank_slots``: fitness, then tie-breaks).

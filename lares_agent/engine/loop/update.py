@@ -13,18 +13,19 @@ from typing import Any
 
 import numpy as np
 
-from lares_agent.engine.contracts import MemberEvaluation, RewardFunction, SlotEvaluation, UpdateContext
+from lares_agent.engine.contracts import MemberEvaluation, RewardFunction, UpdateContext
 from lares_agent.engine.errors import EngineError, RewardColumnError
 from lares_agent.engine.loop.inheritance import inheritance
 from lares_agent.engine.protocols import Population
 from lares_agent.engine.setup.config import EngineConfig
+from lares_agent.runs.slots import SlotRecord
 
 __all__ = ["inherit_source", "inheriting", "install_proposals", "share_best_reward", "update_context", "update_record"]
 
 LogEvent = Callable[[dict[str, Any]], None]
 
 
-def update_context(config: EngineConfig, round_: int, env_steps: int, slots: Sequence[SlotEvaluation],
+def update_context(config: EngineConfig, round_: int, env_steps: int, slots: Sequence[SlotRecord],
                    ranking: Sequence[int], elites: tuple[int, ...], rewards: Sequence[RewardFunction],
                    evals: Sequence[MemberEvaluation], population: Population) -> UpdateContext:
     """The proposer's view of an update, copies only (the buffer keeps growing while a background proposal runs):
@@ -122,7 +123,7 @@ def update_record(ctx: UpdateContext, best: int, replaced: Mapping[int, str], in
         "proposed_at": ctx.env_steps, **population_fields, **method,
         "fitness": {str(s.slot): s.fitness for s in ctx.slots}, "ranking": list(ctx.ranking),
         "elites": list(ctx.elites), "best": best, "replaced": {str(s): rid for s, rid in replaced.items()},
-        **inherited, "slots": [s.to_json() for s in ctx.slots],
+        **inherited, "slots": [s.to_json("events") for s in ctx.slots],
         **{name: float(value) for name, value in timing.items()},
     }
     if ctx.diversity is not None:

@@ -24,6 +24,7 @@ from lares_agent.engine.es.learner import ESBackend, LearnerSettings, LocalBacke
 from lares_agent.engine.protocols import StepInfo
 from lares_agent.engine.setup.config import EngineConfig, ESPopulationConfig
 from lares_agent.engine.setup.diversity import measure_diversity
+from lares_agent.engine.setup.groups import LearnerGroups
 from lares_agent.engine.tasks import TaskSpec
 
 __all__ = ["ESPopulation", "make_backend"]
@@ -56,6 +57,7 @@ class ESPopulation:
         self.task, self.config, self.es, self.backend = task, config, config.learners, backend
         self.num_slots = config.num_slots
         self.num_learners = backend.num_learners
+        self.groups = LearnerGroups(self.num_slots, 1, self.num_learners > self.num_slots)
         self.feature_names = tuple(f.name for f in task.features)
         self.generation = 0
         self.last_diversity: Diversity | None = None
@@ -68,10 +70,20 @@ class ESPopulation:
         return list(range(self.num_learners))  # one policy per slot, then the init setting's human-reward one
 
     @property
+    def ranked(self) -> list[list[int]]:
+        return [[i] for i in self.leaders]
+
+    def lead(self, ranked: Sequence[Sequence[int]]) -> None:
+        """Nothing to choose: each slot is one policy."""
+
+    @property
     def timing(self) -> dict[str, float]:
         return {}
 
     def quarantined(self, slot: int) -> bool:
+        return False
+
+    def learner_quarantined(self, learner: int) -> bool:
         return False
 
     def action_box(self) -> tuple[np.ndarray, np.ndarray]:
@@ -96,7 +108,7 @@ class ESPopulation:
                         updates=1)
 
     def evaluate(self, rewards: Sequence[RewardFunction], seeds: Sequence[int], env_steps: int, *,
-                 keep_rollouts: int = 0, update: bool = False) -> list[MemberEvaluation]:
+                 keep_rollouts: int = 0) -> list[MemberEvaluation]:
         """Deterministic episodes of every learner's ES mean (one per slot, then the extra learner)."""
         drop = frozenset({HUMAN_REWARD_FEATURE}) if self.config.setting == "scratch" else frozenset()
         return self.backend.evaluate(len(seeds), list(seeds), keep_rollouts, drop)

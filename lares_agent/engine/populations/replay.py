@@ -43,7 +43,6 @@ from lares_agent.engine.rollouts.episodes import (
 from lares_agent.engine.rollouts.evaluation import evaluate_members
 from lares_agent.engine.rollouts.sampling import uniform_actions
 from lares_agent.engine.setup.config import EngineConfig, ReplayConfig
-from lares_agent.engine.setup.fitness import grading
 from lares_agent.engine.setup.groups import LearnerGroups
 from lares_agent.engine.setup.slots import learner_count
 from lares_agent.engine.state.schema import load_counters
@@ -93,7 +92,6 @@ class ReplayPopulation:
         # setting's extra learner alone (it is ranked with the slots: docs/lares-reference.md §3).
         self.ranked: list[list[int]] = [self.groups.learners(s) for s in range(self.num_slots)] + self._extra_rank()
         self.horizon = config.horizon or task.horizon
-        self._grading = grading(config.setting, config.fitness, task.has_human_reward)  # as the engine ranks slots
         self.counters = ReplayCounters()
         seeds = np.random.SeedSequence(config.seed).spawn(4)  # [0] is the loop's generator (populations/__init__)
         self.torch_gen = torch.Generator().manual_seed(int(seeds[1].generate_state(1)[0]))
@@ -141,6 +139,9 @@ class ReplayPopulation:
 
     def quarantined(self, slot: int) -> bool:
         return all(i in self.quarantined_learners for i in self.groups.learners(slot))
+
+    def learner_quarantined(self, learner: int) -> bool:
+        return learner in self.quarantined_learners
 
     def action_box(self) -> tuple[np.ndarray, np.ndarray]:
         box: Any = self.pool.get(1)[0].action_space
@@ -287,9 +288,8 @@ class ReplayPopulation:
 
     # ------------------------------------------------------------------ evaluation
     def evaluate(self, rewards: Sequence[RewardFunction], seeds: Sequence[int], env_steps: int, *,
-                 keep_rollouts: int = 0, update: bool = False) -> list[MemberEvaluation]:
-        """Every learner's deterministic episodes, seen per slot (``LearnerGroups.slot_view``: the mean over a
-        slot's learners), then the extra learner's row (member K); ``update``: each slot's leader is chosen again."""
+                 keep_rollouts: int = 0) -> list[MemberEvaluation]:
+        """Every learner's deterministic episodes, in learner order."""
         start = time.monotonic()
         learners = list(range(self.num_learners))
         drop = frozenset({HUMAN_REWARD_FEATURE}) if self.config.setting == "scratch" else frozenset()
@@ -313,13 +313,10 @@ class ReplayPopulation:
                 self._quarantine(ev.member, "non-finite actions or reward during evaluation", env_steps)
         self.seconds["sim_s"] += time.monotonic() - start
         self.seconds["eval_s"] += time.monotonic() - start
-        out = self.quarantined_learners.__contains__
-        if update:
-            use_task_return, rule = self._grading
-            self.ranked = [*self.groups.leaders(evals, rewards, self.config.complexity_lambda, use_task_return, out,
-                                                rule),
-                           *self._extra_rank()]
-        return self.groups.slot_view(evals, self.ranked[: self.num_slots], out)
+        return evals
+
+    def lead(self, ranked: Sequence[Sequence[int]]) -> None:
+        self.ranked = [[int(i) for i in order] for order in ranked]
 
     def feature_sample(self, n: int) -> dict[str, np.ndarray]:
         """Random stored rows of every feature (without the human reward in the scratch setting) and their next

@@ -38,9 +38,13 @@ carries its expression's own complexity (``HumanReward.complexity``) and is rank
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Sequence
-from typing import Literal
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
 
 from lares_agent.engine.contracts import (
     FITNESS_RULES,
@@ -48,13 +52,13 @@ from lares_agent.engine.contracts import (
     Grade,
     MemberEvaluation,
     RewardFunction,
-    SlotEvaluation,
 )
+from lares_agent.engine.setup.groups import LearnerGroups
 from lares_agent.errors import ConfigError
-from lares_agent.runs.events import graded_value
+from lares_agent.runs.slots import SlotRecord
 
-__all__ = ["PROGRESS_TIE", "Rule", "fitness_rule", "grade_of", "grading", "rank_slots", "slot_evaluation",
-           "slot_evaluations"]
+__all__ = ["PROGRESS_TIE", "Ranking", "Rule", "fitness_rule", "grade_of", "grading", "leaders", "rank", "rank_slots",
+           "slot_evaluation", "slot_evaluations", "slot_view", "tie_break"]
 
 Rule = Literal["success-then-return", "success-then-progress"]
 """A fitness rule as it runs ("auto" resolved against the task, ``fitness_rule``)."""
@@ -80,8 +84,8 @@ def fitness_rule(choice: FitnessRule | str, has_human_reward: bool) -> Rule:
 
 def grading(setting: str, fitness: FitnessRule | str, has_human_reward: bool) -> tuple[bool, Rule]:
     """How one run grades slots, from its config and task: whether ties break by the task return (the setting may
-    use the human reward and the task has one) and the resolved ``fitness_rule``. The engine ranks slots and the
-    replay population ranks each slot's learners with the same pair."""
+    use the human reward and the task has one) and the resolved ``fitness_rule``. ``rank`` grades each slot's
+    learners and the slots with the same pair."""
     return setting != "scratch" and has_human_reward, fitness_rule(fitness, has_human_reward)
 
 
@@ -104,11 +108,11 @@ def slot_evaluation(
     ev: MemberEvaluation,
     reward: RewardFunction,
     complexity_lambda: float,
-    use_task_return: bool,
     quarantined: bool,
     graded_by: Grade = "success",
-) -> SlotEvaluation:
-    """Score one slot from its evaluation; a quarantined or non-finite member ranks below every other.
+) -> SlotRecord:
+    """Grade one slot's evaluation (its record with the grade); a quarantined or non-finite member ranks below every
+    other.
 
     ``graded_by`` must be the same for every slot of one update (``slot_evaluations`` sees to it). A slot without
     a finite share closed (no progress or approach data) grades as 0: it closed nothing that could be measured. A
@@ -117,34 +121,22 @@ def slot_evaluation(
     the graded value; the complexity penalty is recorded beside it and orders exact ties only (``rank_slots``)."""
     bad = quarantined or ev.nonfinite
     complexity = float(reward.complexity)
-    penalty = complexity_lambda * complexity
-    closed = ev.progress_closed
     task_return = ev.task_return if math.isfinite(ev.task_return) else -math.inf
-    graded = graded_value(graded_by, ev.success_rate, _or_zero(closed), _or_zero(ev.approach_closed), task_return)
-    fitness = -math.inf if bad else graded
-    if use_task_return and math.isfinite(ev.task_return):
-        tie = ev.task_return
-    else:
-        tie = -ev.final_progress if math.isfinite(ev.final_progress) else -math.inf
-    return SlotEvaluation(
-        slot=ev.member,
-        reward_id=reward.id,
-        success_rate=ev.success_rate,
-        task_return=ev.task_return,
-        own_return=ev.own_return,
-        final_progress=ev.final_progress,
-        complexity=complexity,
-        fitness=fitness,
-        tie_break=-math.inf if bad else tie,
-        component_stats=ev.component_stats,
-        quarantined=bad,
-        graded_by=graded_by,
-        progress_closed=closed,
-        approach_closed=ev.approach_closed,
-        complexity_penalty=penalty,
-        action_jerk=ev.action_jerk,
-        learner_success=ev.learner_success,
-    )
+    graded = SlotRecord.value_graded(graded_by, ev.success_rate, _or_zero(ev.progress_closed),
+                                     _or_zero(ev.approach_closed), task_return)
+    return dataclasses.replace(ev.record(reward.id), complexity=complexity, fitness=-math.inf if bad else graded,
+                               quarantined=bad, graded_by=graded_by, complexity_penalty=complexity_lambda * complexity)
+
+
+def tie_break(slot: SlotRecord, use_task_return: bool) -> float:
+    """The secondary key of the ranking (higher is better): the task return where the setting may use the human
+    reward (``use_task_return``) and the slot has one, else the negative final progress; -inf for a quarantined
+    slot or one without either."""
+    if slot.quarantined:
+        return -math.inf
+    if use_task_return and math.isfinite(slot.task_return):
+        return slot.task_return
+    return -slot.final_progress if math.isfinite(slot.final_progress) else -math.inf
 
 
 def _or_zero(share: float) -> float:
@@ -155,18 +147,105 @@ def slot_evaluations(
     evals: Sequence[MemberEvaluation],
     rewards: Sequence[RewardFunction],
     complexity_lambda: float,
-    use_task_return: bool,
     quarantined: Sequence[bool],
     rule: Rule = "success-then-progress",
-) -> list[SlotEvaluation]:
+) -> list[SlotRecord]:
     """Every slot of one update, all graded the same way (``grade_of`` under ``rule``, a resolved
-    ``fitness_rule``). ``use_task_return`` picks the tie-break only; the grade does not depend on it."""
+    ``fitness_rule``)."""
     grade = grade_of(evals, quarantined, rule)
-    return [slot_evaluation(e, r, complexity_lambda, use_task_return, q, grade)
+    return [slot_evaluation(e, r, complexity_lambda, q, grade)
             for e, r, q in zip(evals, rewards, quarantined, strict=True)]
 
 
-def rank_slots(evals: Sequence[SlotEvaluation]) -> list[int]:
-    """Slots from best to worst, every slot by the same rule: fitness (the graded value), then the tie-break, then
-    the lower complexity penalty (the simpler reward; no effect under lambda 0), then the lower slot index."""
-    return [e.slot for e in sorted(evals, key=lambda e: (-e.fitness, -e.tie_break, e.complexity_penalty, e.slot))]
+def rank_slots(slots: Sequence[SlotRecord], use_task_return: bool) -> list[int]:
+    """Slots from best to worst, every slot by the same rule: fitness (the graded value), then the tie-break
+    (``tie_break``), then the lower complexity penalty (the simpler reward; no effect under lambda 0), then the lower
+    slot index."""
+    return [s.slot for s in sorted(slots, key=lambda s: (-s.fitness, -tie_break(s, use_task_return),
+                                                          s.complexity_penalty, s.slot))]
+
+
+# ---------------------------------------------------------------------------------------------- one pass
+_MEANED = ("success_rate", "task_return", "own_return", "mean_progress", "final_progress", "episode_length",
+           "start_progress", "progress_closed", "approach_closed", "action_jerk")
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """One reward update graded and ranked (``rank``): the learners within each slot, then the slots."""
+
+    leaders: tuple[tuple[int, ...], ...]
+    """Every column's learners, best first (the K slots, then the init setting's extra learner alone): each slot's
+    first is the policy it hands over and the one replaced slots inherit."""
+    evals: tuple[MemberEvaluation, ...]
+    """One evaluation per slot (``slot_view`` by these leaders), then the extra learner's."""
+    slots: tuple[SlotRecord, ...]
+    """Every ranked slot graded (the extra learner's last, where it is ranked), in slot order."""
+    order: tuple[int, ...]
+    """The ranked slots, best first (``rank_slots``)."""
+
+
+def rank(evals: Sequence[MemberEvaluation], groups: LearnerGroups, rewards: Sequence[RewardFunction],
+         complexity_lambda: float, grading: tuple[bool, Rule], quarantined: Callable[[int], bool]) -> Ranking:
+    """Grade and rank one reward update in one pass: each slot's learners by the run's ``grading`` (``leaders``),
+    each slot by the mean of its healthy learners (``slot_view``), then the slots (``slot_evaluations``,
+    ``rank_slots``). ``evals`` are every learner's, in learner order; ``rewards`` every ranked column's (the K slots,
+    then the extra learner's where it is ranked); ``quarantined`` says which learners are out. A slot is out when
+    every learner of it is."""
+    use_task_return, rule = grading
+    ranked = [*leaders(groups, evals, rewards, complexity_lambda, use_task_return, quarantined, rule),
+              *([[groups.slot_learners]] if groups.extra else [])]
+    view = slot_view(groups, evals, ranked[: groups.num_slots], quarantined)
+    n = len(rewards)
+    out = [all(quarantined(i) for i in groups.learners(s)) for s in range(n)]
+    slots = slot_evaluations(view[:n], rewards[:n], complexity_lambda, out, rule)
+    return Ranking(tuple(tuple(order) for order in ranked), tuple(view), tuple(slots),
+                   tuple(rank_slots(slots, use_task_return)))
+
+
+def leaders(
+    groups: LearnerGroups,
+    evals: Sequence[MemberEvaluation],
+    rewards: Sequence[RewardFunction],
+    complexity_lambda: float,
+    use_task_return: bool,
+    quarantined: Callable[[int], bool],
+    rule: Rule = "success-then-progress",
+) -> list[list[int]]:
+    """Every slot's learners, best first, graded as slots are (``slot_evaluations`` over the slot learners under the
+    run's ``rule``: success, or the task return or start distance closed before any success, then the tie-break);
+    quarantined last. ``evals`` are every learner's, in learner order; ``rewards`` every column's."""
+    n = groups.slot_learners
+    col = groups.column_of
+    graded = slot_evaluations(evals[:n], [rewards[int(col[i])] for i in range(n)], complexity_lambda,
+                              [quarantined(i) for i in range(n)], rule)
+    order = rank_slots(graded, use_task_return)
+    return [[i for i in order if int(col[i]) == s] for s in range(groups.num_slots)]
+
+
+def slot_view(groups: LearnerGroups, evals: Sequence[MemberEvaluation], ranked: Sequence[Sequence[int]],
+              quarantined: Callable[[int], bool]) -> list[MemberEvaluation]:
+    """One evaluation per slot (member = slot), then the extra learner's (member = K): the mean over the slot's
+    healthy learners (all of them when none is), with the leader's rollouts and component statistics and
+    ``learner_success`` listing every learner's success rate (the spread the report shows). ``ranked``: each slot's
+    learners, best first. One learner per reward: the evaluations as they are."""
+    if groups.per_reward == 1:
+        return list(evals)
+    out = []
+    for s, order in enumerate(ranked):
+        members = [evals[i] for i in order]
+        healthy = [e for i, e in zip(order, members, strict=True) if not (quarantined(i) or e.nonfinite)]
+        pool = healthy or members
+        lead = pool[0]
+        means: dict[str, Any] = {name: _nanmean([getattr(e, name) for e in pool]) for name in _MEANED}
+        out.append(dataclasses.replace(
+            lead, member=s, episodes=sum(e.episodes for e in pool), nonfinite=not healthy,
+            learner_success=tuple(evals[i].success_rate for i in groups.learners(s)), **means))
+    if groups.extra:
+        out.append(dataclasses.replace(evals[groups.slot_learners], member=groups.num_slots))
+    return out
+
+
+def _nanmean(values: Sequence[float]) -> float:
+    finite = [v for v in values if math.isfinite(v)]
+    return float(np.mean(finite)) if finite else math.nan
