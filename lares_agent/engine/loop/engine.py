@@ -36,6 +36,8 @@ from lares_agent.engine.loop.update import (
     inherit_source,
     inheriting,
     install_proposals,
+    round_zero_context,
+    round_zero_record,
     share_best_reward,
     update_context,
     update_record,
@@ -105,8 +107,6 @@ class LaResEngine:
         # rounds from the trace at once, and installing them at once would leave the first session's path
         self.install_steps: dict[int, int] = {}
         self._start = time.monotonic()
-        self._records_s = 0.0  # writing checkpoints and policy files, this session
-        self._saved_at: tuple[int, int] | None = None  # (env_steps, round) of the newest periodic checkpoint
 
     # ------------------------------------------------------------------ views
     @property
@@ -150,7 +150,7 @@ class LaResEngine:
         """The population's wall seconds by activity this session, the hand-over's replays' (``handover_s``,
         when on) and writing checkpoints and policy files (``records_s``); ``run_end`` records them."""
         return {**self.population.timing, **({"handover_s": self.handover.seconds} if self.handover.episodes else {}),
-                "records_s": self._records_s}
+                "records_s": self.log.records_s}
 
     # ------------------------------------------------------------------ driving
     def run(
@@ -256,10 +256,7 @@ class LaResEngine:
         only after the install, so a resume before it redoes round 0 from the trace."""
         if self.counters.round != 0 or self.counters.env_steps != 0:
             raise EngineError("round 0 starts with the run, at step 0")
-        n = self.num_ranked
-        ctx = UpdateContext(round=0, env_steps=0, setting=self.config.setting, slots=(), ranking=(), elites=(),
-                            refill=tuple(sorted(refill)), rewards=tuple(self.rewards[:n]), rollouts={},
-                            feature_sample={})
+        ctx = round_zero_context(self.config.setting, self.rewards[: self.num_ranked], refill)
         self.log.event({"event": "reward_update_started", "round": 0, "env_steps": 0, "best": self.best_slot,
                         "refill": list(ctx.refill), "background": True})
         self.proposals.submit(propose, PendingUpdate(ctx, (), self.best_slot))
@@ -274,9 +271,7 @@ class LaResEngine:
         # Round 1 is due a period after round 0's rewards arrived, not after step 0: a round 0 that took longer
         # than a period would otherwise be ranked and replaced before its learners trained on it.
         self.counters.last_update_steps = steps["installed_at"]
-        self.log.event({"event": "initial_rewards", "round": 0, "env_steps": steps["installed_at"],
-                        "replaced": {str(s): rid for s, rid in replaced.items()}, "inherited": [],
-                        **{k: float(v) for k, v in timing.items()}})
+        self.log.event(round_zero_record(replaced, steps["installed_at"], timing))
         self.save_checkpoint("round-0000")
 
     def _abandon(self, pending: PendingUpdate) -> None:
@@ -386,21 +381,12 @@ class LaResEngine:
         self.handover.load_state_dict(state.get("handover"))
 
     def save_checkpoint(self, name: str | None = None) -> Path | None:
-        """Atomically checkpoint under ``run_dir/checkpoints`` (no-op without a run directory). Default name
-        ``step-<env_steps>`` (only the newest periodic one is kept); reward updates use ``round-<n>``, kept.
-        None, writing nothing, once a round was abandoned (:meth:`_abandon`), and for a periodic one at the step
-        and round of the newest periodic one (the end of a run whose last step just wrote it; a round's install at
-        that step writes its own checkpoint and clears the mark)."""
-        at = (self.counters.env_steps, self.counters.round)
-        if self.abandoned is not None or (name is None and at == self._saved_at):
+        """Atomically checkpoint under ``run_dir/checkpoints`` (``EngineLog.checkpoint``: a no-op without a run
+        directory). Default name ``step-<env_steps>`` (only the newest periodic one is kept); reward updates use
+        ``round-<n>``, kept. None, writing nothing, once a round was abandoned (:meth:`_abandon`)."""
+        if self.abandoned is not None:
             return None
-        began = time.monotonic()
-        try:
-            saved = self.log.checkpoint(self.state_dict, name, *at)
-            self._saved_at = at if name is None else None
-            return saved
-        finally:
-            self._records_s += time.monotonic() - began
+        return self.log.checkpoint(self.state_dict, name, self.counters.env_steps, self.counters.round)
 
     def hand_over(self, name: str) -> HandoverRecord | None:
         """Replay the top learners on fresh episodes and log which one ``policies/<name>.pt`` hands over
@@ -423,14 +409,11 @@ class LaResEngine:
         low, high = self.population.action_box()
         ids = [fn.id for fn in self.rewards[: self.num_ranked]]
         chosen = handover.chosen if handover is not None else self.best_slot
-        began = time.monotonic()
-        try:
+        with self.log.timed():
             state = policy_state(self.task.name, self.config, self.counters, self.population)
             return write_policies(RunLayout(self.run_dir), name, state, chosen, low, high, ids,
                                   every_slot, members=self.population.leaders,
                                   extra=handover.policy_fields() if handover is not None else None)
-        finally:
-            self._records_s += time.monotonic() - began
 
     def close(self) -> None:
         """Let the proposal worker go, close the population's environments and the log."""

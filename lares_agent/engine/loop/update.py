@@ -20,7 +20,8 @@ from lares_agent.engine.protocols import Population
 from lares_agent.engine.setup.config import EngineConfig
 from lares_agent.runs.slots import SlotRecord
 
-__all__ = ["inherit_source", "inheriting", "install_proposals", "share_best_reward", "update_context", "update_record"]
+__all__ = ["inherit_source", "inheriting", "install_proposals", "round_zero_context", "round_zero_record",
+           "share_best_reward", "update_context", "update_record"]
 
 LogEvent = Callable[[dict[str, Any]], None]
 
@@ -53,6 +54,20 @@ def update_context(config: EngineConfig, round_: int, env_steps: int, slots: Seq
         explore=diversity.explore if diversity is not None else None,
         episodes=tuple(ep for s in ranking for ep in evals[s].rollouts),
     )
+
+
+def round_zero_context(setting: str, rewards: Sequence[RewardFunction], refill: Sequence[int]) -> UpdateContext:
+    """Round 0's view, at step 0: nothing is ranked or learnt yet; every ranked learner's reward and the slots to
+    fill."""
+    return UpdateContext(round=0, env_steps=0, setting=setting, slots=(), ranking=(), elites=(),
+                         refill=tuple(sorted(refill)), rewards=tuple(rewards), rollouts={}, feature_sample={})
+
+
+def round_zero_record(replaced: Mapping[int, str], installed_at: int, timing: Mapping[str, float]) -> dict[str, Any]:
+    """The ``initial_rewards`` event: the slots round 0 filled, at the step its rewards were installed."""
+    return {"event": "initial_rewards", "round": 0, "env_steps": installed_at,
+            "replaced": {str(s): rid for s, rid in replaced.items()}, "inherited": [],
+            **{k: float(v) for k, v in timing.items()}}
 
 
 def install_proposals(population: Population, rewards: list[RewardFunction], event: LogEvent, round_: int,

@@ -6,7 +6,9 @@ quarantine) to the same log as the loop.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import contextlib
+import time
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -22,13 +24,25 @@ class EngineLog:
 
     The files and their record schemas belong to ``lares_agent.runs``: a row the schema does not know is a bug
     here, so it raises instead of being written. Without a run directory nothing is written: events are only
-    kept in memory and checkpoints are skipped.
+    kept in memory and checkpoints are skipped. ``records_s``: the seconds spent writing checkpoints and, through
+    :meth:`timed`, policy files, this session.
     """
 
     def __init__(self, run_dir: str | Path | None) -> None:
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.events: list[dict[str, Any]] = []
         self._files = RunLog(RunLayout(self.run_dir)) if self.run_dir is not None else None
+        self.records_s = 0.0
+        self._periodic_at: tuple[int, int] | None = None  # (env_steps, round) of the newest periodic checkpoint
+
+    @contextlib.contextmanager
+    def timed(self) -> Iterator[None]:
+        """Count the block's seconds as writing records (``records_s``)."""
+        began = time.monotonic()
+        try:
+            yield
+        finally:
+            self.records_s += time.monotonic() - began
 
     def event(self, record: dict[str, Any]) -> None:
         """Keep and write one event."""
@@ -47,19 +61,24 @@ class EngineLog:
         ``env_steps`` and ``round_``).
 
         Default name ``step-<env_steps>`` (only the newest periodic one is kept); reward updates use
-        ``round-<n>`` names, which are kept.
+        ``round-<n>`` names, which are kept. A periodic one at the step and round of the newest periodic one is
+        not written again (the end of a run whose last step just wrote it; a named one in between clears the mark).
         """
-        if self._files is None:
+        periodic, at = name is None, (env_steps, round_)
+        if self._files is None or (periodic and at == self._periodic_at):
             return None
-        periodic = name is None
         name = name or f"step-{env_steps:09d}"
-        # the event goes first, so the sizes a resume cuts the logs back to keep it (a resume from this checkpoint
-        # still says it was taken); a kill before the save leaves it past an older checkpoint's sizes, cut then
-        self.event({"event": "checkpoint", "name": name, "env_steps": env_steps, "round": round_})
-        return save_checkpoint(
-            self._files.layout.checkpoints, state(), name, prune_prefix="step-" if periodic else None,
-            meta={"log_bytes": log_sizes(self._files.layout)},  # what a resume truncates the logs back to
-        )
+        with self.timed():
+            # the event goes first, so the sizes a resume cuts the logs back to keep it (a resume from this
+            # checkpoint still says it was taken); a kill before the save leaves it past an older checkpoint's
+            # sizes, cut then
+            self.event({"event": "checkpoint", "name": name, "env_steps": env_steps, "round": round_})
+            saved = save_checkpoint(
+                self._files.layout.checkpoints, state(), name, prune_prefix="step-" if periodic else None,
+                meta={"log_bytes": log_sizes(self._files.layout)},  # what a resume truncates the logs back to
+            )
+        self._periodic_at = at if periodic else None
+        return saved
 
     def close(self) -> None:
         """Nothing stays open: every record is appended and flushed on its own (kept for the engine's close)."""
