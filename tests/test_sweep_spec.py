@@ -86,6 +86,18 @@ def test_the_two_settings_are_two_arms_of_one_sweep() -> None:
         SweepSpec(tasks=("reach-v3",), seeds=(0,), methods=("lares", "lares-scratch"), options={"setting": "init"})
 
 
+def test_the_potential_arm_writes_a_potential_from_scratch_beside_the_additive_arm() -> None:
+    spec = SweepSpec(tasks=("door-close-v3",), seeds=(0,), methods=("lares-scratch", "lares-potential", "sparse"),
+                     options={"budget": 900, "reward_period": 300})
+    configs = {t.id: spec.config(t) for t in spec.trials()}
+    additive, potential = configs["door-close-v3-lares-scratch-s0"], configs["door-close-v3-lares-potential-s0"]
+    assert (additive.setting, additive.shaping) == ("scratch", "additive")
+    assert (potential.setting, potential.shaping) == ("scratch", "potential")
+    assert set(spec.check()) == set(configs)  # the potential arm passes `lares run`'s own checks
+    with pytest.raises(ConfigError, match="lares-potential fix the shaping"):
+        SweepSpec(tasks=("reach-v3",), seeds=(0,), methods=("lares-potential",), options={"shaping": "additive"})
+
+
 def test_bad_grids_are_refused() -> None:
     with pytest.raises(ConfigError, match="unknown method"):
         SweepSpec(tasks=("reach-v3",), seeds=(0,), methods=("lares", "random"))  # type: ignore[arg-type]

@@ -17,7 +17,8 @@ def sweep_command(
     seeds: Annotated[str, typer.Option(help="Comma-separated seeds.")] = "0",
     methods: Annotated[str, typer.Option(
         help="Comma-separated: lares (reward search), lares-init and lares-scratch (the search in setting init or "
-             "scratch, both arms in one sweep), human (the learner on the task's own reward), sparse (the "
+             "scratch, both arms in one sweep), lares-potential (from scratch, the LLM writes a potential over the "
+             "success reward: --shaping potential), human (the learner on the task's own reward), sparse (the "
              "learner on the task's success indicator alone), retrain (the learner alone on the reward of --set "
              "reward_from=RUN[:REWARD_ID] or --set reward_file=FILE), or an ablation of the search (no-relabel, "
              "no-thompson, no-scaling, no-constraint, no-reflection, no-retrieval, no-llm, random-edit: the last "

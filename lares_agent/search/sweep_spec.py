@@ -36,15 +36,18 @@ from lares_agent.search.presets import FIELDS, is_tuple_field, parse_field, pres
 
 __all__ = ["METHODS", "SEARCH_METHODS", "Method", "SweepSpec", "Trial", "parse_sets"]
 
-Method = Literal["lares", "lares-init", "lares-scratch", "human", "sparse", "retrain", "no-relabel", "no-thompson",
-                 "no-scaling", "no-constraint", "no-reflection", "no-retrieval", "no-llm", "random-edit"]
+Method = Literal["lares", "lares-init", "lares-scratch", "lares-potential", "human", "sparse", "retrain",
+                 "no-relabel", "no-thompson", "no-scaling", "no-constraint", "no-reflection", "no-retrieval", "no-llm",
+                 "random-edit"]
 METHODS: tuple[Method, ...] = get_args(Method)
-SEARCH_METHODS: tuple[Method, ...] = ("lares", "lares-init", "lares-scratch")  # a report compares these to the rest
+SEARCH_METHODS: tuple[Method, ...] = ("lares", "lares-init", "lares-scratch", "lares-potential")  # compared to the rest
 _BASELINE = {"setting": "baseline", "population": 1, "elites": 1}
 _METHOD_VALUES: dict[str, dict[str, Any]] = {
     "lares": {},
     "lares-init": {"setting": "init"},
     "lares-scratch": {"setting": "scratch"},
+    # from scratch, the LLM writes a potential Phi(s) over the success reward (docs/DESIGN.md, `--shaping potential`)
+    "lares-potential": {"setting": "scratch", "shaping": "potential"},
     "human": {**_BASELINE, "baseline_reward": "human"},
     "sparse": {**_BASELINE, "baseline_reward": "success"},
     "retrain": {**_BASELINE, "baseline_reward": "human"},  # the found reward is in the options (REWARD_KEYS)
@@ -95,10 +98,11 @@ class SweepSpec:
                             "--set reward_file=FILE")
         if self.options.get("reward_source") and "retrain" not in self.methods:
             problems.append("--set reward_from/reward_file is the reward of method retrain: add it to --methods")
-        fixed = [m for m in self.methods if m in SEARCH_METHODS and "setting" in _METHOD_VALUES[m]]
-        if fixed and "setting" in self.options:
-            problems.append(f"method(s) {', '.join(fixed)} fix the setting: leave out --set setting, or use method "
-                            "lares")
+        for key in ("setting", "shaping"):
+            fixed = [m for m in self.methods if m in SEARCH_METHODS and key in _METHOD_VALUES[m]]
+            if fixed and key in self.options:
+                problems.append(f"method(s) {', '.join(fixed)} fix the {key}: leave out --set {key}, or use method "
+                                "lares")
         if not self.cpus_per_trial > 0:
             problems.append(f"--cpus-per-trial must be positive, not {self.cpus_per_trial}")
         if problems:
