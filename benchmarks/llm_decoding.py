@@ -28,8 +28,7 @@ from typing import Any
 
 from lares_agent.engine.tasks.registry import get_task
 from lares_agent.llm.models import resolve_model
-from lares_agent.rewards import prompt_features
-from lares_agent.rewards.grammar import answer_grammar
+from lares_agent.rewards import Limits, answer_grammar, prompt_features
 
 MODES = ("free", "grammar", "grammar + lookup")
 
@@ -81,12 +80,16 @@ def main() -> None:
     parser.add_argument("--modes", default=",".join(MODES))
     args = parser.parse_args()
     features = prompt_features(get_task(args.task), designer=True, state_only=False)
-    grammar_text = answer_grammar(features, 8)
+    grammar_text = answer_grammar(features, Limits().max_components)  # a run's default cap
+    modes = args.modes.split(",")
+    unknown = [m for m in modes if m not in MODES]
+    if unknown:
+        raise SystemExit(f"unknown --modes {', '.join(unknown)}; choose from {', '.join(MODES)}")
     calls = propose_messages(args.calls, args.count)
     print(f"{len(calls)} propose calls of {args.calls}, one llama.cpp thread\n")
     print("| decoding | prompt tokens/s | generated tokens/s | generated tokens |")
     print("|---|---|---|---|")
-    for mode in args.modes.split(","):
+    for mode in modes:
         got = measure(mode, calls, grammar_text, args.max_tokens)
         print(f"| {mode} | {got['prompt_tps']:.1f} | {got['answer_tps']:.2f} | {got['answer_tokens']:.0f} |",
               flush=True)
