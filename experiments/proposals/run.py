@@ -88,6 +88,8 @@ def bench_task(task_name: str, n: int, args: argparse.Namespace, run_dir: Path) 
     llm = make_client(LLMConfig(backend="openai" if served else "local", model=args.model, base_url=args.base_url,
                                 context=args.context if served else None, temperature=args.temperature,
                                 seed=args.seed, timeout_s=600.0), run_dir=run_dir)
+    steps: list[str] = []  # the grammar or response format stepped down (a server that refused or ignored it)
+    llm.on_format_step = lambda endpoint, refused, step, why: steps.append(f"{refused} -> {step}: {why}")
     limits = GraphLimits(per_call=args.per_call, temperature=args.temperature, oversample=args.oversample,
                          reflect=False, task_examples=args.task_examples)
     ctx = RunContext(llm=llm, task=task, sample=sample, persona=load_persona(args.persona), limits=limits)
@@ -137,7 +139,7 @@ def bench_task(task_name: str, n: int, args: argparse.Namespace, run_dir: Path) 
             "unrepaired": unrepaired_valid(ok, task, sample, limits.checks),
             "secs": [c["seconds"] for c in ok], "tokens": [c["completion_tokens"] for c in ok],
             "calls": len(calls), "reasons": reasons, "proxies": proxies, "shapes": shapes,
-            "copies": copies if other else NONE_SHOWN}
+            "copies": copies if other else NONE_SHOWN, "steps": steps}
 
 
 def main() -> None:
@@ -209,6 +211,8 @@ def main() -> None:
     for r in rows:
         for reason in r["reasons"]:
             failures[reason[:90]] = failures.get(reason[:90], 0) + 1
+    steps = [s for r in rows for s in r["steps"]]
+    print(f"format steps {len(steps)}" + "".join(f"\n  {s}" for s in steps))
     for reason, count in sorted(failures.items(), key=lambda kv: -kv[1])[:8]:
         print(f"  rejected x{count}: {reason}")
 
