@@ -14,7 +14,7 @@ from lares_agent.engine.learners.sac import SACConfig
 from lares_agent.engine.setup import config as engine_cfg
 from lares_agent.engine.setup.selection import SelectionConfig
 from lares_agent.errors import ConfigError, LaresError
-from lares_agent.graphs.context import GraphLimits
+from lares_agent.graphs.context import SCREEN_MODES, GraphLimits
 from lares_agent.llm.config import LLM_BACKENDS, LLMConfig
 from lares_agent.search import options as search_options
 from lares_agent.search import presets
@@ -52,10 +52,12 @@ def test_choices_come_from_one_literal_each_and_match_the_engine() -> None:
     assert tuple(search_options.ABLATIONS) == get_args(search_options.Ablation)
     assert tuple(presets.PRESETS) == search_options.PRESET_NAMES == get_args(search_options.Preset)
     assert get_args(get_type_hints(LLMConfig)["backend"]) == LLM_BACKENDS
+    assert search_options.SCREENS == SCREEN_MODES == get_args(get_type_hints(GraphLimits)["screen"])
     hints = get_type_hints(SearchConfig)
     for name, choices in [("setting", search_options.SETTINGS), ("learner", search_options.LEARNERS),
                           ("backend", search_options.BACKENDS), ("selection", search_options.SELECTIONS),
-                          ("preset", search_options.PRESET_NAMES), ("llm_backend", LLM_BACKENDS)]:
+                          ("preset", search_options.PRESET_NAMES), ("llm_backend", LLM_BACKENDS),
+                          ("screen", search_options.SCREENS)]:
         assert get_args(hints[name]) == choices, name
 
 
@@ -201,3 +203,12 @@ def test_the_llm_time_limit_reaches_the_client_and_a_bad_one_is_refused() -> Non
     assert llm_config(SearchConfig()).call_timeout_s == 120.0  # the local model's default
     with pytest.raises(ConfigError, match="--llm-timeout must be a positive number"):
         SearchConfig(llm_timeout=0.0)
+
+
+def test_a_run_saved_with_the_boolean_prescreen_resumes_with_the_proxy_screen() -> None:
+    saved = SearchConfig().to_json()
+    saved.pop("screen")
+    assert SearchConfig.from_json({**saved, "prescreen": True}).screen == "proxy"
+    assert SearchConfig.from_json({**saved, "prescreen": False}).screen == "order"
+    with pytest.raises(ConfigError, match="--screen"):
+        SearchConfig(screen="best")  # type: ignore[arg-type]

@@ -1,9 +1,10 @@
 """Many cheap candidates: several per LLM call, numeric children of the elites, one dedupe by reward key,
-and the offline pre-screen that keeps the best valid ones for the free slots when asked to (it scores them
-always). Scripted model, real validator."""
+and the screen that keeps the best valid ones for the free slots when asked to, by the offline pre-screen or the
+verifier (both score them always). Scripted model, real validator."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -58,7 +59,7 @@ def test_one_call_answers_several_candidates_under_the_list_schema() -> None:
     answer = {"candidates": [cand(a="-tcp_to_goal"), cand(a="exp(-tcp_to_goal/0.1)"), cand(a="-tcp_to_goal**2")]}
     assert [c["components"]["a"] for c in extract_candidates(json.dumps(answer))] == \
         ["-tcp_to_goal", "exp(-tcp_to_goal/0.1)", "-tcp_to_goal**2"]
-    ctx = deps([answer], per_call=3, oversample=1.5, prescreen=True)  # 2 slots -> a pool of 3, in one call
+    ctx = deps([answer], per_call=3, oversample=1.5, screen="proxy")  # 2 slots -> a pool of 3, in one call
     result = run_round(build_graph(), {"round": 0, "n_wanted": 2}, "r0", ctx)
     options = ctx.llm.chat_model.options  # type: ignore[attr-defined]
     assert len(options) == 1 and "candidates" in json.dumps(options[0]["response_format"])
@@ -68,7 +69,7 @@ def test_one_call_answers_several_candidates_under_the_list_schema() -> None:
 
 def test_the_screen_keeps_the_best_proxy_and_logs_every_score() -> None:
     answers = [cand(a="exp(-100*tcp_to_goal)"), cand(a="exp(-tcp_to_goal/0.1)"), cand(a="-tcp_to_goal")]
-    result = run_round(build_graph(), {"round": 0, "n_wanted": 1}, "r0", deps(answers, oversample=3.0, prescreen=True))
+    result = run_round(build_graph(), {"round": 0, "n_wanted": 1}, "r0", deps(answers, oversample=3.0, screen="proxy"))
     (best,) = result.accepted
     assert best["components"] == {"a": "-tcp_to_goal"} and best["proxy"] > 0.9
     scores = {r["components"]["a"]: r["proxy"] for r in result.rejected}
@@ -80,6 +81,35 @@ def test_the_screen_keeps_the_best_proxy_and_logs_every_score() -> None:
     assert plain.accepted[0]["components"] == {"a": "exp(-100*tcp_to_goal)"}  # the default: proposal order
     assert plain.accepted[0]["proxy"] == scores["exp(-100*tcp_to_goal)"]  # scored all the same, for the record
     assert plain.rejected[0]["reason"].startswith("surplus")
+
+
+def verifier_episodes() -> tuple[dict[str, np.ndarray], ...]:
+    """Four update episodes, each ending farther from the goal (the first two succeed), the larger actions on the
+    better ones: a reward paying the distance orders them as the task does, one paying mostly for small actions the
+    other way."""
+    out = []
+    for i, end in enumerate((0.05, 0.1, 0.3, 0.45)):
+        d = np.linspace(0.4, end, 20)
+        out.append({"tcp_to_goal": d, "action_norm": np.full(20, 1.0 - 0.2 * i), "success": (d < 0.12).astype(float)})
+    return tuple(out)
+
+
+def test_the_verifier_screen_keeps_the_candidate_that_orders_the_update_episodes_as_the_task() -> None:
+    answers = [cand(d="-0.01*tcp_to_goal", e="-action_norm"), cand(a="-tcp_to_goal")]
+    runs = {mode: run_round(build_graph(), {"round": 1, "n_wanted": 1}, "r1",
+                            dataclasses.replace(deps(answers, oversample=2.0, screen=mode),
+                                                episodes=verifier_episodes()))
+            for mode in ("order", "verifier")}
+    assert runs["order"].accepted[0]["components"] == {"d": "-0.01*tcp_to_goal", "e": "-action_norm"}  # proposal order
+    (best,) = runs["verifier"].accepted
+    (lost,) = runs["verifier"].rejected
+    assert best["components"] == {"a": "-tcp_to_goal"} and best["verifier_tau"] > 0.5 > -0.5 > lost["verifier_tau"]
+    assert lost["reason"] == f"screened out: verifier {lost['verifier_tau']:.2f} < {best['verifier_tau']:.2f}"
+    # round 0 has no update episodes: nothing to score, so the verifier screen keeps proposal order
+    first = run_round(build_graph(), {"round": 0, "n_wanted": 1}, "r0",
+                      deps(answers, oversample=2.0, screen="verifier"))
+    assert first.accepted[0]["components"] == runs["order"].accepted[0]["components"]
+    assert first.rejected[0]["reason"].startswith("surplus") and "verifier_tau" not in first.accepted[0]
 
 
 def test_a_model_that_copies_the_elite_still_fills_the_slots_with_distinct_candidates() -> None:

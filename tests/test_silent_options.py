@@ -85,9 +85,9 @@ def test_legitimate_settings_that_skip_part_of_the_search_warn_in_one_line(tmp_p
     [own] = option_warnings(_cfg(setting="init", task_examples="own"))
     assert own.startswith("--task-examples own shows example answers for the task from scratch only")
     assert option_warnings(_cfg(setting="scratch", task_examples="own")) == []
-    [idle] = option_warnings(_cfg(prescreen=True, numeric_children=0))
-    assert "the pre-screen has nothing to choose" in idle
-    assert option_warnings(_cfg(prescreen=True, candidates_per_slot=2.0, numeric_children=0)) == []
+    [idle] = option_warnings(_cfg(screen="verifier", numeric_children=0))
+    assert idle.startswith("--screen verifier with one LLM candidate") and "the screen has nothing to choose" in idle
+    assert option_warnings(_cfg(screen="proxy", candidates_per_slot=2.0, numeric_children=0)) == []
 
 
 def _said_before_start(args: list[str], monkeypatch: pytest.MonkeyPatch, runs: Path) -> list[str]:
@@ -112,25 +112,25 @@ def test_the_warning_reaches_the_screen(tmp_path: Path, monkeypatch: pytest.Monk
 PAPER_OFF = ["--candidates-per-slot", "1", "--numeric-children", "0", "--complexity-lambda", "0", "--inherit", "always",
              "--handover-episodes", "0", "--sync-llm",
              "--no-retrieval", "--llm-backend", "openai", "--llm-model", "gpt-4o-mini", "--task-examples", "none",
-             "--no-prescreen"]
+             "--screen", "order"]
 
 
 def test_the_paper_preset_lists_its_differences_and_each_flag_turns_one_off(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     said = _said_before_start(["--preset", "paper", "--task", "Reacher-v5", "--setting", "scratch",
-                               "--task-examples", "own", "--prescreen"], monkeypatch, tmp_path / "runs")
-    groups = [{"task_examples": "none"}, {"candidates_per_slot": 1.0, "numeric_children": 0}, {"prescreen": False},
+                               "--task-examples", "own", "--screen", "proxy"], monkeypatch, tmp_path / "runs")
+    groups = [{"task_examples": "none"}, {"candidates_per_slot": 1.0, "numeric_children": 0}, {"screen": "order"},
               {"complexity_lambda": 0.0}, {"inherit": "always"}, {"handover_episodes": 0}, {"sync_llm": True},
               {"retrieval": False}, {"llm_backend": "openai", "llm_model": "gpt-4o-mini"}]
     assert said[0] == (f"note: --preset paper differs from the reference in {len(groups)} setting(s); the flags make "
                        "each the reference's:")
     flags = [line.rsplit(": ", 1)[1] for line in said[1:]]
     assert said[1].startswith("  two example answers for this task and one for a different task in the system prompt")
-    assert flags == ["--task-examples none", "--candidates-per-slot 1 --numeric-children 0", "--no-prescreen",
+    assert flags == ["--task-examples none", "--candidates-per-slot 1 --numeric-children 0", "--screen order",
                      "--complexity-lambda 0", "--inherit always", "--handover-episodes 0", "--sync-llm",
                      "--no-retrieval", "--llm-backend openai --llm-model gpt-4o-mini"]
-    base = {"task": "Reacher-v5", "setting": "scratch", "task_examples": "own", "prescreen": True}
+    base = {"task": "Reacher-v5", "setting": "scratch", "task_examples": "own", "screen": "proxy"}
     assert len(paper_differences(preset_config("paper", base))) == len(groups)
     for group in groups:  # each flag (or pair) turns exactly its one line off
         assert len(paper_differences(preset_config("paper", {**base, **group}))) == len(groups) - 1, group

@@ -26,8 +26,8 @@ from lares_agent.rewards.task import offstage_features
 from lares_agent.rewards.tuning import Measured
 from lares_agent.tools.trajectory import Rollout
 
-__all__ = ["ANALYSIS_MODES", "TASK_EXAMPLE_MODES", "AnalysisMode", "DescribedFeature", "GraphLimits", "GraphTask",
-           "RunContext", "TaskExampleMode"]
+__all__ = ["ANALYSIS_MODES", "SCREEN_MODES", "TASK_EXAMPLE_MODES", "AnalysisMode", "DescribedFeature", "GraphLimits",
+           "GraphTask", "RunContext", "ScreenMode", "TaskExampleMode"]
 
 AnalysisMode = Literal["facts", "llm"]
 ANALYSIS_MODES: tuple[AnalysisMode, ...] = get_args(AnalysisMode)
@@ -38,6 +38,12 @@ ANALYSIS_MODES: tuple[AnalysisMode, ...] = get_args(AnalysisMode)
 # a result that depends on an example we wrote is not a result of the search.
 TaskExampleMode = Literal["none", "other", "own"]
 TASK_EXAMPLE_MODES: tuple[TaskExampleMode, ...] = get_args(TaskExampleMode)
+# Which valid candidates fill a round's free slots when there are more than slots: "order", the first ones (proposal
+# order); "proxy", the best by the offline pre-screen on single transitions (rewards/prescreen.py); "verifier", the
+# best by the verifier's order tau on the update's evaluation episodes (rewards/verifier.py; round 0 has none, so it
+# keeps proposal order there). Every score is logged whichever decides (docs/RESULTS.md, "The pre-screen's signal").
+ScreenMode = Literal["order", "proxy", "verifier"]
+SCREEN_MODES: tuple[ScreenMode, ...] = get_args(ScreenMode)
 
 
 class DescribedFeature(TaskFeature, Protocol):
@@ -90,9 +96,9 @@ class GraphLimits:
     # the LLM's place (rewards/edits.py), the numeric children beside them as in a search
     random_edits: bool = False
     mutation_sigma: float = 0.5  # children's constants times exp(N(0, sigma))
-    # rank valid candidates by the proxy; False (default): keep them in proposal order, the proxy only logged, as the
-    # runs show no signal in it (experiments/sample_efficiency/prescreen_signal.py, docs/RESULTS.md)
-    prescreen: bool = False
+    # which valid candidates fill the free slots (SCREEN_MODES); "order" (default): proposal order, the proxy and the
+    # verifier only logged until a measure over enough runs shows signal (experiments/sample_efficiency/)
+    screen: ScreenMode = "order"
     seed: int = 0  # the children's randomness (with the round and attempt)
     # "facts": analyse states the computed facts and critique the computed defects, no LLM call; "llm": the model
     # summarises the facts (checked against them) and each critic may add defects
@@ -118,6 +124,8 @@ class GraphLimits:
                               f"not {self.analysis!r}")
         if self.shaping not in SHAPINGS:
             raise ConfigError(f"GraphLimits: shaping must be one of {', '.join(SHAPINGS)}, not {self.shaping!r}")
+        if self.screen not in SCREEN_MODES:
+            raise ConfigError(f"GraphLimits: screen must be one of {', '.join(SCREEN_MODES)}, not {self.screen!r}")
         if self.task_examples not in TASK_EXAMPLE_MODES:
             raise ConfigError(f"GraphLimits: task_examples must be one of {', '.join(TASK_EXAMPLE_MODES)}, "
                               f"not {self.task_examples!r}")

@@ -306,22 +306,30 @@ def _taken(state: RoundState, ctx: RunContext) -> set[str]:
     return {k for k in keys if k}
 
 
+_SCREEN_SCORES = {"proxy": "proxy", "verifier": "verifier_tau"}  # GraphLimits.screen -> the record field it ranks by
+
+
 def _screen(ctx: RunContext, valid: list[CandidateRecord], room: int) -> tuple[list[CandidateRecord],
                                                                             list[CandidateRecord]]:
-    """Keep the `room` valid candidates with the best proxy score (stable: ties keep proposal order); the others
-    become rejected records that say the score they lost with. `prescreen=False`: proposal order (ablation)."""
+    """Keep the `room` valid candidates with the best score of `GraphLimits.screen` (stable: ties, and candidates
+    without a score, keep proposal order); the others become rejected records that say the score they lost with.
+    "order": the first `room` (the reference takes every answer it gets)."""
     if len(valid) <= room:
         return valid, []
-    if not ctx.limits.prescreen:
-        order = list(range(len(valid)))
-    else:
-        order = sorted(range(len(valid)), key=lambda i: -float(valid[i].get("proxy") or 0.0))
+    field_ = _SCREEN_SCORES.get(ctx.limits.screen)
+    scored = field_ is not None and any(r.get(field_) is not None for r in valid)  # round 0 has no verifier score
+
+    def score(rec: CandidateRecord) -> float:
+        value = rec.get(field_) if field_ is not None else None
+        return float(value) if isinstance(value, (int, float)) else -math.inf
+
+    order = sorted(range(len(valid)), key=lambda i: -score(valid[i])) if scored else list(range(len(valid)))
     kept, dropped = [valid[i] for i in order[:room]], [valid[i] for i in order[room:]]
-    bar = min((float(r.get("proxy") or 0.0) for r in kept), default=0.0)
+    bar = min(score(r) for r in kept) if scored else 0.0
     out = []
     for rec in dropped:
-        if ctx.limits.prescreen:
-            reason = f"screened out: proxy {float(rec.get('proxy') or 0.0):.2f} < {bar:.2f}"
+        if scored:
+            reason = f"screened out: {ctx.limits.screen} {score(rec):.2f} < {bar:.2f}"
         else:
             reason = "surplus: the round already has enough candidates"
         out.append(CandidateRecord(**{**rec, "accepted": False, "reason": reason}))
@@ -343,7 +351,8 @@ def _verifier_fields(score: VerifierScore) -> CandidateRecord:
 def validate(state: RoundState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     """Check every pending proposal with the one validator (`rewards.validate`), dedupe by `reward_key` against
     the elites, earlier passes and each other, score the valid ones with the offline proxy on the round's sample
-    (`rewards.prescreen`) and keep the best for the free slots; the rest are rejected with their score.
+    (`rewards.prescreen`) and the verifier on the update's episodes (`rewards.verifier`), and keep as many as the
+    round has free slots, in the order `GraphLimits.screen` names; the rest are rejected with their score.
 
     The screen is part of this node, not a node of its own: it is one more verdict on the same pass, and the
     trace links each record to the step that judged it. Accepted records stay in the state (canonical

@@ -15,9 +15,9 @@ the task's own verdict on each episode is known. Three numbers (docs/DESIGN.md, 
   sits at its maximum on most steps ("reward flooding") pays the policy whatever it does.
 
 Tau-b, not Pearson: returns of different rewards live on unrelated scales and one long episode could otherwise
-dominate. NaN where a number is undefined: fewer than two usable episodes, or one side all tied. The verifier only
-measures; nothing decides on it until its predictive value is shown
-(`experiments/sample_efficiency/verifier_signal.py`).
+dominate. NaN where a number is undefined: fewer than two usable episodes, or one side all tied. By default the
+verifier only measures; `--screen verifier` lets it pick among a round's valid candidates, which it earns as the
+default only once its predictive value is shown (`experiments/sample_efficiency/verifier_signal.py`).
 """
 
 from __future__ import annotations

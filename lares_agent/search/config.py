@@ -25,6 +25,7 @@ from lares_agent.search.options import (
     Learner,
     Preset,
     RewardNormalisation,
+    Screen,
     Selection,
     Setting,
     Shaping,
@@ -145,7 +146,7 @@ class SearchConfig:
     # LLM candidates asked per free slot. One: without the pre-screen the first valid ones fill the slots, so a
     # surplus only buys spares for invalid answers, which the numeric children already are, at an LLM call each.
     candidates_per_slot: float = 1.0
-    prescreen: bool = False  # GraphLimits.prescreen: the offline proxy picks which valid candidates fill the slots
+    screen: Screen = "order"  # GraphLimits.screen: which valid candidates fill the slots (proposal order by default)
     numeric_children: int = 2  # numeric children of the elites per propose pass (constants perturbed)
     analysis: Analysis = "facts"  # GraphLimits.analysis: "facts" calls no LLM in analyse/critique
     task_examples: TaskExamples = "none"  # GraphLimits.task_examples: "none" shows no example answer (reference)
@@ -201,6 +202,9 @@ class SearchConfig:
         # Runs from before the hand-over on fresh episodes handed over the policy ranked first: resume them so.
         kwargs.setdefault("handover_episodes", 0)
         kwargs.setdefault("task_examples", "own")
+        # Runs from before --screen had a boolean --prescreen (the proxy's choice): resume them so.
+        if data.get("prescreen") is True:
+            kwargs.setdefault("screen", "proxy")
         # Scratch runs from before --designer-features was an option were offered the designer's features: resume
         # them so (init offers them in any case).
         if kwargs.get("setting") == "scratch":

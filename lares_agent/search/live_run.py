@@ -141,7 +141,7 @@ class Search:
                                analysis=cfg.analysis, oversample=cfg.candidates_per_slot,
                                numeric_children=cfg.numeric_children, seed=cfg.seed, task_examples=cfg.task_examples,
                                designer_features=cfg.designer_features, shaping=cfg.shaping,
-                               prescreen=cfg.prescreen, random_edits=edits_at_random(cfg)),
+                               screen=cfg.screen, random_edits=edits_at_random(cfg)),
             critics=tuple(resolve_persona(p) for p in cfg.personas),
             human_reward=self._human_expression(),
         )

@@ -177,9 +177,9 @@ def option_warnings(cfg: SearchConfig) -> list[str]:
     if cfg.designer_features and _setting(cfg) == "init":
         out.append("--designer-features offers the designer's features from scratch; the init setting offers them "
                    "anyway (the task's own reward, which it refines, reads them)")
-    if cfg.prescreen and cfg.candidates_per_slot <= 1 and cfg.numeric_children == 0:
-        out.append("--prescreen with one LLM candidate per free slot and no numeric children: every valid "
-                   "candidate fills a slot, so the pre-screen has nothing to choose (--candidates-per-slot 2)")
+    if cfg.screen != "order" and cfg.candidates_per_slot <= 1 and cfg.numeric_children == 0:
+        out.append(f"--screen {cfg.screen} with one LLM candidate per free slot and no numeric children: every valid "
+                   "candidate fills a slot, so the screen has nothing to choose (--candidates-per-slot 2)")
     given = _count_candidates(cfg.rewards_file)
     if given is not None and given > k:
         out.append(f"--rewards-file {cfg.rewards_file} holds {given:,} candidates for {k} slot(s) (--population): "
@@ -202,9 +202,9 @@ def paper_differences(cfg: SearchConfig) -> list[str]:
         out.append(f"{cfg.candidates_per_slot:g} LLM candidate(s) per free slot and {cfg.numeric_children} numeric "
                    "children of the elites (reference: one LLM candidate per slot): --candidates-per-slot 1 "
                    "--numeric-children 0")
-    if cfg.prescreen:
-        out.append("the offline pre-screen picks which valid candidates fill the slots (reference: no screen): "
-                   "--no-prescreen")
+    if cfg.screen != "order":
+        out.append(f"the {cfg.screen} picks which valid candidates fill the slots (reference: no screen): "
+                   "--screen order")
     if cfg.complexity_lambda > 0:
         out.append("the simpler reward wins an exact tie of fitness and tie-break (reference: complexity plays no "
                    "part): --complexity-lambda 0")

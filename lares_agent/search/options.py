@@ -19,6 +19,7 @@ __all__ = [
     "LLM_FREE_ABLATIONS",
     "PRESET_NAMES",
     "REWARD_NORMALISATIONS",
+    "SCREENS",
     "SELECTIONS",
     "SETTINGS",
     "SHAPINGS",
@@ -33,6 +34,7 @@ __all__ = [
     "Learner",
     "Preset",
     "RewardNormalisation",
+    "Screen",
     "Selection",
     "Setting",
     "Shaping",
@@ -50,6 +52,7 @@ BaselineReward = Literal["human", "success"]
 BASELINE_REWARDS: tuple[BaselineReward, ...] = get_args(BaselineReward)
 Analysis = Literal["facts", "llm"]  # --analysis: computed facts and defects only, or LLM-worded and fact-checked
 TaskExamples = Literal["none", "other", "own"]  # --task-examples: GraphLimits.task_examples (graphs/context.py)
+Screen = Literal["order", "proxy", "verifier"]  # --screen: GraphLimits.screen (graphs/context.py SCREEN_MODES)
 # --reward-normalisation: LaRes' affine match alone, or a sigmoid/tanh squash before it. The engine's names
 # (engine/replay/column_map.py), repeated like SETTINGS so that this module loads without the engine's imports.
 RewardNormalisation = Literal["affine", "sigmoid", "tanh"]
@@ -81,6 +84,7 @@ SELECTIONS: tuple[Selection, ...] = get_args(Selection)
 PRESET_NAMES: tuple[Preset, ...] = get_args(Preset)
 ANALYSES: tuple[Analysis, ...] = get_args(Analysis)
 TASK_EXAMPLES: tuple[TaskExamples, ...] = get_args(TaskExamples)
+SCREENS: tuple[Screen, ...] = get_args(Screen)
 ABLATIONS: dict[Ablation, str] = {
     "no-relabel": "a refilled slot's old buffer rows keep their old reward values (ReplayConfig.relabel=False)",
     "no-thompson": "uniform random choice of the acting learners (ReplayConfig.thompson=False)",
