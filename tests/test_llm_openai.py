@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from lares_agent.cli.app import app
 from lares_agent.llm import LLMClient, LLMConfig, LLMError, make_client
-from lares_agent.llm.formats import FORMAT_STEPS, Endpoint, FormatSteps
+from lares_agent.llm.formats import FORMAT_STEPS, REPEAT_PENALTY, Endpoint, FormatSteps
 from lares_agent.llm.openai_compat import make_openai_chat_model
 from lares_agent.runs import EVENTS_NAME, LLM_CALLS_NAME, Event, LLMCallRow, RecordFile
 
@@ -179,6 +179,8 @@ def test_a_server_reading_gbnf_gets_the_grammar_and_no_response_format(tmp_path)
     first, second = srv.bodies
     assert first["grammar"] == GBNF and "response_format" not in first  # llama.cpp's field, alone
     assert first["guided_grammar"] == GBNF and first["structured_outputs"] == {"grammar": GBNF}  # vLLM's
+    assert first["repeat_penalty"] == REPEAT_PENALTY == 1.0  # llama-cpp-python's server would take 1.1
+    assert "repeat_penalty" not in second  # a server that may not read llama.cpp's fields gets none
     assert "grammar" not in second and second["response_format"]["type"] == "json_schema"
     rows = RecordFile(tmp_path / "g.jsonl", LLMCallRow.from_json).read()
     assert [r.response_format for r in rows] == ["grammar", "json_schema"]

@@ -21,8 +21,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["FORMAT_LADDER", "FORMAT_STEPS", "GRAMMAR", "Endpoint", "FormatSteps", "follows_grammar", "grammar_body",
-           "names_format"]
+__all__ = ["FORMAT_LADDER", "FORMAT_STEPS", "GRAMMAR", "REPEAT_PENALTY", "Endpoint", "FormatSteps", "follows_grammar",
+           "grammar_body", "names_format"]
 
 FORMAT_LADDER = ("json_schema", "json_object", "none")
 GRAMMAR = "grammar"  # the step above the ladder, for calls that carry an answer grammar
@@ -47,12 +47,21 @@ def names_format(message: str) -> bool:
     return any(word in text for word in _FORMAT_WORDS)
 
 
+REPEAT_PENALTY = 1.0
+"""The repeat penalty answers are decoded with, locally and by a server that reads the grammar: llama.cpp's own
+default, which llama-cpp-python's server raises to 1.1. A reward names the same features again and again
+(`"success": "success"`), and the raised penalty pushed the same model's answers onto other names and other
+expressions, fewer of them valid (docs/RESULTS.md, "Proposals")."""
+
+
 def grammar_body(grammar: str) -> dict[str, Any]:
     """The request fields that carry a GBNF grammar: llama.cpp's server reads `grammar`; vLLM, whose xgrammar
     backend reads llama.cpp's GBNF, `guided_grammar` before 0.12 and `structured_outputs.grammar` from 0.10 on.
     Each server ignores the fields it does not know. No response_format goes with them: llama.cpp refuses a
-    request holding both a grammar and a JSON schema."""
-    return {"grammar": grammar, "guided_grammar": grammar, "structured_outputs": {"grammar": grammar}}
+    request holding both a grammar and a JSON schema. The local backend's repeat penalty goes with them
+    (`REPEAT_PENALTY`, a field of llama.cpp's servers), so that a server decodes as the local backend does."""
+    return {"grammar": grammar, "guided_grammar": grammar, "structured_outputs": {"grammar": grammar},
+            "repeat_penalty": REPEAT_PENALTY}
 
 
 def follows_grammar(text: str) -> bool:

@@ -26,6 +26,7 @@ from lares_agent.llm import abort
 from lares_agent.llm.answers import one_answer
 from lares_agent.llm.cancel import POLL_S, check
 from lares_agent.llm.errors import LLMError, LLMTimeout
+from lares_agent.llm.formats import REPEAT_PENALTY
 from lares_agent.llm.prefix_cache import PrefixStates, common_prefix
 
 _CACHE: dict[tuple[str, int, int], tuple[Any, threading.Lock]] = {}
@@ -259,6 +260,7 @@ class LlamaCppChatModel(BaseChatModel):
             "max_tokens": kwargs.pop("max_tokens", self.max_tokens),
             "seed": kwargs.pop("seed", self.seed),
             "stop": stop or [],
+            "repeat_penalty": REPEAT_PENALTY,  # as a server that reads the grammar is asked (llm/formats.py)
         }
         response_format: Mapping[str, Any] | None = kwargs.pop("response_format", None)
         grammar: str | None = kwargs.pop("grammar", None)
