@@ -143,7 +143,7 @@ class SearchConfig:
     reward_id: str | None = None
     reward_source: str | None = None
     sync_llm: bool = False  # True: the learners wait for each reward round's LLM calls, as the reference (ES always)
-    # LLM candidates asked per free slot. One: without the pre-screen the first valid ones fill the slots, so a
+    # LLM candidates asked per free slot. One: without a screen (`screen`) the first valid ones fill the slots, so a
     # surplus only buys spares for invalid answers, which the numeric children already are, at an LLM call each.
     candidates_per_slot: float = 1.0
     screen: Screen = "order"  # GraphLimits.screen: which valid candidates fill the slots (proposal order by default)
