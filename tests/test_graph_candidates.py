@@ -76,7 +76,7 @@ def test_the_screen_keeps_the_best_proxy_and_logs_every_score() -> None:
     assert set(scores) == {"exp(-100*tcp_to_goal)", "exp(-10.0*tcp_to_goal)"}  # canonical form
     assert scores["exp(-100*tcp_to_goal)"] < scores["exp(-10.0*tcp_to_goal)"] < best["proxy"]
     for r in result.rejected:
-        assert r["reason"] == f"screened out: proxy {r['proxy']:.2f} < {best['proxy']:.2f}"
+        assert r["reason"] == f"screened out: proxy {r['proxy']:.4f} < {best['proxy']:.4f}"
     plain = run_round(build_graph(), {"round": 0, "n_wanted": 1}, "r0", deps(answers, oversample=3.0))
     assert plain.accepted[0]["components"] == {"a": "exp(-100*tcp_to_goal)"}  # the default: proposal order
     assert plain.accepted[0]["proxy"] == scores["exp(-100*tcp_to_goal)"]  # scored all the same, for the record
@@ -104,7 +104,13 @@ def test_the_verifier_screen_keeps_the_candidate_that_orders_the_update_episodes
     (best,) = runs["verifier"].accepted
     (lost,) = runs["verifier"].rejected
     assert best["components"] == {"a": "-tcp_to_goal"} and best["verifier_tau"] > 0.5 > -0.5 > lost["verifier_tau"]
-    assert lost["reason"] == f"screened out: verifier {lost['verifier_tau']:.2f} < {best['verifier_tau']:.2f}"
+    assert lost["reason"] == f"screened out: verifier {lost['verifier_tau']:.4f} < {best['verifier_tau']:.4f}"
+    # a tie keeps proposal order, and says so
+    tied = run_round(build_graph(), {"round": 1, "n_wanted": 1}, "r1", dataclasses.replace(
+        deps([cand(a="-tcp_to_goal"), cand(a="exp(-tcp_to_goal/0.1)")], oversample=2.0, screen="verifier"),
+        episodes=verifier_episodes()))
+    assert tied.accepted[0]["components"] == {"a": "-tcp_to_goal"}
+    assert tied.rejected[0]["reason"] == "screened out: verifier 1.0000, tied with the lowest kept (proposal order)"
     # round 0 has no update episodes: nothing to score, so the verifier screen keeps proposal order
     first = run_round(build_graph(), {"round": 0, "n_wanted": 1}, "r0",
                       deps(answers, oversample=2.0, screen="verifier"))

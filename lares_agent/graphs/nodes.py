@@ -328,8 +328,10 @@ def _screen(ctx: RunContext, valid: list[CandidateRecord], room: int) -> tuple[l
     bar = min(score(r) for r in kept) if scored else 0.0
     out = []
     for rec in dropped:
-        if scored:
-            reason = f"screened out: {ctx.limits.screen} {score(rec):.2f} < {bar:.2f}"
+        if scored and score(rec) < bar:  # the scores as the records hold them (4 decimals)
+            reason = f"screened out: {ctx.limits.screen} {score(rec):.4f} < {bar:.4f}"
+        elif scored:
+            reason = f"screened out: {ctx.limits.screen} {score(rec):.4f}, tied with the lowest kept (proposal order)"
         else:
             reason = "surplus: the round already has enough candidates"
         out.append(CandidateRecord(**{**rec, "accepted": False, "reason": reason}))
