@@ -29,6 +29,7 @@ IN_HISTORY = {
     "sample_efficiency": "e94e285e828a6e1fa9bc14f041268917e25f15b5",
     "ablations": "e94e285e828a6e1fa9bc14f041268917e25f15b5",
     "with_init": "9760d17ee39384335ce6daae950978c9cdccc9aa",
+    "scratch_bounded": "fde77f89d4daefa1c7376b286a7aaa072a0ab3c3",
 }
 
 
