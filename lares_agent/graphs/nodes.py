@@ -313,29 +313,25 @@ def _screen(ctx: RunContext, valid: list[CandidateRecord], room: int) -> tuple[l
                                                                             list[CandidateRecord]]:
     """Keep the `room` valid candidates with the best score of `GraphLimits.screen` (stable: ties, and candidates
     without a score, keep proposal order); the others become rejected records that say the score they lost with.
-    "order": the first `room` (the reference takes every answer it gets)."""
+    "order", or no score at all (round 0 has no verifier score): the first `room`, as the reference takes every
+    answer it gets."""
     if len(valid) <= room:
         return valid, []
     field_ = _SCREEN_SCORES.get(ctx.limits.screen)
-    scored = field_ is not None and any(r.get(field_) is not None for r in valid)  # round 0 has no verifier score
-
-    def score(rec: CandidateRecord) -> float:
-        value = rec.get(field_) if field_ is not None else None
-        return float(value) if isinstance(value, (int, float)) else -math.inf
-
-    order = sorted(range(len(valid)), key=lambda i: -score(valid[i])) if scored else list(range(len(valid)))
-    kept, dropped = [valid[i] for i in order[:room]], [valid[i] for i in order[room:]]
-    bar = min(score(r) for r in kept) if scored else 0.0
+    scores = [rec.get(field_) for rec in valid] if field_ is not None else []
+    if not any(isinstance(v, (int, float)) for v in scores):
+        return valid[:room], [CandidateRecord(**{**rec, "accepted": False,
+                                                 "reason": "surplus: the round already has enough candidates"})
+                              for rec in valid[room:]]
+    value = [float(v) if isinstance(v, (int, float)) else -math.inf for v in scores]
+    order = sorted(range(len(valid)), key=lambda i: -value[i])
+    bar = value[order[room - 1]] if room else math.inf  # the lowest kept, as the records hold it (4 decimals)
     out = []
-    for rec in dropped:
-        if scored and score(rec) < bar:  # the scores as the records hold them (4 decimals)
-            reason = f"screened out: {ctx.limits.screen} {score(rec):.4f} < {bar:.4f}"
-        elif scored:
-            reason = f"screened out: {ctx.limits.screen} {score(rec):.4f}, tied with the lowest kept (proposal order)"
-        else:
-            reason = "surplus: the round already has enough candidates"
-        out.append(CandidateRecord(**{**rec, "accepted": False, "reason": reason}))
-    return kept, out
+    for i in order[room:]:
+        reason = (f"screened out: {ctx.limits.screen} {value[i]:.4f} < {bar:.4f}" if value[i] < bar else
+                  f"screened out: {ctx.limits.screen} {value[i]:.4f}, tied with the lowest kept (proposal order)")
+        out.append(CandidateRecord(**{**valid[i], "accepted": False, "reason": reason}))
+    return [valid[i] for i in order[:room]], out
 
 
 def _verifier_fields(score: VerifierScore) -> CandidateRecord:
