@@ -5,8 +5,9 @@ Under exact bootstrapping the shaped critic is the base critic less Phi(s) (Ng, 
 only while its critic is still wrong. Along one truncated episode the shaping sums to
 gamma^T*Phi(s_T) - Phi(s_0) - (1 - gamma)*sum Phi(s_t): with Phi shifted to at most 0 on the stored states
 (engine/replay/potential.py) the last term pays for time spent where Phi is low. This prints, for each policy file,
-its success and each of the run's potentials (those of its latest checkpoint): the shaping summed over the episode,
-Phi at its first and last step, and the base reward summed.
+its success and each of the run's potentials (those of its latest checkpoint): the shaping summed over the episode
+and discounted as the learner's return is (gamma^t), Phi at its first and last step, and the base reward
+discounted.
 
     python experiments/scratch_potential/shaping_along.py RUN POLICY.pt [POLICY.pt ...] [--episodes 3] [--seed 7]
 """
@@ -61,11 +62,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         for data in rewards:
             shaped = [(r, load_potential(data, list(r))) for r in
                       ({k: np.asarray(v) for k, v in ro.items()} for ro in ev.rollouts)]
-            sums = [float(p.components(r)["shaping"].sum()) for r, p in shaped]
+            parts = [p.components(r) for r, p in shaped]
+            gamma = shaped[0][1].gamma
+            sums = [float(c["shaping"].sum()) for c in parts]
+            disc = [float(np.sum(c["shaping"] * gamma ** np.arange(c["shaping"].size))) for c in parts]
+            base = [float(np.sum(c["base"] * gamma ** np.arange(c["base"].size))) for c in parts]
             phi = [p.phi(r) for r, p in shaped]
-            base = [float(p.components(r)["base"].sum()) for r, p in shaped]
-            print(f"  {data['id']}: shaping sum {np.mean(sums):+.2f}, Phi first {np.mean([f[0] for f in phi]):+.2f} "
-                  f"last {np.mean([f[-1] for f in phi]):+.2f}, base sum {np.mean(base):.1f}")
+            print(f"  {data['id']}: shaping summed {np.mean(sums):+.2f}, discounted {np.mean(disc):+.2f}; Phi first "
+                  f"{np.mean([f[0] for f in phi]):+.2f}, last {np.mean([f[-1] for f in phi]):+.2f}; base discounted "
+                  f"{np.mean(base):.1f}")
 
 
 if __name__ == "__main__":
