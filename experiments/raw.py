@@ -24,12 +24,15 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ARCHIVE = "runs.tar.xz"
-# Studies whose archive left the tree with their section of docs/results-archive.md: the commit that holds it.
+# Studies whose archive left the tree: superseded ones (with their section of docs/results-archive.md) and finished
+# ones whose tables are committed beside their README, to keep experiments/ a small share of the tree: the commit
+# that holds it.
 IN_HISTORY = {
     "sample_efficiency": "e94e285e828a6e1fa9bc14f041268917e25f15b5",
     "ablations": "e94e285e828a6e1fa9bc14f041268917e25f15b5",
     "with_init": "9760d17ee39384335ce6daae950978c9cdccc9aa",
     "scratch_bounded": "fde77f89d4daefa1c7376b286a7aaa072a0ab3c3",
+    "with_init_screen": "290b42f0513abf1628ee759a75e5fdebd11438c9",
 }
 
 
