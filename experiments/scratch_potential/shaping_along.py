@@ -21,18 +21,22 @@ from pathlib import Path
 
 import numpy as np
 
-from lares_agent.engine import PolicyArtefact, get_task
+from lares_agent.engine import PolicyArtefact, get_task, latest_checkpoint
 from lares_agent.engine.rollouts.episodes import EVAL_STREAM, EnvPool, episode_seed
 from lares_agent.engine.rollouts.evaluation import evaluate_members
+from lares_agent.runs import RunLayout
 from lares_agent.search.potentials import load_potential
+from lares_agent.search.runner import read_config
 
 
 def latest_rewards(run: Path) -> tuple[str, list[dict[str, object]]]:
     """The task and the potentials of the run's latest checkpoint (its `state.json`)."""
-    ckpt = run / "checkpoints" / (run / "checkpoints" / "LATEST").read_text().strip()
-    state = json.loads((ckpt / "state.json").read_text())
-    task = json.loads((run / "config.json").read_text())["task"]
-    return str(task), [r for r in state["rewards"] if r.get("kind") == "potential"]
+    layout = RunLayout(run)
+    ckpt = latest_checkpoint(layout.checkpoints)
+    if ckpt is None:
+        raise SystemExit(f"{run} has no completed checkpoint")
+    state = json.loads((ckpt / "state.json").read_text(encoding="utf-8"))
+    return read_config(layout).task, [r for r in state["rewards"] if r.get("kind") == "potential"]
 
 
 def main(argv: Sequence[str] | None = None) -> None:
