@@ -33,6 +33,7 @@ IN_HISTORY = {
     "with_init": "9760d17ee39384335ce6daae950978c9cdccc9aa",
     "scratch_bounded": "fde77f89d4daefa1c7376b286a7aaa072a0ab3c3",
     "with_init_screen": "290b42f0513abf1628ee759a75e5fdebd11438c9",
+    "evidence": "a7f1f2e1305a80686e7ef02f538a2bcef727c446",
 }
 
 
