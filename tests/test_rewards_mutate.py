@@ -6,11 +6,11 @@ import math
 
 import numpy as np
 import sympy
+from helpers import point_task
 
 from lares_agent.engine.tasks import get_task
 from lares_agent.rewards import allowed_features, parse_expression, validate
 from lares_agent.rewards.mutate import mutable_constants, numeric_children, scales_within
-from tests.helpers import point_task
 
 ELITE = {"progress": "-5*dist", "near": "2*exp(-dist/0.05)", "effort": "-0.1*action_norm**2"}
 

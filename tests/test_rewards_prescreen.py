@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
+from helpers import point_task
 
 from lares_agent.rewards import CompiledReward, validate
 from lares_agent.rewards.prescreen import NEXT_PREFIX, proxy_score
-from tests.helpers import point_task
 
 
 def episodes(seed: int = 0, n: int = 60, t: int = 30, success_below: float | None = None) -> dict[str, np.ndarray]:
