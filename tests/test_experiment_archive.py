@@ -102,17 +102,19 @@ def test_a_new_sweep_gets_the_study_targets_and_a_resumed_one_keeps_its_own(tmp_
 
 
 def test_final_policies_keeps_its_numbers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """A restored sweep has no policy files: its numbers come from the file, lines of another setting stay."""
+    """A restored sweep has no policy files: its numbers come from the file; lines of another setting or of another
+    sweep's trials stay."""
     sweep = SweepLayout(tmp_path / "sweep")
     SweepSpec(tasks=("reach-v3",), seeds=(0, 1), methods=("lares",)).save(sweep.spec)
     _trial(sweep, "reach-v3-lares-s0", finished=True)
     _trial(sweep, "reach-v3-lares-s1", finished=True)
     kept = tmp_path / "final.csv"
-    kept.write_text("trial,episodes,seed,success\nreach-v3-lares-s0,30,2000,0.5\nreach-v3-lares-s0,10,2000,0.9\n",
-                    encoding="utf-8")
+    kept.write_text("trial,episodes,seed,success\nreach-v3-lares-s0,30,2000,0.5\nreach-v3-lares-s0,10,2000,0.9\n"
+                    "push-v3-lares-s0,30,2000,1\n", encoding="utf-8")
     assert _script("final_policies").main([str(sweep.root), "--csv", str(kept)]) == 0
     out = capsys.readouterr()
     assert "| reach-v3 | lares | 1 | 50% ± 0% | 50% |" in out.out
     assert "reach-v3-lares-s1 finished but its policy is not here" in out.err
     assert kept.read_text(encoding="utf-8").splitlines() == [
-        "trial,episodes,seed,success", "reach-v3-lares-s0,10,2000,0.9", "reach-v3-lares-s0,30,2000,0.5"]
+        "trial,episodes,seed,success", "reach-v3-lares-s0,10,2000,0.9", "push-v3-lares-s0,30,2000,1",
+        "reach-v3-lares-s0,30,2000,0.5"]  # push-v3's trial is another sweep's: its line stays

@@ -60,12 +60,14 @@ def _same(row: dict[str, str], episodes: int, seed: int) -> bool:
 
 def write_kept(path: Path, lines: Sequence[dict[str, str]], rows: Sequence[tuple[str, str, str, float]],
                episodes: int, seed: int) -> None:
-    """``rows`` as the file's lines for (episodes, seed); its ``lines`` measured otherwise are kept as they were.
-    Written whole or not at all."""
+    """``rows`` as their trials' lines for (episodes, seed); every other line is kept as it was, those of trials
+    this sweep does not hold too (a grid run as several sweeps keeps one file). Written whole or not at all."""
+    replayed = {trial for _task, _method, trial, _success in rows}
     sink = io.StringIO()
     out = csv.writer(sink)
     out.writerow(FIELDS)
-    out.writerows([line[k] for k in FIELDS] for line in lines if not _same(line, episodes, seed))
+    out.writerows([line[k] for k in FIELDS] for line in lines
+                  if not (_same(line, episodes, seed) and line["trial"] in replayed))
     out.writerows([trial, episodes, seed, f"{success:.6g}"] for _task, _method, trial, success in rows)
     atomic_write_text(path, sink.getvalue())
 
