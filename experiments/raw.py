@@ -3,6 +3,7 @@
     python experiments/raw.py unpack evidence        # experiments/evidence/runs/, retrain/*/runs/, ... (ignored by git)
     python experiments/raw.py unpack evidence DEST   # the same folders under DEST instead
     python experiments/raw.py pack evidence          # after a study adds runs: rewrite its archive
+    python experiments/raw.py add init_grid SWEEP    # SWEEP's finished trials not in the study yet: copied, packed
     python experiments/raw.py list                   # the studies with an archive
 
 The scripts of a study (`updates.py`, `handover_rule.py`, `lares report --sweep ...`) read the unpacked folders,
@@ -10,13 +11,20 @@ so unpack first. An archive is deterministic (names sorted, times and owners zer
 again gives the same bytes and git stores no change. The archives of superseded studies (`IN_HISTORY`) are kept in
 the repository's history rather than its tree; `unpack` reads them from there (`git show COMMIT:PATH`), which needs
 a clone with that commit (not a shallow one).
+
+A study too long for one session runs as several sweeps of a few cells each, and a machine does not keep its files
+for the next session: `add` copies each finished trial's records (`RECORDS`, not its policies or checkpoints) into
+the study's `runs/` as soon as it ends, so that what finished is committed; the replays come from
+`final_policies.py`, run on the same sweep before its policies are gone.
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+import json
 import lzma
+import shutil
 import subprocess
 import tarfile
 from collections.abc import Sequence
@@ -24,6 +32,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ARCHIVE = "runs.tar.xz"
+RECORDS = ("config.json", "events.jsonl", "metrics.jsonl", "candidates.jsonl")
 # Studies whose archive left the tree: superseded ones (with their section of docs/results-archive.md) and finished
 # ones whose tables are committed beside their README, to keep experiments/ a small share of the tree: the commit
 # that holds it.
@@ -99,6 +108,33 @@ def unpack(archive: Path | bytes, dest: Path) -> list[Path]:
     return written
 
 
+def finished(run: Path) -> bool:
+    """Whether the run's event log holds its end (`lares_agent.runs.recorded_outcome` reads it the same way)."""
+    events = run / "events.jsonl"
+    return events.is_file() and any(json.loads(line).get("event") == "run_end"
+                                    for line in events.read_text(encoding="utf-8").splitlines() if line.strip())
+
+
+def add(folder: Path, sweep: Path) -> list[str]:
+    """Copy the records of every finished trial of `sweep` that the study in `folder` lacks into its `runs/` (its
+    archive unpacked first, so that a pack keeps the earlier trials); the trials added."""
+    if not (sweep / "runs").is_dir():
+        raise SystemExit(f"{sweep}: no runs/ folder; is it a sweep (lares sweep --out)?")
+    if (folder / ARCHIVE).is_file() and not (folder / "runs").is_dir():
+        unpack(folder / ARCHIVE, folder)
+    added = []
+    for run in sorted(p for p in (sweep / "runs").iterdir() if p.is_dir()):
+        target = folder / "runs" / run.name
+        if target.exists() or not finished(run):
+            continue
+        target.mkdir(parents=True)
+        for name in RECORDS:
+            if (run / name).is_file():
+                shutil.copyfile(run / name, target / name)
+        added.append(run.name)
+    return added
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -107,6 +143,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     up.add_argument("dest", nargs="?", type=Path)
     down = sub.add_parser("pack", help="rewrite a study's archive from its runs/ folders")
     down.add_argument("study")
+    more = sub.add_parser("add", help="copy a sweep's finished trials into a study and rewrite its archive")
+    more.add_argument("study")
+    more.add_argument("sweep", type=Path)
     sub.add_parser("list", help="the studies with an archive")
     args = parser.parse_args(argv)
     if args.command == "list":
@@ -116,6 +155,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{study} (in the history, {commit[:7]})")
         return 0
     archive = archive_of(args.study)
+    if args.command == "add":
+        added = add(HERE / args.study, args.sweep)
+        print("added: " + (", ".join(added) or "none"))
+        if added:
+            print(f"{archive}: {pack(HERE / args.study, archive)} files")
+        return 0
     if args.command == "pack":
         print(f"{archive}: {pack(HERE / args.study, archive)} files")
         return 0

@@ -59,3 +59,29 @@ def test_a_superseded_study_unpacks_from_the_history(tmp_path: Path) -> None:
         pytest.skip(str(exc))
     files = raw.unpack(data, tmp_path)
     assert len(files) == 60 and all((f.parent / "metrics.jsonl").is_file() for f in files)
+
+
+def _run(folder: Path, ended: bool) -> None:
+    folder.mkdir(parents=True)
+    events = '{"event":"run_start"}\n' + ('{"event":"run_end"}\n' if ended else "")
+    (folder / "events.jsonl").write_text(events, encoding="utf-8")
+    (folder / "config.json").write_text("{}", encoding="utf-8")
+    (folder / "policies").mkdir()
+    (folder / "policies" / "final.pt").write_bytes(b"weights")
+
+
+def test_add_copies_a_sweeps_finished_trials_beside_the_archived_ones(tmp_path: Path) -> None:
+    """A study run as several sweeps: each adds its finished trials' records; the archive keeps the earlier ones."""
+    raw = load_script(EXPERIMENTS / "raw.py", "experiments_raw")
+    study, sweep = tmp_path / "study", tmp_path / "sweep"
+    _run(study / "runs" / "old-s0", ended=True)
+    raw.pack(study, study / raw.ARCHIVE)
+    shutil.rmtree(study / "runs")  # a fresh clone: only the archive
+    _run(sweep / "runs" / "new-s0", ended=True)
+    _run(sweep / "runs" / "new-s1", ended=False)  # still running: not yet
+    assert raw.add(study, sweep) == ["new-s0"]
+    assert sorted(p.name for p in (study / "runs").iterdir()) == ["new-s0", "old-s0"]
+    assert sorted(p.name for p in (study / "runs" / "new-s0").iterdir()) == ["config.json", "events.jsonl"]
+    assert raw.add(study, sweep) == []  # already there
+    with pytest.raises(SystemExit, match="no runs/ folder"):
+        raw.add(study, tmp_path / "nowhere")
