@@ -109,10 +109,14 @@ def unpack(archive: Path | bytes, dest: Path) -> list[Path]:
 
 
 def finished(run: Path) -> bool:
-    """Whether the run's event log holds its end (`lares_agent.runs.recorded_outcome` reads it the same way)."""
+    """Whether the run's newest end says it finished (as `lares_agent.runs.recorded_outcome` reads it; a run
+    stopped early and resumed writes an unfinished end first)."""
     events = run / "events.jsonl"
-    return events.is_file() and any(json.loads(line).get("event") == "run_end"
-                                    for line in events.read_text(encoding="utf-8").splitlines() if line.strip())
+    if not events.is_file():
+        return False
+    ends = [e for e in map(json.loads, filter(str.strip, events.read_text(encoding="utf-8").splitlines()))
+            if e.get("event") == "run_end"]
+    return bool(ends and ends[-1].get("finished"))
 
 
 def add(folder: Path, sweep: Path) -> list[str]:

@@ -63,7 +63,8 @@ def test_a_superseded_study_unpacks_from_the_history(tmp_path: Path) -> None:
 
 def _run(folder: Path, ended: bool) -> None:
     folder.mkdir(parents=True)
-    events = '{"event":"run_start"}\n' + ('{"event":"run_end"}\n' if ended else "")
+    events = '{"event":"run_start"}\n{"event":"run_end","finished":false}\n'  # stopped early, then resumed
+    events += '{"event":"run_end","finished":true}\n' if ended else ""
     (folder / "events.jsonl").write_text(events, encoding="utf-8")
     (folder / "config.json").write_text("{}", encoding="utf-8")
     (folder / "policies").mkdir()
