@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import json
 import lzma
 import shutil
 import subprocess
@@ -108,28 +107,19 @@ def unpack(archive: Path | bytes, dest: Path) -> list[Path]:
     return written
 
 
-def finished(run: Path) -> bool:
-    """Whether the run's newest end says it finished (as `lares_agent.runs.recorded_outcome` reads it; a run
-    stopped early and resumed writes an unfinished end first)."""
-    events = run / "events.jsonl"
-    if not events.is_file():
-        return False
-    ends = [e for e in map(json.loads, filter(str.strip, events.read_text(encoding="utf-8").splitlines()))
-            if e.get("event") == "run_end"]
-    return bool(ends and ends[-1].get("finished"))
-
-
 def add(folder: Path, sweep: Path) -> list[str]:
     """Copy the records of every finished trial of `sweep` that the study in `folder` lacks into its `runs/` (its
     archive unpacked first, so that a pack keeps the earlier trials); the trials added."""
     if not (sweep / "runs").is_dir():
         raise SystemExit(f"{sweep}: no runs/ folder; is it a sweep (lares sweep --out)?")
+    from lares_agent.runs import RunLayout, RunLog, recorded_outcome  # here: unpack and pack need no install
+
     if (folder / ARCHIVE).is_file() and not (folder / "runs").is_dir():
         unpack(folder / ARCHIVE, folder)
     added = []
     for run in sorted(p for p in (sweep / "runs").iterdir() if p.is_dir()):
         target = folder / "runs" / run.name
-        if target.exists() or not finished(run):
+        if target.exists() or not recorded_outcome(RunLog(RunLayout(run))).finished:
             continue
         target.mkdir(parents=True)
         for name in RECORDS:
