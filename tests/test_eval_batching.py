@@ -43,16 +43,20 @@ class Scaled:
 
 
 def same(a: MemberEvaluation, b: MemberEvaluation) -> None:
-    """Every field equal (NaN equal to NaN), the kept rollouts and component statistics included."""
+    """Every field equal (NaN equal to NaN), the kept rollouts and component statistics included, up to rounding:
+    torch may pick another matmul kernel for another row count, which moves the last bits of an action."""
     for field in dataclasses.fields(MemberEvaluation):
         x, y = getattr(a, field.name), getattr(b, field.name)
         if field.name == "rollouts":
             assert len(x) == len(y)
             for rx, ry in zip(x, y, strict=True):
                 assert rx.keys() == ry.keys()
-                assert all(np.array_equal(rx[k], ry[k]) for k in rx)
+                assert all(np.allclose(rx[k], ry[k], rtol=1e-6, atol=1e-9) for k in rx)
+        elif field.name == "component_stats":
+            assert x.keys() == y.keys()
+            assert all(dataclasses.astuple(x[k]) == pytest.approx(dataclasses.astuple(y[k]), rel=1e-6) for k in x)
         elif isinstance(x, float):
-            assert x == y or (np.isnan(x) and np.isnan(y)), field.name
+            assert x == pytest.approx(y, rel=1e-6, abs=1e-9, nan_ok=True), field.name
         else:
             assert x == y, field.name
 
