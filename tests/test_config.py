@@ -205,10 +205,13 @@ def test_the_llm_time_limit_reaches_the_client_and_a_bad_one_is_refused() -> Non
         SearchConfig(llm_timeout=0.0)
 
 
-def test_a_run_saved_with_the_boolean_prescreen_resumes_with_the_proxy_screen() -> None:
+def test_a_run_saved_before_screen_resumes_with_the_screen_it_had() -> None:
+    """The verifier screens by default now; a run saved before --screen resumes with its proxy or proposal order."""
+    assert SearchConfig().screen == "verifier" and SearchConfig().to_json()["screen"] == "verifier"
     saved = SearchConfig().to_json()
     saved.pop("screen")
     assert SearchConfig.from_json({**saved, "prescreen": True}).screen == "proxy"
     assert SearchConfig.from_json({**saved, "prescreen": False}).screen == "order"
+    assert SearchConfig.from_json(saved).screen == "order"
     with pytest.raises(ConfigError, match="--screen"):
         SearchConfig(screen="best")  # type: ignore[arg-type]

@@ -186,12 +186,13 @@ def test_children_are_labelled_tpe_only_once_the_sampler_had_its_start_up_trials
 
 
 def test_validate_logs_the_verifier_of_every_valid_candidate_from_round_one() -> None:
-    # rewards/verifier.py on the update's episodes: measured on every valid candidate (children too), never deciding
+    # rewards/verifier.py on the update's episodes: measured on every valid candidate (children too), deciding
+    # nothing with --screen order
     episodes = tuple({"tcp_to_goal": np.linspace(0.4, end, 20), "action_norm": np.full(20, 10 * (0.4 - end)),
                       "success": (np.linspace(0.4, end, 20) < 0.05).astype(float)} for end in (0.35, 0.2, 0.1, 0.0))
     # the episodes that closed more took larger actions: a heavy effort term orders them backwards
     answers = [cand(a="-tcp_to_goal", b="-0.1*action_norm"), cand(a="-tcp_to_goal")]
-    ctx = deps(answers, oversample=2.0, numeric_children=1)
+    ctx = deps(answers, oversample=2.0, numeric_children=1, screen="order")
     ctx = ctx.for_round(ctx.sample, episodes=episodes)
     result = run_round(build_graph(), {"round": 1, "n_wanted": 1, "elites": [ELITE]}, "r1", ctx)
     records = {r["id"]: r for r in [*result.accepted, *result.rejected]}

@@ -210,14 +210,14 @@ def run_command(
         "--sync-llm/--no-sync-llm", help="Learners wait for each reward round's LLM calls, as the LaRes reference "
         "(default: the round runs in the background while they train; ES always waits).")] = None,
     candidates_per_slot: Annotated[float | None, typer.Option(
-        help="LLM candidates asked per free slot; the first valid ones fill the slots, or with --screen the best by "
-        "its score (default 1).")] = None,
-    screen: Annotated[str, typer.Option(
-        help="Which valid candidates fill the free slots: order (the first ones, as the reference); proxy (the best "
-             "by the offline pre-screen on single transitions); verifier (the best by how their returns order the "
-             "last update's evaluation episodes; round 0 keeps order). Both scores are logged either way; the proxy "
-             "did not predict the later fitness over real runs, the verifier is measured on too few candidates yet "
-             "(docs/RESULTS.md).")] = "order",
+        help="LLM candidates asked per free slot; with the numeric children, the best by --screen's score fill the "
+        "slots (default 1).")] = None,
+    screen: Annotated[str | None, typer.Option(
+        help="Which valid candidates fill the free slots: verifier (default: the best by how their returns order "
+             "the last update's evaluation episodes; round 0 keeps order); order (the first ones, as the reference); "
+             "proxy (the best by the offline pre-screen on single transitions). Both scores are logged either way; "
+             "over real runs the verifier's order of a round's candidates predicted their later fitness, the "
+             "proxy's did not (docs/RESULTS.md).")] = None,
     numeric_children: Annotated[int | None, typer.Option(
         help="Numeric children of the elites (constants perturbed) per proposal pass (default 2).")] = None,
     analysis: Annotated[str, typer.Option(

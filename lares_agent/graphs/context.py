@@ -96,9 +96,10 @@ class GraphLimits:
     # the LLM's place (rewards/edits.py), the numeric children beside them as in a search
     random_edits: bool = False
     mutation_sigma: float = 0.5  # children's constants times exp(N(0, sigma))
-    # which valid candidates fill the free slots (SCREEN_MODES); "order" (default): proposal order, the proxy and the
-    # verifier only logged until a measure over enough runs shows signal (experiments/sample_efficiency/)
-    screen: ScreenMode = "order"
+    # which valid candidates fill the free slots (SCREEN_MODES); "verifier" (default): the best verifier tau, the one
+    # score whose order of a round's candidates a measure over real runs found signal in (docs/DESIGN.md §3); round 0
+    # has no score and keeps proposal order, as "order" always does
+    screen: ScreenMode = "verifier"
     seed: int = 0  # the children's randomness (with the round and attempt)
     # "facts": analyse states the computed facts and critique the computed defects, no LLM call; "llm": the model
     # summarises the facts (checked against them) and each critic may add defects

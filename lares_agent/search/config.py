@@ -143,10 +143,10 @@ class SearchConfig:
     reward_id: str | None = None
     reward_source: str | None = None
     sync_llm: bool = False  # True: the learners wait for each reward round's LLM calls, as the reference (ES always)
-    # LLM candidates asked per free slot. One: without a screen (`screen`) the first valid ones fill the slots, so a
-    # surplus only buys spares for invalid answers, which the numeric children already are, at an LLM call each.
+    # LLM candidates asked per free slot. One: the numeric children already give the screen (`screen`) a surplus to
+    # choose from, and each further LLM candidate costs an LLM call.
     candidates_per_slot: float = 1.0
-    screen: Screen = "order"  # GraphLimits.screen: which valid candidates fill the slots (proposal order by default)
+    screen: Screen = "verifier"  # GraphLimits.screen: which valid candidates fill the slots (the verifier's best)
     numeric_children: int = 2  # numeric children of the elites per propose pass (constants perturbed)
     analysis: Analysis = "facts"  # GraphLimits.analysis: "facts" calls no LLM in analyse/critique
     task_examples: TaskExamples = "none"  # GraphLimits.task_examples: "none" shows no example answer (reference)
@@ -198,13 +198,13 @@ class SearchConfig:
         kwargs.setdefault("fitness", "success-then-progress")
         # Runs from before --inherit let every replaced learner inherit the best one: resume them so.
         kwargs.setdefault("inherit", "always")
-        # Runs from before --task-examples was an option were shown answers for their own task: resume them so.
         # Runs from before the hand-over on fresh episodes handed over the policy ranked first: resume them so.
         kwargs.setdefault("handover_episodes", 0)
+        # Runs from before --task-examples was an option were shown answers for their own task: resume them so.
         kwargs.setdefault("task_examples", "own")
-        # Runs from before --screen had a boolean --prescreen (the proxy's choice): resume them so.
-        if data.get("prescreen") is True:
-            kwargs.setdefault("screen", "proxy")
+        # Runs from before --screen had a boolean --prescreen (the proxy's choice), else took proposal order: resume
+        # them so.
+        kwargs.setdefault("screen", "proxy" if data.get("prescreen") is True else "order")
         # Scratch runs from before --designer-features was an option were offered the designer's features: resume
         # them so (init offers them in any case).
         if kwargs.get("setting") == "scratch":
