@@ -37,8 +37,8 @@ def own_reward_success(metrics: Path) -> tuple[list[tuple[int, float]], float | 
             curve.append((int(row["env_steps"]), float(own[0]["success"])))
         elif isinstance(extra, dict):
             curve.append((int(row["env_steps"]), float(extra["success"])))
-        counts = row.get("acted") or []
-        acted = [a + b for a, b in zip(acted or [0] * len(counts), counts, strict=True)]
+        if counts := row.get("acted"):
+            acted = [a + b for a, b in zip(acted or [0] * len(counts), counts, strict=True)]
     if len(acted) < 2:
         return curve, None
     return curve, acted[-1] / sum(acted)  # the kept learner is the last member
