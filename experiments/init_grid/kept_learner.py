@@ -49,7 +49,7 @@ def main(argv: Sequence[str] | None = None) -> list[str]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", type=Path, help="a grid's runs folder")
     args = parser.parse_args(argv)
-    rows = ["| trial | evaluations | success, mean | from 25k | acted |", "|---|---:|---:|---:|---:|"]
+    rows = [f"| trial | evaluations | success, mean | from {LATE // 1000}k | acted |", "|---|---:|---:|---:|---:|"]
     for run in sorted(p for p in args.runs.iterdir() if (p / "metrics.jsonl").is_file()):
         curve, share = own_reward_success(run / "metrics.jsonl")
         if not curve:
