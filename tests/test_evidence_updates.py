@@ -4,6 +4,7 @@ grid's records (its runs.tar.xz, unpacked)."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from helpers import load_script, unpacked_study
@@ -46,3 +47,23 @@ def test_a_committed_with_init_trial_reads_as_updates_answers_and_what_was_hande
     cells = [row.split(" | ") for row in rows]  # success, then the approach and progress shares closed
     closed = [float(c[8]) for c in cells if float(c[6]) == 1.0]
     assert len(closed) >= 4 and all(p > 0.5 for p in closed)  # a slot at 100% success closed the door
+
+
+def test_the_summary_follows_numeric_children_back_to_their_source(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    script = load_script(ROOT / "updates.py")
+    runs = unpacked_study("evidence", tmp_path) / "runs"
+    assert script.main([str(runs), "--pattern", "door-close-v3-lares-init-s2", "--summary"]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    assert rows[-1] == "| door-close-v3-lares-init-s2 | own; own; own; LLM | LLM |"
+
+    from lares_agent.runs.reader import Candidate
+
+    def made(cid: str, rationale: str, parent: str | None) -> Candidate:
+        return Candidate(cid, 1, 0, {"d": "-tcp_to_obj"}, rationale, "accepted", "", 1.0, parent, None, None, {})
+
+    candidates = [made("a", "a closer reach", "human"), made("b", script.CHILD + "a", "a"),
+                  made("c", script.CHILD + "human", "human"), made("e", "random edit of human: ...", "human")]
+    run = SimpleNamespace(candidate={c.id: c for c in candidates}.get)  # all origin() reads of a run
+    assert [script.origin(run, r) for r in ("human", "a", "b", "c", "e", "gone")] == \
+        ["own", "LLM", "LLM, tuned", "own, tuned", "edit", "?"]

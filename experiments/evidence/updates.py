@@ -4,9 +4,11 @@ Offline, from a grid's records (no training). Per trial: each update's env steps
 (the task's own, an LLM answer, or a numeric child), its success, the share of the start distance its policies
 closed to the object (approach) and to the goal (progress), task return and fitness, the slot ranked first,
 and what replaced the others; for each LLM answer, the components it added, dropped or changed against the reward it
-was written from; at the end, the reward whose learner the trial handed over.
+was written from; at the end, the reward whose learner the trial handed over. With `--summary`, one row per
+trial instead: where the reward ranked first at each update came from, and the one handed over.
 
     python experiments/evidence/updates.py runs/evidence-C/runs --pattern 'door-close-v3-lares-*'
+    python experiments/evidence/updates.py experiments/init_grid/runs --pattern '*-v3-[lnr]*' --summary
 """
 
 from __future__ import annotations
@@ -43,6 +45,35 @@ def kind(candidate: Candidate | None, reward_id: str) -> str:
     if candidate.parent_id == HUMAN_REWARD_ID:
         return "LLM, from own"
     return "LLM" + (f", from {candidate.parent_id}" if candidate.parent_id else "")
+
+
+def origin(data: RunData, reward_id: str) -> str:
+    """A reward's source through its numeric children: the task's own, an LLM answer or a random edit, and ", tuned"
+    where the reward is a numeric child (of a child ...) of it."""
+    tuned, seen = False, set()
+    while reward_id != HUMAN_REWARD_ID and reward_id not in seen:
+        seen.add(reward_id)
+        candidate = data.candidate(reward_id)
+        if candidate is None:
+            return "?"
+        if not candidate.rationale.startswith(CHILD):
+            source = "edit" if candidate.rationale.startswith(EDITS) else "LLM"
+            return source + (", tuned" if tuned else "")
+        if candidate.parent_id is None:
+            return "?"
+        tuned, reward_id = True, candidate.parent_id
+    return "own" + (", tuned" if tuned else "")
+
+
+def summary_row(path: Path) -> str:
+    """One markdown row: the trial, the origin of the reward ranked first at each update, and of the one handed
+    over."""
+    data = read_run(path)
+    firsts = [RewardUpdateRecord.from_event(e) for e in data.events if e.event == "reward_update"]
+    ranked = [origin(data, next(s.reward_id for s in u.slots if s.slot == u.best)) for u in firsts
+              if any(s.slot == u.best for s in u.slots)]
+    chosen = selected_reward(path, data)
+    return f"| {path.name} | {'; '.join(ranked) or '–'} | {origin(data, chosen.reward_id) if chosen else '–'} |"
 
 
 def canonical(components: Mapping[str, str], task: str) -> Mapping[str, str]:
@@ -120,12 +151,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="?", type=Path, default=HERE / "runs", help="folder of trial folders")
     parser.add_argument("--pattern", default="*-lares-*", help="trial folders to read (a glob)")
+    parser.add_argument("--summary", action="store_true", help="one row per trial: the origin of each first place")
     args = parser.parse_args(argv)
     trials = sorted(p for p in args.runs.glob(args.pattern) if (p / "events.jsonl").is_file())
     if not trials:
         print(f"no trial folder matching {args.pattern!r} with an events.jsonl under {args.runs}", file=sys.stderr)
         return 1
-    print("\n".join(trial_report(t) for t in trials))
+    if args.summary:
+        print("| trial | ranked first at each update | handed over |\n|---|---|---|")
+        print("\n".join(summary_row(t) for t in trials))
+    else:
+        print("\n".join(trial_report(t) for t in trials))
     return 0
 
 
