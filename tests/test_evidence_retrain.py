@@ -27,6 +27,12 @@ GRID = SweepSpec(tasks=("door-close-v3", "drawer-open-v3"), seeds=(0, 1, 2),
                  options={"budget": 50000, "reward_period": 10000})
 
 
+def test_the_fresh_seeds_follow_the_grids_highest() -> None:
+    script = _script()
+    assert script.fresh_seeds(GRID) == [3, 4, 5]
+    assert script.fresh_seeds(SweepSpec(tasks=GRID.tasks, seeds=(0, 1, 2, 3), methods=GRID.methods)) == [4, 5, 6]
+
+
 def test_the_best_replayed_seed_of_each_search_arm_is_picked_lower_seed_on_ties() -> None:
     success = {"door-close-v3-lares-init-s0": 1.0, "door-close-v3-lares-init-s1": 1.0,
                "door-close-v3-lares-scratch-s2": 0.4, "door-close-v3-lares-scratch-s0": 0.1,
@@ -148,3 +154,13 @@ def test_run_stops_the_cluster_it_started_and_leaves_another_running(tmp_path: P
         other.terminate()
         other.wait(timeout=120)
         temp.cleanup()
+
+
+def test_a_plan_for_a_task_the_grid_lacks_is_refused(tmp_path: Path) -> None:
+    from lares_agent.runs.sweep_layout import SweepLayout
+
+    layout = SweepLayout(tmp_path / "grid")
+    layout.root.mkdir()
+    GRID.save(layout.spec)
+    with pytest.raises(SystemExit, match="no task reach-v3 in its sweep"):
+        _script().plan(layout.root, tmp_path / "replay.csv", 30, 2000, ["reach-v3"])

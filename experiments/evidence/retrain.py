@@ -12,6 +12,7 @@ of the task, so each is compared with the expert's reward on the same seeds.
     # 1. which reward each (task, arm) retrains, from the grid and its replay
     python experiments/evidence/retrain.py plan runs/evidence-C \\
         --replay experiments/evidence/results/final_policies.csv --out experiments/evidence/retrain.json
+    # (or some of its tasks: --tasks button-press-topdown-v3; the fresh seeds follow the grid's highest)
     # 2. one sweep per found reward, all on one local Ray cluster (run again to continue: each sweep resumes)
     python experiments/evidence/retrain.py run experiments/evidence/retrain.json --out runs/retrain-C
     # 3. each retrained policy replayed as the grid's were, against the run that found the reward
@@ -26,6 +27,7 @@ the lares_agent of the driver's working directory first.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import json
 import math
@@ -51,7 +53,7 @@ from lares_agent.search.option_checks import ignored_options
 from lares_agent.search.presets import preset_config
 from lares_agent.search.sweep_spec import SEARCH_METHODS, SweepSpec
 
-FRESH_SEEDS = (3, 4, 5)  # the grid ran 0, 1, 2
+FRESH = 3  # fresh seeds: the three after the grid's highest (the evidence grid ran 0-2: 3, 4, 5)
 _SEARCH_SHAPE = ("setting", "population", "elites")  # what method retrain fixes for a learner alone
 _REPLAY = Path(__file__).resolve().parents[1] / "sample_efficiency" / "final_policies.py"
 HUMAN = "human-fresh"
@@ -98,11 +100,16 @@ def best_seeds(spec: SweepSpec, success: Mapping[str, float],
     return out
 
 
-def plan(grid: Path, replay: Path, episodes: int, seed: int) -> dict[str, Any]:
+def plan(grid: Path, replay: Path, episodes: int, seed: int, tasks: Sequence[str] = ()) -> dict[str, Any]:
     """The retrain plan: the grid (as given: the plan is committed, so no machine's path), its options a learner
-    alone reads, and per (task, arm) the reward to retrain."""
+    alone reads, the fresh seeds, and per (task, arm) the reward to retrain (the grid's tasks, or `tasks`)."""
     layout = SweepLayout.open(grid.resolve())
     spec = SweepSpec.load(layout.spec)
+    unknown = sorted(set(tasks) - set(spec.tasks))
+    if unknown:
+        raise SystemExit(f"{grid}: no task {', '.join(unknown)} in its sweep ({', '.join(spec.tasks)})")
+    if tasks:
+        spec = dataclasses.replace(spec, tasks=tuple(tasks))
     kept = [row for row in _replay_module().read_kept(replay)
             if (int(row["episodes"]), int(row["seed"])) == (episodes, seed)]
     success = {row["trial"]: float(row["success"]) for row in kept}
@@ -113,7 +120,12 @@ def plan(grid: Path, replay: Path, episodes: int, seed: int) -> dict[str, Any]:
         reward = found[entry["trial"]]
         entry.update(reward_id=reward.reward_id, components=dict(reward.components), own_reward=reward.is_human)
     return {"grid": str(grid), "preset": spec.preset, "options": alone_options(spec),
-            "episodes": episodes, "replay_seed": seed, "seeds": list(FRESH_SEEDS), "rewards": entries}
+            "episodes": episodes, "replay_seed": seed, "seeds": fresh_seeds(spec), "rewards": entries}
+
+
+def fresh_seeds(spec: SweepSpec) -> list[int]:
+    """Seeds the grid did not use: the `FRESH` after its highest."""
+    return list(range(max(spec.seeds) + 1, max(spec.seeds) + 1 + FRESH))
 
 
 def alone_options(spec: SweepSpec) -> dict[str, Any]:
@@ -261,6 +273,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--episodes", type=int, default=30)
     p.add_argument("--seed", type=int, default=2000, help="the replay's resets (as final_policies.py)")
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--tasks", default="", help="comma-separated: only these of the grid's tasks")
     r = sub.add_parser("run", help="the retrain sweeps, on one local Ray cluster")
     r.add_argument("plan", type=Path)
     r.add_argument("--out", type=Path, required=True)
@@ -271,7 +284,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     t.add_argument("--csv", type=Path, help="per-trial numbers: read (not replayed again) and rewritten")
     args = parser.parse_args(argv)
     if args.step == "plan":
-        made = plan(args.grid, args.replay, args.episodes, args.seed)
+        made = plan(args.grid, args.replay, args.episodes, args.seed, [t for t in args.tasks.split(",") if t])
         atomic_write_text(args.out, json.dumps(made, indent=2) + "\n")
         for e in made["rewards"]:
             print(f"{e['task']} {e['method']}: {e['trial']} ({e['success']:.0%}), reward {e['reward_id']}")
