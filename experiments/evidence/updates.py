@@ -49,18 +49,17 @@ def kind(candidate: Candidate | None, reward_id: str) -> str:
 
 def origin(data: RunData, reward_id: str) -> str:
     """A reward's source through its numeric children: the task's own, an LLM answer or a random edit, and ", tuned"
-    where the reward is a numeric child (of a child ...) of it."""
+    where the reward is a numeric child (of a child ...) of it; "?" where the records break the lineage."""
     tuned, seen = False, set()
-    while reward_id != HUMAN_REWARD_ID and reward_id not in seen:
-        seen.add(reward_id)
+    while reward_id != HUMAN_REWARD_ID:
         candidate = data.candidate(reward_id)
-        if candidate is None:
+        if candidate is None or reward_id in seen:
             return "?"
         if not candidate.rationale.startswith(CHILD):
-            source = "edit" if candidate.rationale.startswith(EDITS) else "LLM"
-            return source + (", tuned" if tuned else "")
+            return ("edit" if candidate.rationale.startswith(EDITS) else "LLM") + (", tuned" if tuned else "")
         if candidate.parent_id is None:
             return "?"
+        seen.add(reward_id)
         tuned, reward_id = True, candidate.parent_id
     return "own" + (", tuned" if tuned else "")
 
@@ -69,9 +68,11 @@ def summary_row(path: Path) -> str:
     """One markdown row: the trial, the origin of the reward ranked first at each update, and of the one handed
     over."""
     data = read_run(path)
-    firsts = [RewardUpdateRecord.from_event(e) for e in data.events if e.event == "reward_update"]
-    ranked = [origin(data, next(s.reward_id for s in u.slots if s.slot == u.best)) for u in firsts
-              if any(s.slot == u.best for s in u.slots)]
+    ranked = []
+    for update in (RewardUpdateRecord.from_event(e) for e in data.events if e.event == "reward_update"):
+        rewards = {slot.slot: slot.reward_id for slot in update.slots}
+        if update.best in rewards:
+            ranked.append(origin(data, rewards[update.best]))
     chosen = selected_reward(path, data)
     return f"| {path.name} | {'; '.join(ranked) or '–'} | {origin(data, chosen.reward_id) if chosen else '–'} |"
 
