@@ -30,7 +30,7 @@ from lares_agent.llm.client import LLMClient
 from lares_agent.rewards import parse_candidate
 from lares_agent.rewards.validate import structure_key
 from lares_agent.search.config import SearchConfig, engine_config, resolved_for_task
-from lares_agent.search.live_run import asks_llm, edits_at_random, reflects, uses_retrieval
+from lares_agent.search.live_run import asks_llm, reflects, slot_edits, uses_retrieval
 from lares_agent.search.option_checks import refuse_silent_options
 from lares_agent.search.options import ABLATIONS
 from lares_agent.tools.trajectory import Rollout
@@ -228,7 +228,7 @@ def test_graph_with_random_edits_fills_every_slot_with_edits_and_asks_nothing(
     def edit_round(seed: int) -> tuple[Any, LLMClient]:
         llm = scripted_llm(["never read"])
         deps = RunContext(llm=llm, task=GRAPH_TASK, sample=sample, human_reward=human,
-                          limits=GraphLimits(reflect=False, llm_proposals=False, random_edits=True,
+                          limits=GraphLimits(reflect=False, llm_proposals=False, edits="random",
                                              numeric_children=0, seed=seed))
         return run_round(build_graph(), {"round": 0, "elites": [elite], "n_wanted": 3}, f"edit-{seed}", deps), llm
 
@@ -243,7 +243,7 @@ def test_graph_with_random_edits_fills_every_slot_with_edits_and_asks_nothing(
     assert [r["components"] for r in edit_round(0)[0].accepted] == [r["components"] for r in result.accepted]
     assert [r["components"] for r in edit_round(1)[0].accepted] != [r["components"] for r in result.accepted]
     with pytest.raises(LaresError, match="llm_proposals=False"):
-        GraphLimits(random_edits=True)
+        GraphLimits(edits="random")
 
 
 def test_random_edits_from_scratch_draw_rewards_that_open_on_progress(scripted_llm: Callable[..., LLMClient]) -> None:
@@ -251,7 +251,7 @@ def test_random_edits_from_scratch_draw_rewards_that_open_on_progress(scripted_l
     sample = {"tcp_to_goal": rng.uniform(0, 0.5, 64), "success": rng.integers(0, 2, 64).astype(float)}
     llm = scripted_llm(["never read"])
     deps = RunContext(llm=llm, task=GRAPH_TASK, sample=sample,
-                      limits=GraphLimits(reflect=False, llm_proposals=False, random_edits=True, numeric_children=0))
+                      limits=GraphLimits(reflect=False, llm_proposals=False, edits="random", numeric_children=0))
     result = run_round(build_graph(), {"round": 0, "n_wanted": 2}, "scratch", deps)
     assert llm.chat_model.calls == 0  # type: ignore[attr-defined]
     assert len(result.accepted) == 2
@@ -261,26 +261,30 @@ def test_random_edits_from_scratch_draw_rewards_that_open_on_progress(scripted_l
         assert "tcp_to_goal" in rec["components"]["progress"] and 1 <= len(rec["components"]) <= 3
 
 
-def test_a_random_edit_is_never_counted_as_the_llms(tmp_path: Any) -> None:
-    """`llm_health` counts the LLM's accepted rewards and their children, not an edit made at random (nor its
-    children): a random-edit run's records hold no LLM candidate, and its report does not blame the LLM for it."""
+def test_an_edit_made_without_the_llm_is_never_counted_as_the_llms(tmp_path: Any) -> None:
+    """`llm_health` counts the LLM's accepted rewards and their children, not an edit made at random or the
+    critique's edit (nor their children): a control's records hold no LLM candidate, and its report does not blame
+    the LLM for it."""
     from lares_agent.runs import CandidateRow, RunLayout, RunLog, llm_health
 
     log = RunLog(RunLayout.create(tmp_path, "point-mass", "run"))
     for row in (CandidateRow(id="llm", round=0, slot=0, verdict="accepted", components={"a": "-dist"}),
                 CandidateRow(id="kid", round=1, slot=1, verdict="accepted", origin="child", parent_id="llm"),
                 CandidateRow(id="edit", round=1, slot=2, verdict="accepted", origin="edit", parent_id="llm"),
-                CandidateRow(id="edit-kid", round=2, slot=2, verdict="accepted", origin="child", parent_id="edit")):
+                CandidateRow(id="edit-kid", round=2, slot=2, verdict="accepted", origin="child", parent_id="edit"),
+                CandidateRow(id="rule", round=2, slot=0, verdict="accepted", origin="rule", parent_id="llm")):
         log.candidates.append(row)
-    assert llm_health(log).accepted == 2  # llm and its child
+    health = llm_health(log)
+    assert health.accepted == 2 and health.edits == 2  # llm and its child; the edit and the critique's edit
 
 
-def test_no_llm_needs_a_reward_to_perturb() -> None:
-    with pytest.raises(LaresError, match="no-llm"):
-        SearchConfig(setting="scratch", ablations=("no-llm",))
-    with pytest.raises(LaresError, match="no-llm"):  # "auto" is scratch on a task without its own reward
-        resolved_for_task(SearchConfig(ablations=("no-llm",)), has_human_reward=False)
-    assert resolved_for_task(SearchConfig(ablations=("no-llm",)), has_human_reward=True).setting == "init"
+@pytest.mark.parametrize("control", ["no-llm", "critique-edit"])
+def test_the_controls_that_change_the_tasks_own_reward_need_one(control: str) -> None:
+    with pytest.raises(LaresError, match=f"--ablations {control} .* from scratch there is none"):
+        SearchConfig(setting="scratch", ablations=(control,))
+    with pytest.raises(LaresError, match=control):  # "auto" is scratch on a task without its own reward
+        resolved_for_task(SearchConfig(ablations=(control,)), has_human_reward=False)
+    assert resolved_for_task(SearchConfig(ablations=(control,)), has_human_reward=True).setting == "init"
 
 
 # ---------------------------------------------------------------------------------------------- search config
@@ -297,8 +301,9 @@ def test_search_config_maps_every_ablation_onto_its_switch() -> None:
         "no-constraint": lambda c, s: c.anchor_weight == 0.0,
         "no-reflection": lambda c, s: not reflects(s),
         "no-retrieval": lambda c, s: not uses_retrieval(s),
-        "no-llm": lambda c, s: not asks_llm(s) and not edits_at_random(s),
-        "random-edit": lambda c, s: edits_at_random(s) and not asks_llm(s),
+        "no-llm": lambda c, s: not asks_llm(s) and slot_edits(s) == "none",
+        "random-edit": lambda c, s: slot_edits(s) == "random" and not asks_llm(s),
+        "critique-edit": lambda c, s: slot_edits(s) == "critique" and not asks_llm(s) and reflects(s),
     }
     assert set(expected) == set(ABLATIONS)
     for name, check in expected.items():
@@ -317,9 +322,9 @@ def test_unknown_or_misplaced_ablations_are_refused() -> None:
 
 
 def test_the_controls_without_the_llm_refuse_its_options_and_each_other() -> None:
-    """no-llm and random-edit write no reward with the LLM: an option only the LLM reads is refused by name, not
-    ignored; random-edit runs from scratch too, and the two controls are one or the other."""
-    for control in ("no-llm", "random-edit"):
+    """no-llm, random-edit and critique-edit write no reward with the LLM: an option only the LLM reads is refused by
+    name, not ignored; random-edit runs from scratch too, and the controls are one or another."""
+    for control in ("no-llm", "random-edit", "critique-edit"):
         plain = SearchConfig(setting="init", ablations=(control,))
         assert refuse_silent_options(plain) == (plain, [])
         for field, value, flag in (("llm_model", "qwen", "--llm-model qwen"), ("temperature", 0.9, "--temperature"),
@@ -337,3 +342,7 @@ def test_the_controls_without_the_llm_refuse_its_options_and_each_other() -> Non
     assert resolved_for_task(SearchConfig(ablations=("random-edit",)), has_human_reward=False).setting == "scratch"
     with pytest.raises(LaresError, match="give one"):
         SearchConfig(ablations=("no-llm", "random-edit"))
+    with pytest.raises(LaresError, match=r"random-edit and critique-edit .*give one"):
+        SearchConfig(ablations=("random-edit", "critique-edit"))
+    with pytest.raises(LaresError, match="removes the critique"):
+        SearchConfig(setting="init", ablations=("critique-edit", "no-reflection"))

@@ -261,6 +261,25 @@ def test_random_edit_control_fills_the_slots_with_edits_without_an_llm_backend(t
     assert "The LLM delivered no reward" not in (run / "report" / "index.html").read_text(encoding="utf-8")
 
 
+def test_critique_edit_control_makes_the_computed_edits_without_an_llm_backend(tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The critique's computed edits in the LLM's place, from the CLI with no LLM backend: round 0 (no episodes yet,
+    no defect) is the task's own reward's numeric children, a later round the critique's edit of an elite."""
+    _no_backend(monkeypatch)
+    result = lares("run", "--task", "reach-v3", "--budget", "300", "--reward-period", "150", "--population", "2",
+                   "--elites", "1", "--no-report", "--seed", "3", "--numeric-children", "0", "--horizon", "50",
+                   "--setting", "init", "--ablations", "critique-edit", "--handover-episodes", "2",
+                   "--run-dir", str(tmp_path / "runs"), home=tmp_path / "home")
+    assert result.exit_code == 0, result.output
+    run = only_run(tmp_path / "runs")
+    rows = [r for r in read_jsonl(run / "candidates.jsonl") if r.get("verdict") == "accepted"]
+    assert {r["origin"] for r in rows if r["round"] == 0} == {"child"}
+    later = [r for r in rows if r["round"] >= 1]
+    assert later and all(r["origin"] in ("rule", "child") for r in later)
+    assert any(r["origin"] == "rule" and r["rationale"].startswith("critique's edit of ") for r in later), later
+    assert not (run / "llm_calls.jsonl").exists() or not read_jsonl(run / "llm_calls.jsonl")
+
+
 def test_progress_line_fits_80_columns_and_shows_the_ranked_learner(capsys: pytest.CaptureFixture[str],
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     from lares_agent.cli.run_cmd import _progress

@@ -21,7 +21,7 @@ def test_an_answer_is_told_apart_from_its_source_by_form_and_by_constants() -> N
     assert script.changes(before, dict(before), "door-close-v3") == "no component changed"
 
 
-def test_a_random_edit_is_not_read_as_an_llm_answer() -> None:
+def test_an_edit_made_without_the_llm_is_not_read_as_its_answer() -> None:
     from lares_agent.runs.reader import Candidate
 
     script = load_script(ROOT / "updates.py")
@@ -31,6 +31,8 @@ def test_a_random_edit_is_not_read_as_an_llm_answer() -> None:
 
     assert script.kind(made("random edit of human: added ...", "human"), "c") == "random edit of own"
     assert script.kind(made("random reward: drew 2 random term(s): ...", None), "c") == "random edit of none"
+    assert script.kind(made(script.CRITIQUE_EDIT + "human: add a near-goal term ...", "human"), "c") == \
+        "critique edit of own"
     assert script.kind(made("a closer reach", "e1"), "c") == "LLM, from e1"
 
 
@@ -63,7 +65,8 @@ def test_the_summary_follows_numeric_children_back_to_their_source(
         return Candidate(cid, 1, 0, {"d": "-tcp_to_obj"}, rationale, "accepted", "", 1.0, parent, None, None, {})
 
     candidates = [made("a", "a closer reach", "human"), made("b", script.CHILD + "a", "a"),
-                  made("c", script.CHILD + "human", "human"), made("e", "random edit of human: ...", "human")]
+                  made("c", script.CHILD + "human", "human"), made("e", "random edit of human: ...", "human"),
+                  made("r", script.CRITIQUE_EDIT + "human: ...", "human"), made("k", script.CHILD + "r", "r")]
     run = SimpleNamespace(candidate={c.id: c for c in candidates}.get)  # all origin() reads of a run
-    assert [script.origin(run, r) for r in ("human", "a", "b", "c", "e", "gone")] == \
-        ["own", "LLM", "LLM, tuned", "own, tuned", "edit", "?"]
+    assert [script.origin(run, r) for r in ("human", "a", "b", "c", "e", "r", "k", "gone")] == \
+        ["own", "LLM", "LLM, tuned", "own, tuned", "edit", "critique edit", "critique edit, tuned", "?"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -9,12 +10,20 @@ import pytest
 from helpers import described_task, scripted_client
 from langgraph.runtime import Runtime
 
+from lares_agent.errors import LaresError
 from lares_agent.graphs.build import build_graph
 from lares_agent.graphs.context import GraphLimits, RunContext
 from lares_agent.graphs.reflect import analyse, critique
 from lares_agent.graphs.round import run_round
 from lares_agent.prompts.loader import load_persona
-from lares_agent.tools.critique_rules import Defect, defects_from_facts, defects_from_text, merge_defects, vote
+from lares_agent.tools.critique_rules import (
+    Defect,
+    apply_changes,
+    defects_from_facts,
+    defects_from_text,
+    merge_defects,
+    vote,
+)
 from lares_agent.tools.diagnosis import diagnose
 from lares_agent.tools.fact_check import check_text
 from lares_agent.tools.facts import Fact
@@ -202,6 +211,32 @@ def test_each_defect_comes_from_its_fact_with_a_concrete_edit() -> None:
     assert "5*(d < 0.523)" in bonus.edit
 
 
+def test_each_computed_edit_is_also_a_change_that_makes_it() -> None:
+    """The critique-edit control makes the edits the critique writes out: each computed defect's `change` gives the
+    expression its text names, and survives the state's JSON."""
+    e = elite({"near": "exp(-100*d)", "effort": "-1*action_norm"})
+    stall = np.concatenate([0.3 - 0.025 * T[:10], np.full(30, 0.05)])
+    facts = diagnose([rollout(stall)], [e], SAMPLE, TASK)
+    defects = {d.kind: d for d in defects_from_facts(facts, [e], "d", list(SAMPLE), ["neutral"])}
+    comps = e["components"]
+    median = float(np.median(SAMPLE["d"]))
+    assert apply_changes(comps, [defects["scale"]])[0] == {**comps, "near": f"exp(-d/{median:.3g})"}
+    assert apply_changes(comps, [defects["weight"]])[0] == {**comps, "effort": "0.1*(-1*action_norm)"}
+    assert apply_changes(comps, [defects["near_goal"]])[0] == {**comps, "near": "2*exp(-d/0.05)"}
+    assert apply_changes(comps, [defects["bonus"]])[0] == {**comps, "bonus": "5*(d < 0.075)"}
+    assert all(Defect.from_json(d.to_json()) == d for d in defects.values())
+    # made in turn; one touching a component an earlier one changed is skipped whole, so each made one shows
+    both, made = apply_changes(comps, [defects["near_goal"], defects["scale"], defects["weight"]])
+    assert made == [defects["near_goal"], defects["weight"]] and both["near"] == "2*exp(-d/0.05)"
+    # a change that needs a component the reward lacks is not made
+    assert apply_changes({"progress": "-d"}, [defects["weight"]]) == ({"progress": "-d"}, [])
+    flip = Defect("sign", "p", "p", "flip", change=(("negate", "p", ""),))
+    drop = Defect("other", "p", "p", "drop", change=(("drop", "p", ""),))
+    assert apply_changes({"p": "d", "q": "-d"}, [flip]) == ({"p": "-(d)", "q": "-d"}, [flip])
+    assert apply_changes({"p": "d", "q": "-d"}, [drop]) == ({"q": "-d"}, [drop])
+    assert apply_changes({"p": "d"}, [drop]) == ({"p": "d"}, [])  # it would leave no component
+
+
 def test_duplicates_of_the_same_fix_merge_with_their_facts_and_voters() -> None:
     back = np.concatenate([0.3 - 0.025 * T[:10], 0.05 + 0.001 * T[:30]])
     stall = np.concatenate([0.3 - 0.025 * T[:10], np.full(30, 0.05)])
@@ -253,6 +288,31 @@ def test_facts_mode_makes_no_llm_call_in_analyse_or_critique() -> None:
     result = run_round(build_graph(), STATE, "r1", context([GOOD]))
     assert [s["node"] for s in result.steps] == ["analyse", "critique", "propose", "validate"]
     assert len(result.accepted) == 1 and "exp(-d/" in result.critique
+
+
+def test_the_critique_edit_control_fills_the_slots_with_the_computed_edits_and_asks_nothing() -> None:
+    """Without the LLM, analyse and critique still run (computed), and each slot gets the elite with the critique's
+    edits made: all of them first, then each alone; with none that applies, the numeric children fill the slots."""
+    limits = GraphLimits(llm_proposals=False, edits="critique", numeric_children=0)
+    ctx = context([])
+    result = run_round(build_graph(), {**STATE, "n_wanted": 3}, "r1", replace(ctx, limits=limits))
+    assert ctx.llm.chat_model.calls == 0  # type: ignore[attr-defined]
+    assert [s["node"] for s in result.steps] == ["analyse", "critique", "propose", "validate"]
+    assert len(result.accepted) == 3
+    assert all(r["origin"] == "rule" and r["parent_id"] == "e1" for r in result.accepted)
+    assert all(r["rationale"].startswith("critique's edit of e1: ") for r in result.accepted)
+    first = result.accepted[0]["components"]
+    assert first["near"] == "2*exp(-20.0*d)" and first["effort"] == "-0.1*action_norm" and "bonus" in first
+    alone = [r["rationale"].removeprefix("critique's edit of e1: ") for r in result.accepted]
+    assert alone[0] not in result.critique and all(a in result.critique for a in alone[1:])  # then each alone
+    bare = replace(ctx, rollouts={}, limits=replace(limits, numeric_children=2))
+    fine = {**STATE, "rollout_ids": [], "n_wanted": 2, "elites": [elite({"progress": "-2*d"})]}
+    plain = run_round(build_graph(), fine, "r2", bare)
+    assert len(plain.accepted) == 2 and all(r["origin"] == "child" for r in plain.accepted)
+    with pytest.raises(LaresError, match="reflect=True"):
+        GraphLimits(llm_proposals=False, edits="critique", reflect=False)
+    with pytest.raises(LaresError, match="edits must be one of"):
+        GraphLimits(llm_proposals=False, edits="nonsense")  # type: ignore[arg-type]
 
 
 def test_llm_mode_checks_the_summary_and_records_the_drop_count_with_the_call(tmp_path: Any) -> None:

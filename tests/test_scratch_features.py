@@ -124,16 +124,17 @@ def test_the_table_of_moved_features_is_current() -> None:
 
 
 def test_the_random_edit_control_draws_over_the_features_the_llm_would_be_offered() -> None:
-    from lares_agent.graphs.nodes import _edits
+    from lares_agent.graphs.fillers import random_edits
     from lares_agent.graphs.state import EliteInfo
 
     task = get_task("push-v3")
-    limits = GraphLimits(llm_proposals=False, random_edits=True)
+    limits = GraphLimits(llm_proposals=False, edits="random")
     parent = EliteInfo(id="e0", components={"progress": "-obj_to_target", "approach": "-tcp_to_obj"})
     named: dict[bool, set[str]] = {False: set(), True: set()}
     for designer in named:
         ctx = RunContext(llm=scripted_client([]), task=task, limits=replace(limits, designer_features=designer))
         for round_ in range(6):
-            for rec in _edits(ctx, [parent], round_, 0, 0, None, 4) + _edits(ctx, [], round_, 0, 0, None, 4):
+            for rec in random_edits(ctx, [parent], round_, 0, 0, None, 4) + random_edits(ctx, [], round_, 0, 0, None,
+                                                                                               4):
                 named[designer] |= _named(" ".join((rec.get("components") or {}).values()), task.designer_features)
     assert not named[False] and named[True]  # offered, they are drawn too: the test can see them

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from lares_agent.engine.tasks import get_task
+from lares_agent.graphs.fillers import CRITIQUE_EDIT
 from lares_agent.rewards import RewardRejected, allowed_features, human_components, parse_candidate
 from lares_agent.rewards.validate import structure_key_of
 from lares_agent.runs import RewardUpdateRecord
@@ -27,13 +28,13 @@ from lares_agent.runs.reader import Candidate, RunData, read_run
 from lares_agent.runs.selected import HUMAN_REWARD_ID, selected_reward
 
 HERE = Path(__file__).resolve().parent
-CHILD = "numeric child of "  # how graphs/nodes.py opens a numeric child's rationale
+CHILD = "numeric child of "  # how graphs/fillers.py opens a numeric child's rationale
 EDITS = ("random edit of ", "random reward: ")  # and a random-edit control's edit or draw (rewards/edits.py)
 
 
 def kind(candidate: Candidate | None, reward_id: str) -> str:
     """Where a slot's reward came from: the task's own, a numeric child of a parent, a random edit (the random-edit
-    control), or an LLM answer."""
+    control), the critique's edit (the critique-edit control), or an LLM answer."""
     if reward_id == HUMAN_REWARD_ID:
         return "own"
     if candidate is None:
@@ -42,21 +43,26 @@ def kind(candidate: Candidate | None, reward_id: str) -> str:
         return f"child of {'own' if candidate.parent_id == HUMAN_REWARD_ID else candidate.parent_id or '?'}"
     if candidate.rationale.startswith(EDITS):
         return f"random edit of {'own' if candidate.parent_id == HUMAN_REWARD_ID else candidate.parent_id or 'none'}"
+    if candidate.rationale.startswith(CRITIQUE_EDIT):
+        return f"critique edit of {'own' if candidate.parent_id == HUMAN_REWARD_ID else candidate.parent_id or '?'}"
     if candidate.parent_id == HUMAN_REWARD_ID:
         return "LLM, from own"
     return "LLM" + (f", from {candidate.parent_id}" if candidate.parent_id else "")
 
 
 def origin(data: RunData, reward_id: str) -> str:
-    """A reward's source through its numeric children: the task's own, an LLM answer or a random edit, and ", tuned"
-    where the reward is a numeric child (of a child ...) of it; "?" where the records break the lineage."""
+    """A reward's source through its numeric children: the task's own, an LLM answer, a random edit or the critique's
+    edit, and ", tuned" where the reward is a numeric child (of a child ...) of it; "?" where the records break the
+    lineage."""
     tuned, seen = False, set()
     while reward_id != HUMAN_REWARD_ID:
         candidate = data.candidate(reward_id)
         if candidate is None or reward_id in seen:
             return "?"
         if not candidate.rationale.startswith(CHILD):
-            return ("edit" if candidate.rationale.startswith(EDITS) else "LLM") + (", tuned" if tuned else "")
+            made = ("edit" if candidate.rationale.startswith(EDITS)
+                    else "critique edit" if candidate.rationale.startswith(CRITIQUE_EDIT) else "LLM")
+            return made + (", tuned" if tuned else "")
         if candidate.parent_id is None:
             return "?"
         seen.add(reward_id)

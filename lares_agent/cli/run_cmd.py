@@ -307,7 +307,8 @@ def run_command(
     ablations: Annotated[str | None, typer.Option(
         help="Parts of LaRes switched off, comma-separated: no-relabel, no-thompson, no-scaling, no-constraint, "
              "no-reflection, no-retrieval, no-llm (numeric children of the elites only), random-edit (structural "
-             "edits made at random, constants tuned); the last two need no LLM backend.",
+             "edits made at random, constants tuned), critique-edit (the critique's computed edits made as "
+             "computed); the last three need no LLM backend.",
         rich_help_panel=MORE)] = None,
     llm: Annotated[str | None, typer.Option(hidden=True)] = None,  # OLD_NAMES
     model: Annotated[str | None, typer.Option(hidden=True)] = None,
@@ -342,7 +343,7 @@ def _feedback_note(cfg: SearchConfig, path: Path | None) -> str | None:
 
     if not asks_llm(cfg):
         raise ConfigError("--feedback-file gives the LLM a note, and this run asks no LLM (a learner alone, or "
-                          "--ablations no-llm or random-edit)")
+                          "--ablations no-llm, random-edit or critique-edit)")
     return read_note_file(path)
 
 

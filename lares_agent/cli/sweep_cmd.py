@@ -21,8 +21,8 @@ def sweep_command(
              "success reward: --shaping potential), human (the learner on the task's own reward), sparse (the "
              "learner on the task's success indicator alone), retrain (the learner alone on the reward of --set "
              "reward_from=RUN[:REWARD_ID] or --set reward_file=FILE), or an ablation of the search (no-relabel, "
-             "no-thompson, no-scaling, no-constraint, no-reflection, no-retrieval, no-llm, random-edit: the last "
-             "two write no reward with the LLM).")] = "lares,human",
+             "no-thompson, no-scaling, no-constraint, no-reflection, no-retrieval, no-llm, random-edit, critique-edit: "
+             "the last three write no reward with the LLM).")] = "lares,human",
     set_: Annotated[list[str] | None, typer.Option(
         "--set", help="A `lares run` option for every trial, without its dashes: NAME=VALUE (budget=20000, "
                       "llm-backend=openai, hidden=256x256, reward_from=RUN for retrain); repeat it.")] = None,

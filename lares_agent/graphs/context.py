@@ -26,8 +26,8 @@ from lares_agent.rewards.task import offstage_features
 from lares_agent.rewards.tuning import Measured
 from lares_agent.tools.trajectory import Rollout
 
-__all__ = ["ANALYSIS_MODES", "SCREEN_MODES", "TASK_EXAMPLE_MODES", "AnalysisMode", "DescribedFeature", "GraphLimits",
-           "GraphTask", "RunContext", "ScreenMode", "TaskExampleMode"]
+__all__ = ["ANALYSIS_MODES", "SCREEN_MODES", "SLOT_EDITS", "TASK_EXAMPLE_MODES", "AnalysisMode", "DescribedFeature",
+           "GraphLimits", "GraphTask", "RunContext", "ScreenMode", "SlotEdits", "TaskExampleMode"]
 
 AnalysisMode = Literal["facts", "llm"]
 ANALYSIS_MODES: tuple[AnalysisMode, ...] = get_args(AnalysisMode)
@@ -44,6 +44,8 @@ TASK_EXAMPLE_MODES: tuple[TaskExampleMode, ...] = get_args(TaskExampleMode)
 # keeps proposal order there). Every score is logged whichever decides (docs/RESULTS.md, "The pre-screen's signal").
 ScreenMode = Literal["order", "proxy", "verifier"]
 SCREEN_MODES: tuple[ScreenMode, ...] = get_args(ScreenMode)
+SlotEdits = Literal["none", "random", "critique"]  # GraphLimits.edits
+SLOT_EDITS: tuple[SlotEdits, ...] = get_args(SlotEdits)
 
 
 class DescribedFeature(TaskFeature, Protocol):
@@ -92,9 +94,10 @@ class GraphLimits:
     oversample: float = 1.0  # LLM candidates asked per free slot (SearchConfig.candidates_per_slot sets runs')
     numeric_children: int = 0  # numeric children of the elites per propose pass (rewards/mutate.py)
     llm_proposals: bool = True  # False (ablation): no LLM call; the elites' numeric children fill every free slot
-    # True (with llm_proposals False, the random-edit control): structural edits of the elites made at random take
-    # the LLM's place (rewards/edits.py), the numeric children beside them as in a search
-    random_edits: bool = False
+    # With llm_proposals False, what takes the LLM's place beside the numeric children (SLOT_EDITS): "random",
+    # structural edits of the elites made at random (rewards/edits.py, the random-edit control); "critique", the
+    # critique's computed edits made as computed (tools/critique_rules.py, the critique-edit control)
+    edits: SlotEdits = "none"
     mutation_sigma: float = 0.5  # children's constants times exp(N(0, sigma))
     # which valid candidates fill the free slots (SCREEN_MODES); "verifier" (default): the best verifier tau, the one
     # score whose order of a round's candidates a measure over real runs found signal in (docs/DESIGN.md §3); round 0
@@ -118,8 +121,12 @@ class GraphLimits:
             raise ConfigError("GraphLimits: retry_budget >= 0, per_call >= 1 and max_calls_per_pass >= 1 required")
         if not (self.oversample >= 1.0 and self.numeric_children >= 0 and self.mutation_sigma > 0):
             raise ConfigError("GraphLimits: oversample >= 1, numeric_children >= 0 and mutation_sigma > 0 required")
-        if self.random_edits and self.llm_proposals:
-            raise ConfigError("GraphLimits: random_edits take the LLM's place, so they need llm_proposals=False")
+        if self.edits not in SLOT_EDITS:
+            raise ConfigError(f"GraphLimits: edits must be one of {', '.join(SLOT_EDITS)}, not {self.edits!r}")
+        if self.edits != "none" and self.llm_proposals:
+            raise ConfigError("GraphLimits: edits take the LLM's place, so they need llm_proposals=False")
+        if self.edits == "critique" and not self.reflect:
+            raise ConfigError("GraphLimits: the critique's edits need its defects, so they need reflect=True")
         if self.analysis not in ANALYSIS_MODES:
             raise ConfigError(f"GraphLimits: analysis must be one of {', '.join(ANALYSIS_MODES)}, "
                               f"not {self.analysis!r}")

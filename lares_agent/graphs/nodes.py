@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-import numpy as np
 from langgraph.runtime import Runtime
 
 from lares_agent.graphs.asking import ask, sorted_elites
 from lares_agent.graphs.budget import fit_prompt
 from lares_agent.graphs.context import GraphLimits, RunContext
+from lares_agent.graphs.fillers import children, critique_edits, opening, opening_bounds, random_edits
 from lares_agent.graphs.prompting import (
     AnswerError,
     answer_format,
@@ -32,13 +31,9 @@ from lares_agent.graphs.prompting import (
 )
 from lares_agent.graphs.state import HUMAN_ELITE, CandidateRecord, EliteInfo, RoundState, step
 from lares_agent.llm.errors import BudgetExceeded, LLMError
-from lares_agent.rewards import allowed_features, answer_grammar, record_key, scale_bounds
+from lares_agent.rewards import answer_grammar, record_key
 from lares_agent.rewards import validate as validate_candidate
-from lares_agent.rewards.edits import random_reward, structural_edit
-from lares_agent.rewards.limits import RewardRejected
-from lares_agent.rewards.mutate import numeric_children, scales_within
 from lares_agent.rewards.prescreen import proxy_score
-from lares_agent.rewards.tuning import constants_label, tuned_children
 from lares_agent.rewards.verifier import VerifierScore, verify
 from lares_agent.tools.critique_rules import feedback_defects, render_defects
 from lares_agent.tools.retrieval import render_cases, retrieve_cases
@@ -70,18 +65,7 @@ def _grammar(ctx: RunContext, n: int, max_components: int) -> str | None:
     room = progress and max_components >= 2  # the approach term comes second
     approach = ctx.task.approach_feature if room and ctx.task.approach_feature in features else None
     return answer_grammar(features, max_components, progress=progress, approach=approach,
-                          scales=_scale_bounds(ctx, _opening(ctx).values()))
-
-
-def _opening(ctx: RunContext) -> dict[str, str]:
-    """The scratch grammar's opening components and their distance features."""
-    return {name: feature for name, feature in (("progress", ctx.task.progress_feature),
-                                                ("approach", ctx.task.approach_feature)) if feature}
-
-
-def _scale_bounds(ctx: RunContext, features: Iterable[str]) -> dict[str, tuple[float, float]]:
-    """Each opening feature's scale bounds from the distances in the round's sample (`grammar.scale_bounds`)."""
-    return {f: scale_bounds(ctx.sample.get(f)) for f in features}
+                          scales=opening_bounds(ctx, opening(ctx).values()))
 
 
 def _ask(ctx: RunContext, node: str, state: RoundState, user: str, attempt: int, **kw: Any) -> str:
@@ -134,82 +118,6 @@ def _temperature(limits: GraphLimits, explore: bool, made: int) -> float:
         return limits.explore_temperature
     return min(limits.temperature + limits.temperature_step * made,
                max(limits.max_temperature, limits.temperature))
-
-
-def _keep_opening(ctx: RunContext) -> Callable[[Mapping[str, str]], bool] | None:
-    """From scratch, the test that keeps a child's opening terms within the grammar's scale bounds; None in init."""
-    if ctx.human_reward is not None:
-        return None
-    opening = _opening(ctx)
-    return scales_within(opening, allowed_features(ctx.task), ctx.limits.checks.limits,
-                         _scale_bounds(ctx, opening.values()))
-
-
-def _children(ctx: RunContext, elites: list[EliteInfo], round_: int, attempt: int, first: int,
-              critique_id: str | None, count: int) -> list[CandidateRecord]:
-    """Numeric children of the elites, best first in turn: structure from the LLM, constants drawn by TPE from the
-    fitness measured for rewards of the elite's structure (rewards/tuning.py), or perturbed at random
-    (rewards/mutate.py) where the elite has no constant to tune that way. Seeded by (seed, round, attempt): a
-    resumed round makes the same ones."""
-    limits = ctx.limits
-    if count <= 0 or not elites:
-        return []
-    rng = np.random.default_rng([limits.seed, round_, attempt])
-    keep = _keep_opening(ctx)
-    share = [count // len(elites) + (1 if i < count % len(elites) else 0) for i in range(len(elites))]
-    out: list[CandidateRecord] = []
-    for elite, n in zip(elites, share, strict=True):
-        comps = dict(elite.get("components") or {})
-        children, trials = tuned_children(comps, ctx.task, n, ctx.measured, int(rng.integers(2**31)),
-                                          limits=limits.checks.limits, keep=keep)
-        how = constants_label(trials)
-        if not children:
-            children = numeric_children(comps, ctx.task, n, rng, sigma=limits.mutation_sigma,
-                                        limits=limits.checks.limits, keep=keep)
-            how = f"constants x exp(N(0, {limits.mutation_sigma:g}))"
-        for child in children:
-            rationale = f"numeric child of {elite.get('id', '?')}: {how}"
-            out.append(CandidateRecord(
-                id=f"{ctx.id_prefix}r{round_}-a{attempt}-{first + len(out)}", round=round_, attempt=attempt,
-                parent_id=elite.get("id"), critique_id=critique_id, components=child, rationale=rationale,
-                origin="child",
-                candidate={"components": child, "rationale": rationale},
-            ))
-    return out
-
-
-def _edits(ctx: RunContext, elites: list[EliteInfo], round_: int, attempt: int, first: int,
-           critique_id: str | None, count: int) -> list[CandidateRecord]:
-    """Structural edits of the elites made at random, in the LLM's place (the random-edit control,
-    rewards/edits.py): best first in turn, or rewards drawn whole where there is no elite (round 0 from scratch);
-    each edit's constants then set as a numeric child's (`tuned_children`). An edit that cannot be made is a
-    rejected candidate with its reason. Seeded by (seed, round, attempt): a resumed round makes the same ones."""
-    limits = ctx.limits
-    rng = np.random.default_rng([limits.seed, round_, attempt, 1])  # apart from the children's draws
-    keep = _keep_opening(ctx)
-    offered = ctx.offered_features()  # the features the LLM would be offered (from scratch: no designer's)
-    out: list[CandidateRecord] = []
-    for i in range(count):
-        parent = elites[i % len(elites)] if elites else None
-        rec = CandidateRecord(id=f"{ctx.id_prefix}r{round_}-a{attempt}-{first + i}", round=round_, attempt=attempt,
-                              parent_id=parent.get("id") if parent else None, critique_id=critique_id, origin="edit")
-        try:
-            edit = (structural_edit(dict(parent.get("components") or {}), ctx.task, rng, sample=ctx.sample,
-                                    limits=limits.checks.limits, features=offered) if parent is not None
-                    else random_reward(ctx.task, rng, sample=ctx.sample, limits=limits.checks.limits,
-                                       features=offered))
-        except RewardRejected as exc:
-            out.append(CandidateRecord(**rec, components={}, rationale="", error=exc.reason))
-            continue
-        tuned, trials = tuned_children(edit.components, ctx.task, 1, ctx.measured, int(rng.integers(2**31)),
-                                       limits=limits.checks.limits, keep=keep)
-        comps = tuned[0] if tuned else edit.components
-        how = constants_label(trials) if tuned else "constants as drawn"
-        of = f"random edit of {parent.get('id', '?')}" if parent is not None else "random reward"
-        rationale = f"{of}: {edit.what}; {how}"
-        out.append(CandidateRecord(**rec, components=comps, rationale=rationale,
-                                   candidate={"components": comps, "rationale": rationale}))
-    return out
 
 
 def propose(state: RoundState, runtime: Runtime[RunContext]) -> dict[str, Any]:
@@ -282,18 +190,21 @@ def propose(state: RoundState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     # that keeps repeating one answer then fills the slots with its structure, not with the built-in fallback.
     parents = elites or [EliteInfo(id=str(r.get("id", "?")), components=dict(r.get("components") or {}))
                          for r in accepted if r.get("origin") != "child"]
-    # random edits take the LLM's place where they are on (ablation), first in the pool as its proposals are
-    edits = (_edits(ctx, elites, round_, attempt, len(pending), state.get("critique_id"), asked)
-             if missing and limits.random_edits else [])
+    # the controls' edits take the LLM's place where they are on (ablation), first in the pool as its proposals are
+    critique_id = state.get("critique_id")
+    edits: list[CandidateRecord] = []
+    if missing and limits.edits == "random":
+        edits = random_edits(ctx, elites, round_, attempt, len(pending), critique_id, asked)
+    elif missing and limits.edits == "critique":
+        edits = critique_edits(ctx, elites, state.get("defects") or [], round_, attempt, len(pending), critique_id,
+                               asked)
     # without the LLM nor edits (ablation) the children are the whole pool, as many as it would have asked for
-    beside = limits.llm_proposals or limits.random_edits
-    count = limits.numeric_children if beside else max(limits.numeric_children, asked)
-    children = (_children(ctx, parents, round_, attempt, len(pending) + len(edits), state.get("critique_id"), count)
-                if missing else [])
-    edited = f", {len(edits)} random edit(s)" if limits.random_edits else ""
+    count = limits.numeric_children if limits.llm_proposals or edits else max(limits.numeric_children, asked)
+    kids = children(ctx, parents, round_, attempt, len(pending) + len(edits), critique_id, count) if missing else []
+    edited = f", {len(edits)} {limits.edits} edit(s)" if limits.edits != "none" else ""
     summary = (f"attempt {attempt}: {calls} call(s), {len(pending) - bad} proposal(s), {bad} unusable answer(s)"
-               f"{edited}, {len(children)} numeric child(ren)")
-    return step("propose", attempt, summary, pending=pending + edits + children, attempts=1, **update)
+               f"{edited}, {len(kids)} numeric child(ren)")
+    return step("propose", attempt, summary, pending=pending + edits + kids, attempts=1, **update)
 
 
 def _taken(state: RoundState, ctx: RunContext) -> set[str]:

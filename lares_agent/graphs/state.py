@@ -48,7 +48,8 @@ class CandidateRecord(TypedDict, total=False):
     candidate: dict[str, Any]  # the mapping the LLM's answer decoded to (pending only; validate parses it)
     error: str  # set by propose when the answer itself was unusable (validate forwards it as the reason)
     origin: str  # "child": a numeric child of `parent_id` (rewards/mutate.py); "edit": a random structural edit
-    # (rewards/edits.py, the random-edit control); absent: the LLM wrote it
+    # (rewards/edits.py, the random-edit control); "rule": the critique's computed edits (the critique-edit control);
+    # absent: the LLM wrote it
     proxy: float | None  # the offline pre-screen's score on the round's sample (rewards/prescreen.py), set by validate
     # the verifier's numbers on the update's episodes (rewards/verifier.py), set by validate from round 1 on where
     # defined; logged, never deciding

@@ -62,8 +62,9 @@ def make_client(config: LLMConfig, run_dir: Path | None, replay_from: Path | Non
 
 
 class _NoModel(BaseChatModel):
-    """The chat model of a run in which the LLM writes no reward (the `no-llm` and `random-edit` controls): no
-    backend is resolved or reached, and a call, which the graph never makes there, fails as an LLM error would."""
+    """The chat model of a run in which the LLM writes no reward (the `no-llm`, `random-edit` and `critique-edit`
+    controls): no backend is resolved or reached, and a call, which the graph never makes there, fails as an LLM
+    error would."""
 
     @property
     def _llm_type(self) -> str:

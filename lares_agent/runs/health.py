@@ -31,7 +31,7 @@ class LLMHealth:
     top_failure: str | None  # the most common failure, one line
     given: int = 0  # slots filled from the user's --rewards-file
     children: int = 0  # numeric children of a reward the LLM did not write (the task's own, a fallback, an edit)
-    edits: int = 0  # random structural edits (the random-edit control)
+    edits: int = 0  # edits made without the LLM (the random-edit and critique-edit controls)
 
     @property
     def only_fallbacks(self) -> bool:
@@ -50,7 +50,7 @@ class LLMHealth:
             (self.given, f"from --rewards-file ({self.given} slot(s))"),
             (self.children, f"a numeric child of the task's own reward or of an elite the LLM did not write "
                             f"({self.children} slot(s))"),
-            (self.edits, f"a random edit ({self.edits} slot(s))"),
+            (self.edits, f"an edit made without the LLM ({self.edits} slot(s))"),
         ) if n]
         installed = f"every reward is {' or '.join(sources)}" if sources else "no reward was installed"
         return (f"no LLM candidate was accepted: {installed}; "
@@ -67,8 +67,8 @@ def llm_health(log: RunLog) -> LLMHealth:
     rows = log.candidates.read()
     accepted = [r for r in rows if r.verdict == "accepted"]
     # A numeric child has the LLM's structure only when its parent came from the LLM: children of fallback or
-    # given rewards would otherwise make a run that never got an LLM candidate look like a search. A random edit
-    # (origin "edit", the random-edit control) is never the LLM's.
+    # given rewards would otherwise make a run that never got an LLM candidate look like a search. An edit made
+    # without it (origin "edit" or "rule", the random-edit and critique-edit controls) is never the LLM's.
     from_llm: set[str] = set()
     for r in accepted:
         if (r.reason or "") not in NOT_FROM_LLM and (r.origin is None or (r.origin == "child"

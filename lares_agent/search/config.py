@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from lares_agent.errors import ConfigError
 from lares_agent.llm.config import LLMBackend, LLMConfig
-from lares_agent.search.config_checks import NO_LLM_FROM_SCRATCH, config_problems
+from lares_agent.search.config_checks import config_problems, scratch_problem
 from lares_agent.search.cores import background_llm_threads
 from lares_agent.search.options import (
     Ablation,
@@ -168,10 +168,10 @@ class SearchConfig:
         if problems:
             raise ConfigError("; ".join(problems))
         # raises ConfigError on what only the engine checks (e.g. warmup_steps, horizon); "auto" is checked as
-        # scratch, which the engine checks as it checks init (only the task decides between them; no-llm,
-        # which needs init, was checked by config_problems)
+        # scratch, which the engine checks as it checks init (only the task decides between them; the controls
+        # that need init were checked by config_problems)
         engine_config(self if self.setting != "auto" else dataclasses.replace(
-            self, setting="scratch", ablations=tuple(a for a in self.ablations if a != "no-llm")))
+            self, setting="scratch", ablations=tuple(a for a in self.ablations if not scratch_problem((a,)))))
         llm_config(self)
 
     def to_json(self) -> dict[str, Any]:
@@ -316,8 +316,9 @@ def resolved_for_task(cfg: SearchConfig, has_human_reward: bool, has_expression:
         raise ConfigError(f"--setting init refines the task's own (human) reward, and task {cfg.task!r} has none; "
                           "use --setting scratch (or leave the default, auto)")
     setting = cfg.setting if cfg.setting != "auto" else auto_setting(has_human_reward, has_expression)
-    if setting == "scratch" and "no-llm" in cfg.ablations:
-        raise ConfigError(f"task {cfg.task!r}: {NO_LLM_FROM_SCRATCH}")
+    scratch = scratch_problem(cfg.ablations) if setting == "scratch" else None
+    if scratch:
+        raise ConfigError(f"task {cfg.task!r}: {scratch}")
     rule = fitness_rule(cfg.fitness, has_human_reward)
     if (setting, rule) == (cfg.setting, cfg.fitness):
         return cfg

@@ -24,6 +24,7 @@ from lares_agent.search.options import (
     FITNESS_RULES,
     INHERIT_RULES,
     LEARNERS,
+    LLM_FREE_ABLATIONS,
     PRESET_NAMES,
     REWARD_NORMALISATIONS,
     SCREENS,
@@ -33,12 +34,21 @@ from lares_agent.search.options import (
     TASK_EXAMPLES,
 )
 
-__all__ = ["NO_LLM_FROM_SCRATCH", "config_problems"]
+__all__ = ["config_problems", "scratch_problem"]
 
 _GRADIENT_NAMES = {"sac": "SAC", "crossq": "CrossQ"}
 
-NO_LLM_FROM_SCRATCH = ("--ablations no-llm perturbs the constants of the task's own reward, and from scratch there is "
-                       "none to perturb: use --setting init")
+# The controls that start from the task's own reward: from scratch round 0 has no reward to change.
+_NEED_OWN_REWARD = {"no-llm": "perturbs the constants of the task's own reward",
+                    "critique-edit": "makes the critique's edits on the task's own reward and its descendants"}
+
+
+def scratch_problem(ablations: tuple[str, ...]) -> str | None:
+    """Why `ablations` cannot run from scratch, or None."""
+    name = next((a for a in ablations if a in _NEED_OWN_REWARD), None)
+    if name is None:
+        return None
+    return f"--ablations {name} {_NEED_OWN_REWARD[name]}, and from scratch there is none: use --setting init"
 
 
 def _choice(flag: str, value: object, allowed: tuple[str, ...]) -> list[str]:
@@ -117,11 +127,16 @@ def config_problems(cfg: Any) -> list[str]:
     unknown = [a for a in cfg.ablations if a not in ABLATIONS]
     if unknown:
         problems.append(f"unknown ablation(s) {', '.join(unknown)}; choose from {', '.join(ABLATIONS)}")
-    if "no-llm" in cfg.ablations and cfg.setting == "scratch":
-        problems.append(NO_LLM_FROM_SCRATCH)
-    if {"no-llm", "random-edit"} <= set(cfg.ablations):
-        problems.append("--ablations no-llm and random-edit each say what fills the slots without the LLM "
-                        "(numeric children, or structural edits): give one")
+    scratch = scratch_problem(cfg.ablations) if cfg.setting == "scratch" else None
+    if scratch:
+        problems.append(scratch)
+    free = [a for a in cfg.ablations if a in LLM_FREE_ABLATIONS]
+    if len(free) > 1:
+        problems.append(f"--ablations {' and '.join(free)} each say what fills the slots without the LLM "
+                        "(numeric children, structural edits made at random, or the critique's edits): give one")
+    if "critique-edit" in cfg.ablations and "no-reflection" in cfg.ablations:
+        problems.append("--ablations critique-edit makes the edits the critique computes, and no-reflection "
+                        "removes the critique: give one")
     name = _GRADIENT_NAMES.get(cfg.learner)
     if name is not None:
         if cfg.selection == "tournament":

@@ -39,12 +39,13 @@ from lares_agent.search.stopping import ROUND_0_BESIDE_ABANDONED, ROUND_ABANDONE
 if TYPE_CHECKING:  # imported at run time only where used, so that `lares baseline` never loads the LLM stack
     from langgraph.checkpoint.sqlite import SqliteSaver
 
+    from lares_agent.graphs.context import SlotEdits
     from lares_agent.llm import LLMClient
     from lares_agent.llm.breaker import BreakerTrip
     from lares_agent.memory.cases import CaseStore
     from lares_agent.search.proposer import GraphProposer
 
-__all__ = ["Search", "asks_llm", "edits_at_random", "reflects", "round_zero_in_background", "uses_retrieval"]
+__all__ = ["Search", "asks_llm", "reflects", "round_zero_in_background", "slot_edits", "uses_retrieval"]
 
 
 def uses_retrieval(cfg: SearchConfig) -> bool:
@@ -60,15 +61,20 @@ def reflects(cfg: SearchConfig) -> bool:
 def asks_llm(cfg: SearchConfig) -> bool:
     """Whether the LLM writes rewards: not for a learner alone (`setting="baseline"`), nor with the `no-llm`
     ablation (numeric children of the elites only, the baseline that tells the LLM's part of a refinement from
-    tuning the expert's constants) or the `random-edit` one (structural edits made at random, which tells it from
-    structural search). Where it does not, no LLM backend is built or checked and no run is judged by its health."""
+    tuning the expert's constants), the `random-edit` one (structural edits made at random, which tells it from
+    structural search) or the `critique-edit` one (the critique's computed edits). Where it does not, no LLM
+    backend is built or checked and no run is judged by its health."""
     return cfg.setting != "baseline" and not any(a in LLM_FREE_ABLATIONS for a in cfg.ablations)
 
 
-def edits_at_random(cfg: SearchConfig) -> bool:
-    """Whether random structural edits of the elites take the LLM's place (the `random-edit` control,
-    rewards/edits.py), so that a sweep can tell the LLM's structures from structural search alone."""
-    return cfg.setting != "baseline" and "random-edit" in cfg.ablations
+def slot_edits(cfg: SearchConfig) -> SlotEdits:
+    """What takes the LLM's place beside the numeric children: random structural edits of the elites (the
+    `random-edit` control, rewards/edits.py), so that a sweep can tell the LLM's structures from structural search
+    alone, or the critique's computed edits (the `critique-edit` control), which tells them from the critique's
+    arithmetic; "none" otherwise."""
+    if cfg.setting == "baseline":
+        return "none"
+    return "random" if "random-edit" in cfg.ablations else "critique" if "critique-edit" in cfg.ablations else "none"
 
 
 class Search:
@@ -137,11 +143,12 @@ class Search:
             cases=self._cases,
             run_id=self.run.root.name,
             id_prefix=f"{self.run.root.name[-6:]}-",
-            limits=GraphLimits(reflect=reflects(cfg) and asks_llm(cfg), llm_proposals=asks_llm(cfg),
+            limits=GraphLimits(reflect=reflects(cfg) and (asks_llm(cfg) or slot_edits(cfg) == "critique"),
+                               llm_proposals=asks_llm(cfg),
                                analysis=cfg.analysis, oversample=cfg.candidates_per_slot,
                                numeric_children=cfg.numeric_children, seed=cfg.seed, task_examples=cfg.task_examples,
                                designer_features=cfg.designer_features, shaping=cfg.shaping,
-                               screen=cfg.screen, random_edits=edits_at_random(cfg)),
+                               screen=cfg.screen, edits=slot_edits(cfg)),
             critics=tuple(resolve_persona(p) for p in cfg.personas),
             human_reward=self._human_expression(),
         )

@@ -76,7 +76,7 @@ Shaping = Literal["additive", "potential"]
 SHAPINGS: tuple[Shaping, ...] = get_args(Shaping)
 # Ablations of LaRes' parts; each switches one part off, default none (full LaRes).
 Ablation = Literal["no-relabel", "no-thompson", "no-scaling", "no-constraint", "no-reflection", "no-retrieval",
-                   "no-llm", "random-edit"]
+                   "no-llm", "random-edit", "critique-edit"]
 SETTINGS: tuple[Setting, ...] = get_args(Setting)
 LEARNERS: tuple[Learner, ...] = get_args(Learner)
 BACKENDS: tuple[Backend, ...] = get_args(Backend)
@@ -96,8 +96,11 @@ ABLATIONS: dict[Ablation, str] = {
               "the task's own reward with its constants tuned or perturbed (GraphLimits.llm_proposals=False)",
     "random-edit": "the LLM writes no reward: every free slot gets a structural edit of an elite made at random (a "
                    "term of the language's building blocks added, removed or swapped; from scratch, 1-3 random "
-                   "terms), its constants set as a numeric child's (rewards/edits.py, GraphLimits.random_edits)",
+                   "terms), its constants set as a numeric child's (rewards/edits.py, GraphLimits.edits)",
+    "critique-edit": "the LLM writes no reward: every free slot gets an elite with the critique's computed edits made "
+                     "as computed (all of them, then each alone; tools/critique_rules.py, GraphLimits.edits), so a "
+                     "lead the model's answers owe to the critique's arithmetic shows here too",
 }
 ENGINE_ABLATIONS: tuple[Ablation, ...] = ("no-relabel", "no-thompson", "no-scaling", "no-constraint")
 # The controls in which the LLM writes no reward: they need no LLM backend, and its options are refused with them.
-LLM_FREE_ABLATIONS: tuple[Ablation, ...] = ("no-llm", "random-edit")
+LLM_FREE_ABLATIONS: tuple[Ablation, ...] = ("no-llm", "random-edit", "critique-edit")

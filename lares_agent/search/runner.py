@@ -59,8 +59,8 @@ def check_start(cfg: SearchConfig) -> None:
     if cfg.setting == "baseline":
         found_rewards(cfg, task)  # a found reward passes the one validator
         return
-    if "no-llm" in cfg.ablations:
-        check_constants_to_search(task)
+    for name in sorted({"no-llm", "critique-edit"} & set(cfg.ablations)):
+        check_constants_to_search(task, name)
     from lares_agent.search.personas import resolve_persona
 
     resolve_persona(cfg.persona)

@@ -65,17 +65,18 @@ def device_for_resume(cfg: SearchConfig, notify: Callable[[str], None]) -> Searc
     return dataclasses.replace(cfg, device="cpu")
 
 
-def check_constants_to_search(task: TaskSpec) -> None:
-    """The `no-llm` ablation searches the constants of the task's own reward: one without any would leave every
-    slot to the built-in fallback."""
+def check_constants_to_search(task: TaskSpec, ablation: str) -> None:
+    """The `no-llm` ablation searches the constants of the task's own reward, and the `critique-edit` one does until
+    the critique finds a defect: one without any would leave every slot to the built-in fallback."""
     import numpy as np
 
     from lares_agent.rewards.mutate import numeric_children
 
     if not numeric_children(dict(task.human_components or ()), task, 1, np.random.default_rng(0)):
         shown = "; ".join(f"{name} = {expr}" for name, expr in task.human_components or ())
-        raise ConfigError(f"--ablations no-llm searches the constants of the task's own reward, and {task.name}'s "
-                          f"has none to change ({shown}): use a task whose reward has constants, or leave no-llm out")
+        raise ConfigError(f"--ablations {ablation} searches the constants of the task's own reward, and "
+                          f"{task.name}'s has none to change ({shown}): use a task whose reward has constants, or "
+                          f"leave {ablation} out")
 
 
 def check_llm(cfg: SearchConfig) -> None:

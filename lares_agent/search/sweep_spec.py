@@ -10,10 +10,11 @@ success indicator alone (`baseline_reward="success"`); ``retrain`` is the same l
 given to the sweep as ``--set reward_from=RUN[:REWARD_ID]`` or ``--set reward_file=FILE`` and resolved into the
 options once, when the sweep is made (search/found_reward.py), so every trial trains on the same reward however
 the source run changes later. Each ablation name (``no-relabel``, ``no-thompson``,
-``no-scaling``, ``no-constraint``, ``no-reflection``, ``no-retrieval``, ``no-llm``, ``random-edit``: search/options.py
-ABLATIONS) is the reward search without that part, so one sweep compares LaRes with its ablations; ``lares-init``,
-``no-llm``, ``random-edit`` and ``human`` on the same seeds tell what the LLM adds beyond tuning the task's own
-constants and beyond structural edits made at random. All share every engine setting the options give.
+``no-scaling``, ``no-constraint``, ``no-reflection``, ``no-retrieval``, ``no-llm``, ``random-edit``,
+``critique-edit``: search/options.py ABLATIONS) is the reward search without that part, so one sweep compares LaRes
+with its ablations; ``lares-init``, ``no-llm``, ``random-edit``, ``critique-edit`` and ``human`` on the same seeds
+tell what the LLM adds beyond tuning the task's own constants, beyond structural edits made at random and beyond the
+critique's computed edits. All share every engine setting the options give.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ __all__ = ["METHODS", "SEARCH_METHODS", "Method", "SweepSpec", "Trial", "parse_s
 
 Method = Literal["lares", "lares-init", "lares-scratch", "lares-potential", "human", "sparse", "retrain",
                  "no-relabel", "no-thompson", "no-scaling", "no-constraint", "no-reflection", "no-retrieval", "no-llm",
-                 "random-edit"]
+                 "random-edit", "critique-edit"]
 METHODS: tuple[Method, ...] = get_args(Method)
 SEARCH_METHODS: tuple[Method, ...] = ("lares", "lares-init", "lares-scratch", "lares-potential")  # compared to the rest
 _BASELINE = {"setting": "baseline", "population": 1, "elites": 1}

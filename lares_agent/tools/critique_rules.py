@@ -6,6 +6,10 @@ term that outweighs progress a weight ten times lower, a stall or a regression n
 a success that never happens a bonus on a threshold the policies already reach. Defects with the same fix
 (`Defect.key`: kind of edit and what it touches) are merged, their voters united; with several critic personas a
 defect an LLM critic added is kept when at least half the critics name it (`vote`).
+
+A computed defect also carries its edit as operations on a reward's components (`Defect.change`), so the edit can
+be made without the LLM (`apply_changes`, the critique-edit control): a lead the model's answers owe to the
+critique's arithmetic then shows as the control's lead too.
 """
 
 from __future__ import annotations
@@ -19,8 +23,14 @@ from typing import Any
 from lares_agent.tools.diagnosis import evaluated_success
 from lares_agent.tools.facts import Fact
 
-__all__ = ["Defect", "defects_from_facts", "defects_from_text", "feedback_defects", "merge_defects", "render_defects",
-           "vote"]
+__all__ = ["CHANGE_OPS", "Change", "Defect", "apply_changes", "defects_from_facts", "defects_from_text",
+           "feedback_defects", "merge_defects", "render_defects", "vote"]
+
+# One operation of an edit on a reward's components, (op, component, expression): "add" sets the component (added or
+# replaced), "replace" sets one the reward has, "times" multiplies it by the expression, "negate" flips its sign and
+# "drop" removes it; the last three need the component, and ignore the expression.
+Change = tuple[str, str, str]
+CHANGE_OPS = ("add", "replace", "times", "negate", "drop")
 
 
 @dataclass(frozen=True)
@@ -34,6 +44,7 @@ class Defect:
     facts: tuple[Mapping[str, Any], ...] = ()  # the facts it is tied to (Fact.to_json); () for an LLM-only defect
     voters: tuple[str, ...] = ()
     source: str = "rules"  # rules (computed) | llm (a critic's bullet no rule produced) | user (a user's note)
+    change: tuple[Change, ...] = ()  # the edit as operations (computed defects only; () where it names no number)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -41,14 +52,16 @@ class Defect:
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "subject": self.subject, "problem": self.problem, "edit": self.edit,
-                "facts": [dict(f) for f in self.facts], "voters": list(self.voters), "source": self.source}
+                "facts": [dict(f) for f in self.facts], "voters": list(self.voters), "source": self.source,
+                "change": [list(c) for c in self.change]}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Defect:
         return cls(kind=str(data["kind"]), subject=str(data.get("subject") or ""),
                    problem=str(data.get("problem") or ""), edit=str(data.get("edit") or ""),
                    facts=tuple(data.get("facts") or ()),
-                   voters=tuple(data.get("voters") or ()), source=str(data.get("source") or "rules"))
+                   voters=tuple(data.get("voters") or ()), source=str(data.get("source") or "rules"),
+                   change=tuple((str(op), str(name), str(expr)) for op, name, expr in data.get("change") or ()))
 
 
 def _g(x: float) -> str:
@@ -82,34 +95,38 @@ def _rule(fact: Fact, facts: Sequence[Fact], elites: Sequence[Mapping[str, Any]]
     n = fact.numbers
     expr = _expr(elites, fact)
     tie = (fact.to_json(),)
+    subject = fact.subject
     if fact.kind == "flat":
         s = max(n["median"], 1e-3)
         w = n.get("range", 1.0)
         weight = "" if math.isclose(w, 1.0, rel_tol=0.05) else f"{_g(w)}*"
-        return Defect("scale", fact.subject, fact.text,
-                      f"{fact.subject}: replace {expr} by {weight}exp(-{fact.feature}/{_g(s)}) (scale at the median "
-                      f"{fact.feature} {_g(n['median'])} on the sample, so it changes where the policy is)", tie)
+        new = f"{weight}exp(-{fact.feature}/{_g(s)})"
+        return Defect("scale", subject, fact.text,
+                      f"{subject}: replace {expr} by {new} (scale at the median {fact.feature} {_g(n['median'])} on "
+                      "the sample, so it changes where the policy is)", tie, change=(("replace", subject, new),))
     if fact.kind == "effort":
-        return Defect("weight", fact.subject, fact.text,
-                      f"{fact.subject}: lower its weight tenfold: {expr} -> 0.1*({expr})", tie)
+        return Defect("weight", subject, fact.text, f"{subject}: lower its weight tenfold: {expr} -> 0.1*({expr})",
+                      tie, change=(("times", subject, "0.1"),))
     if fact.kind == "dominant":
-        k = min(max((1 - n["share"]) / max(n["share"], 1e-9), 0.01), 0.5)
-        return Defect("weight", fact.subject, fact.text,
-                      f"{fact.subject}: scale it by {k:.2g} so the other terms matter: {k:.2g}*({expr})", tie)
+        k = f"{min(max((1 - n['share']) / max(n['share'], 1e-9), 0.01), 0.5):.2g}"
+        return Defect("weight", subject, fact.text, f"{subject}: scale it by {k} so the other terms matter: "
+                      f"{k}*({expr})", tie, change=(("times", subject, k),))
     if fact.kind == "wrong_sign":
-        return Defect("sign", fact.subject, fact.text,
-                      f"{fact.subject}: flip its sign, -({expr}), or write it as w*exp(-{fact.feature}/s) with "
-                      "w, s > 0", tie)
+        return Defect("sign", subject, fact.text,
+                      f"{subject}: flip its sign, -({expr}), or write it as w*exp(-{fact.feature}/s) with w, s > 0",
+                      tie, change=(("negate", subject, ""),))
     if fact.kind in ("regressed", "stall") and (fact.kind == "regressed" or n.get("near_goal")):
         s = max(n["best"] if fact.kind == "regressed" else n["value"], 1e-3)
-        return Defect("near_goal", fact.subject, fact.text,
-                      f"add a near-goal term that pays for the last {_g(s)} of {fact.subject}: "
-                      f"near = 2*exp(-{fact.subject}/{_g(s)})", tie)
+        near = f"2*exp(-{subject}/{_g(s)})"
+        return Defect("near_goal", subject, fact.text,
+                      f"add a near-goal term that pays for the last {_g(s)} of {subject}: near = {near}", tie,
+                      change=(("add", "near", near),))
     if fact.kind == "stall":
         v = max(n["value"], 1e-3)
-        return Defect("scale", fact.subject, fact.text,
-                      f"add shaping whose scale is the stall value, so moving on from {_g(v)} pays: "
-                      f"shape = 2*exp(-{fact.subject}/{_g(v)})", tie)
+        shape = f"2*exp(-{subject}/{_g(v)})"
+        return Defect("scale", subject, fact.text,
+                      f"add shaping whose scale is the stall value, so moving on from {_g(v)} pays: shape = {shape}",
+                      tie, change=(("add", "shape", shape),))
     if fact.kind == "success" and n["rate"] == 0 and not (evaluated_success(fact, elites) or n.get("evaluated")):
         # The kept episodes may all have failed where the evaluation succeeded: no bonus "that can fire" then.
         reach = _reach(facts, progress)
@@ -117,20 +134,60 @@ def _rule(fact: Fact, facts: Sequence[Fact], elites: Sequence[Mapping[str, Any]]
             return Defect("bonus", progress, fact.text, "add a bonus on a threshold of the progress feature the "
                           f"policies reach: bonus = 5*({progress} < t), t above their best {progress}", tie)
         best, t = reach
+        bonus = f"5*({progress} < {_g(t)})"
         return Defect("bonus", progress, fact.text,
-                      f"add a bonus that can fire: bonus = 5*({progress} < {_g(t)}) (the policies get to {progress} = "
-                      f"{_g(best)}; success itself never fires)", tie)
+                      f"add a bonus that can fire: bonus = {bonus} (the policies get to {progress} = {_g(best)}; "
+                      "success itself never fires)", tie, change=(("add", "bonus", bonus),))
     if fact.kind == "silent":
         reach = _reach(facts, progress)
-        where = f" such as 5*({progress} < {_g(reach[1])})" if reach is not None else ""
-        return Defect("bonus" if reach is not None else "other", progress if reach is not None else fact.subject,
-                      fact.text, f"{fact.subject} ({expr}) never fires: drop it or replace it by a term the policy "
-                      f"can trigger{where}", tie)
+        bonus = f"5*({progress} < {_g(reach[1])})" if reach is not None else ""
+        where = f" such as {bonus}" if bonus else ""
+        return Defect("bonus" if bonus else "other", progress if bonus else subject, fact.text,
+                      f"{subject} ({expr}) never fires: drop it or replace it by a term the policy can trigger{where}",
+                      tie, change=(("drop", subject, ""),) + ((("add", "bonus", bonus),) if bonus else ()))
     if fact.kind in ("oscillation", "jerk") and smooth_on:
-        return Defect("smooth", smooth_on, fact.text, f"add a small smoothness cost: smooth = -0.05*{smooth_on}", tie)
-    if fact.kind == "progress" and fact.subject == progress and n["closed"] < 0.1:
-        return Defect("dense", progress, fact.text, f"add a dense progress term: progress = -2*{progress}", tie)
+        smooth = f"-0.05*{smooth_on}"
+        return Defect("smooth", smooth_on, fact.text, f"add a small smoothness cost: smooth = {smooth}", tie,
+                      change=(("add", "smooth", smooth),))
+    if fact.kind == "progress" and subject == progress and n["closed"] < 0.1:
+        dense = f"-2*{progress}"
+        return Defect("dense", progress, fact.text, f"add a dense progress term: progress = {dense}", tie,
+                      change=(("add", "progress", dense),))
     return None
+
+
+def apply_changes(components: Mapping[str, str], defects: Iterable[Defect]) -> tuple[dict[str, str], list[Defect]]:
+    """`components` with each defect's `change` made in turn, and the defects made. A defect is skipped whole where
+    its change needs a component the reward lacks, would leave none, or touches one an earlier defect changed (so
+    every defect made shows in the result). "add" replaces a component of its name: the rules name their terms
+    (near, shape, bonus, ...), and in a descendant the term of that name is the one an earlier edit added."""
+    out = dict(components)
+    made: list[Defect] = []
+    touched: set[str] = set()
+    for d in defects:
+        names = {name for _, name, _ in d.change}
+        edited = None if names & touched else _changed(out, d.change)
+        if edited is not None and edited != out:
+            out = edited
+            made.append(d)
+            touched |= names
+    return out, made
+
+
+def _changed(components: dict[str, str], change: Sequence[Change]) -> dict[str, str] | None:
+    out = dict(components)
+    for op, name, expr in change:
+        if op not in CHANGE_OPS:
+            raise ValueError(f"unknown change operation {op!r}; one of {', '.join(CHANGE_OPS)}")
+        if op == "add":
+            out[name] = expr
+        elif name not in out:
+            return None
+        elif op == "drop":
+            del out[name]
+        else:
+            out[name] = {"replace": expr, "times": f"{expr}*({out[name]})", "negate": f"-({out[name]})"}[op]
+    return out or None
 
 
 def defects_from_facts(facts: Sequence[Fact], elites: Sequence[Mapping[str, Any]], progress: str,
