@@ -75,3 +75,24 @@ def test_a_ranked_first_human_learner_is_refined_again(tmp_path: Path) -> None:
     assert len(new) == 1
     last_user = _seen(proposer)[-1]
     assert "Refine the task's own reward" in last_user and "10*exp(-tcp_to_goal/0.2)" in last_user
+
+
+def test_a_copy_of_the_tasks_own_reward_is_a_duplicate_when_it_is_no_elite(tmp_path: Path) -> None:
+    """Its learner is kept beside the slots: a refinement that restates it (renamed, re-split) would train a second
+    learner on the same reward, so it is rejected as one even in a round whose elites are other rewards."""
+    first = {"components": {"reach": "8*exp(-tcp_to_goal/0.25)", "done": "6*success"}, "rationale": "retuned"}
+    second = {"components": {"reach": "7*exp(-tcp_to_goal/0.3)", "done": "5*success"}, "rationale": "softer"}
+    copy = {"components": {"near": "exp(-tcp_to_goal/0.2)*10", "bonus": "5*success"}, "rationale": "restated"}
+    fresh = {"components": {"reach": "9*exp(-tcp_to_goal/0.3)", "done": "4*success"}, "rationale": "retuned again"}
+    proposer = _proposer(tmp_path, [first, second, copy, fresh], HUMAN, oversample=1.0)
+    given = proposer.initial(2, episodes_sample())
+    rewards = [*given, HumanReward(expression=HUMAN)]
+    evals = [MemberEvaluation(i, 2, s, 10.0 * s, 0.0, 0.2, 0.2, 150.0) for i, s in enumerate((0.5, 0.0, 0.2))]
+    slots = slot_evaluations(evals, rewards, 0.0, [False, False, False])
+    ctx = UpdateContext(round=1, env_steps=1000, setting="init", slots=tuple(slots), ranking=(0, 2, 1), elites=(0,),
+                        refill=(1,), rewards=tuple(rewards), rollouts={}, feature_sample=episodes_sample())
+    assert len(proposer(ctx)) == 1
+    later = [r for r in proposer.log.candidates.read() if r.round == 1]
+    assert [r.rationale for r in later if r.verdict == "rejected"] == ["restated"]
+    assert "duplicate" in (next(r for r in later if r.verdict == "rejected").reason or "")
+    assert [r.rationale for r in later if r.verdict == "accepted"] == ["retuned again"]

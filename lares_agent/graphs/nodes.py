@@ -208,10 +208,12 @@ def propose(state: RoundState, runtime: Runtime[RunContext]) -> dict[str, Any]:
 
 
 def _taken(state: RoundState, ctx: RunContext) -> set[str]:
-    """`reward_key`s a new candidate must differ from: the elites', every reward the run tried before (a discarded
-    reward trained once already) and this round's accepted ones."""
+    """`reward_key`s a new candidate must differ from: the elites', the task's own reward's in init (its learner is
+    kept beside the slots, so a copy would train a second learner on it), every reward the run tried before (a
+    discarded reward trained once already) and this round's accepted ones."""
     limits = ctx.limits.checks.limits
-    keys = {record_key(e, ctx.task, limits) for e in state.get("elites") or []}
+    own = [{"components": ctx.human_reward}] if ctx.human_reward else []
+    keys = {record_key(e, ctx.task, limits) for e in [*(state.get("elites") or []), *own]}
     keys |= set(state.get("tried") or [])
     keys |= {r.get("key") for r in state.get("accepted") or []}
     return {k for k in keys if k}
