@@ -47,6 +47,17 @@ def test_the_best_replayed_seed_of_each_search_arm_is_picked_lower_seed_on_ties(
     assert _script().best_seeds(GRID, success, own)[1]["trial"] == "door-close-v3-lares-init-s1"
 
 
+def test_a_found_reward_that_restates_the_tasks_own_is_the_tasks_own() -> None:
+    from lares_agent.engine.tasks import get_task
+    from lares_agent.search.found_reward import FoundReward
+
+    is_own = _script().is_own
+    ((name, own),) = get_task("window-close-v3").human_components or ()
+    assert is_own(FoundReward((), "human", "run"), "window-close-v3")
+    assert is_own(FoundReward((("renamed", own),), "nit-s1-r4-a1-1", "run"), "window-close-v3")
+    assert not is_own(FoundReward(((name, own.replace("10*", "12*", 1)),), "nit-s2", "run"), "window-close-v3")
+
+
 def test_wilson_interval_matches_known_values() -> None:
     wilson = _script().wilson
     lo, hi = wilson(15, 30)

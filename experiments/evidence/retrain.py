@@ -45,10 +45,12 @@ from typing import Any
 
 import numpy as np
 
+from lares_agent.engine.tasks import get_task
 from lares_agent.report.sweep_stats import bootstrap_interval
+from lares_agent.rewards.validate import record_key
 from lares_agent.runs import atomic_write_text
 from lares_agent.runs.sweep_layout import SweepLayout
-from lares_agent.search.found_reward import from_run
+from lares_agent.search.found_reward import FoundReward, from_run
 from lares_agent.search.option_checks import ignored_options
 from lares_agent.search.presets import preset_config
 from lares_agent.search.sweep_spec import SEARCH_METHODS, SweepSpec
@@ -86,8 +88,8 @@ def reproduced(fresh: Sequence[float], source: float, episodes: int) -> bool:
 def best_seeds(spec: SweepSpec, success: Mapping[str, float],
                own: Mapping[str, bool] | None = None) -> list[dict[str, Any]]:
     """For each task and search arm of the grid, its trial with the highest replayed success (ties: one that
-    handed over an LLM reward before one that handed over the task's own, which `human` trains already; then the
-    lower seed); a (task, arm) with no replayed trial is left out."""
+    handed over another reward before one that handed over the task's own (`own`, `is_own`), which `human` trains
+    already; then the lower seed); a (task, arm) with no replayed trial is left out."""
     own = own or {}
     out: list[dict[str, Any]] = []
     for task in spec.tasks:
@@ -113,14 +115,26 @@ def plan(grid: Path, replay: Path, episodes: int, seed: int, tasks: Sequence[str
     kept = [row for row in _replay_module().read_kept(replay)
             if (int(row["episodes"]), int(row["seed"])) == (episodes, seed)]
     success = {row["trial"]: float(row["success"]) for row in kept}
-    found = {t.id: from_run(str(layout.run(t.id))) for t in spec.trials()
-             if t.method in SEARCH_METHODS and t.id in success}
-    entries = best_seeds(spec, success, {k: f.is_human for k, f in found.items()})
+    trials = {t.id: t for t in spec.trials() if t.method in SEARCH_METHODS and t.id in success}
+    found = {k: from_run(str(layout.run(k))) for k in trials}
+    own = {k: is_own(found[k], trials[k].task) for k in trials}
+    entries = best_seeds(spec, success, own)
     for entry in entries:
         reward = found[entry["trial"]]
-        entry.update(reward_id=reward.reward_id, components=dict(reward.components), own_reward=reward.is_human)
+        entry.update(reward_id=reward.reward_id, components=dict(reward.components), own_reward=own[entry["trial"]])
     return {"grid": str(grid), "preset": spec.preset, "options": alone_options(spec),
             "episodes": episodes, "replay_seed": seed, "seeds": fresh_seeds(spec), "rewards": entries}
+
+
+def is_own(found: FoundReward, task: str) -> bool:
+    """Whether a handed-over reward is the task's own: its learner, or a candidate with its `reward_key` (an LLM
+    answer that restated it), which `human` trains already."""
+    if found.is_human:
+        return True
+    spec = get_task(task)
+    own = dict(spec.human_components or ())
+    return bool(own) and record_key({"components": dict(found.components)}, spec) == record_key({"components": own},
+                                                                                                spec)
 
 
 def fresh_seeds(spec: SweepSpec) -> list[int]:
