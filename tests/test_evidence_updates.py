@@ -46,6 +46,7 @@ def test_a_committed_with_init_trial_reads_as_updates_answers_and_what_was_hande
     assert len(rows) == 16  # 4 updates x 3 searched slots and the kept learner on the task's own reward
     assert sum("| own |" in row for row in rows) == 4 and sum("ranked first" in row for row in rows) == 4
     assert "LLM, from own" in out and "Handed over: nit-s2-r3-a1-2" in out
+    assert "- round 0, nit-s2-r0-a1-1 (LLM): " in out  # each installed reward says who made it
     cells = [row.split(" | ") for row in rows]  # success, then the approach and progress shares closed
     closed = [float(c[8]) for c in cells if float(c[6]) == 1.0]
     assert len(closed) >= 4 and all(p > 0.5 for p in closed)  # a slot at 100% success closed the door

@@ -143,12 +143,14 @@ def trial_report(path: Path) -> str:
                 f"{_num(slot.task_return, 0)} | {_num(slot.fitness, 3)} | {mark} |")
     answers = [c for c in data.candidates if c.accepted and c.components and not c.rationale.startswith(CHILD)]
     if answers:
-        lines += ["", "LLM answers installed (against the reward each was written from):", ""]
+        lines += ["", "Rewards installed that are no numeric child: LLM answers, or a control's edits (against the "
+                  "reward each was written from):", ""]
         for c in answers:
             parent = data.candidate(c.parent_id) if c.parent_id else None
             before = own if c.parent_id == HUMAN_REWARD_ID else (parent.components if parent is not None else {})
             diff = changes(before, c.components, data.task) if before else "written from scratch"
-            lines.append(f"- round {c.round}, {c.id}: {diff}")
+            made = kind(c, c.id).split(",")[0].split(" of ")[0]  # LLM, random edit, critique edit
+            lines.append(f"- round {c.round}, {c.id} ({made}): {diff}")
     chosen = selected_reward(path, data)
     lines += ["", f"Handed over: {chosen.reward_id} ({chosen.why})" if chosen else "Handed over: nothing yet", ""]
     return "\n".join(lines)
