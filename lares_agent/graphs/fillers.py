@@ -59,14 +59,14 @@ def children(ctx: RunContext, elites: list[EliteInfo], round_: int, attempt: int
     out: list[CandidateRecord] = []
     for elite, n in zip(elites, share, strict=True):
         comps = dict(elite.get("components") or {})
-        children, trials = tuned_children(comps, ctx.task, n, ctx.measured, int(rng.integers(2**31)),
-                                          limits=limits.checks.limits, keep=keep)
+        made, trials = tuned_children(comps, ctx.task, n, ctx.measured, int(rng.integers(2**31)),
+                                      limits=limits.checks.limits, keep=keep)
         how = constants_label(trials)
-        if not children:
-            children = numeric_children(comps, ctx.task, n, rng, sigma=limits.mutation_sigma,
-                                        limits=limits.checks.limits, keep=keep)
+        if not made:
+            made = numeric_children(comps, ctx.task, n, rng, sigma=limits.mutation_sigma,
+                                    limits=limits.checks.limits, keep=keep)
             how = f"constants x exp(N(0, {limits.mutation_sigma:g}))"
-        for child in children:
+        for child in made:
             rationale = f"numeric child of {elite.get('id', '?')}: {how}"
             out.append(CandidateRecord(
                 id=f"{ctx.id_prefix}r{round_}-a{attempt}-{first + len(out)}", round=round_, attempt=attempt,
@@ -121,15 +121,16 @@ def critique_edits(ctx: RunContext, elites: list[EliteInfo], defects: Iterable[M
     plans: list[Sequence[Defect]] = [rules, *([d] for d in rules)] if len(rules) > 1 else [rules]
     out: list[CandidateRecord] = []
     seen: list[dict[str, str]] = []
-    for plan in plans if rules else []:
-        for parent in elites:
-            comps, made = apply_changes(dict(parent.get("components") or {}), plan)
-            if not made or comps in seen or len(out) >= count:
-                continue
-            seen.append(comps)
-            rationale = f"{CRITIQUE_EDIT}{parent.get('id', '?')}: " + "; ".join(d.edit for d in made)
-            out.append(CandidateRecord(
-                id=f"{ctx.id_prefix}r{round_}-a{attempt}-{first + len(out)}", round=round_, attempt=attempt,
-                parent_id=parent.get("id"), critique_id=critique_id, origin="rule", components=comps,
-                rationale=rationale[:300], candidate={"components": comps, "rationale": rationale[:300]}))
+    for plan, parent in ((plan, parent) for plan in plans for parent in elites):
+        if len(out) >= count:
+            break
+        comps, made = apply_changes(dict(parent.get("components") or {}), plan)
+        if not made or comps in seen:
+            continue
+        seen.append(comps)
+        rationale = (f"{CRITIQUE_EDIT}{parent.get('id', '?')}: " + "; ".join(d.edit for d in made))[:300]
+        out.append(CandidateRecord(
+            id=f"{ctx.id_prefix}r{round_}-a{attempt}-{first + len(out)}", round=round_, attempt=attempt,
+            parent_id=parent.get("id"), critique_id=critique_id, origin="rule", components=comps,
+            rationale=rationale, candidate={"components": comps, "rationale": rationale}))
     return out

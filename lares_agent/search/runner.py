@@ -18,6 +18,7 @@ from lares_agent.runs.feedback import FeedbackNote
 from lares_agent.runs.lock import hold_run
 from lares_agent.runs.oserrors import run_file_error
 from lares_agent.search.config import SearchConfig, missing_keys, resolved_for_task
+from lares_agent.search.config_checks import scratch_problem
 from lares_agent.search.found_reward import found_rewards
 from lares_agent.search.given_rewards import load_rewards_file
 from lares_agent.search.live_run import Search, asks_llm, uses_retrieval
@@ -59,8 +60,8 @@ def check_start(cfg: SearchConfig) -> None:
     if cfg.setting == "baseline":
         found_rewards(cfg, task)  # a found reward passes the one validator
         return
-    for name in sorted({"no-llm", "critique-edit"} & set(cfg.ablations)):
-        check_constants_to_search(task, name)
+    for ablation in (a for a in cfg.ablations if scratch_problem((a,))):  # a control that starts from its constants
+        check_constants_to_search(task, ablation)
     from lares_agent.search.personas import resolve_persona
 
     resolve_persona(cfg.persona)
