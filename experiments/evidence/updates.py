@@ -32,22 +32,26 @@ CHILD = "numeric child of "  # how graphs/fillers.py opens a numeric child's rat
 EDITS = ("random edit of ", "random reward: ")  # and a random-edit control's edit or draw (rewards/edits.py)
 
 
+def maker(candidate: Candidate) -> str:
+    """Who made a candidate, read from how its rationale opens: "child" (a numeric child), "random edit" (the
+    random-edit control), "critique edit" (the critique-edit control) or "LLM"."""
+    for prefix, made in ((CHILD, "child"), (EDITS, "random edit"), (CRITIQUE_EDIT, "critique edit")):
+        if candidate.rationale.startswith(prefix):
+            return made
+    return "LLM"
+
+
 def kind(candidate: Candidate | None, reward_id: str) -> str:
-    """Where a slot's reward came from: the task's own, a numeric child of a parent, a random edit (the random-edit
-    control), the critique's edit (the critique-edit control), or an LLM answer."""
+    """Where a slot's reward came from: the task's own, or its maker (`maker`) and the reward it was made from."""
     if reward_id == HUMAN_REWARD_ID:
         return "own"
     if candidate is None:
         return "?"
-    if candidate.rationale.startswith(CHILD):
-        return f"child of {'own' if candidate.parent_id == HUMAN_REWARD_ID else candidate.parent_id or '?'}"
-    if candidate.rationale.startswith(EDITS):
-        return f"random edit of {'own' if candidate.parent_id == HUMAN_REWARD_ID else candidate.parent_id or 'none'}"
-    if candidate.rationale.startswith(CRITIQUE_EDIT):
-        return f"critique edit of {'own' if candidate.parent_id == HUMAN_REWARD_ID else candidate.parent_id or '?'}"
-    if candidate.parent_id == HUMAN_REWARD_ID:
-        return "LLM, from own"
-    return "LLM" + (f", from {candidate.parent_id}" if candidate.parent_id else "")
+    made = maker(candidate)
+    parent = "own" if candidate.parent_id == HUMAN_REWARD_ID else candidate.parent_id
+    if made == "LLM":
+        return "LLM" + (f", from {parent}" if parent else "")
+    return f"{made} of {parent or ('none' if made == 'random edit' else '?')}"
 
 
 def origin(data: RunData, reward_id: str) -> str:
@@ -59,10 +63,9 @@ def origin(data: RunData, reward_id: str) -> str:
         candidate = data.candidate(reward_id)
         if candidate is None or reward_id in seen:
             return "?"
-        if not candidate.rationale.startswith(CHILD):
-            made = ("edit" if candidate.rationale.startswith(EDITS)
-                    else "critique edit" if candidate.rationale.startswith(CRITIQUE_EDIT) else "LLM")
-            return made + (", tuned" if tuned else "")
+        made = maker(candidate)
+        if made != "child":
+            return ("edit" if made == "random edit" else made) + (", tuned" if tuned else "")
         if candidate.parent_id is None:
             return "?"
         seen.add(reward_id)
@@ -141,7 +144,7 @@ def trial_report(path: Path) -> str:
                 f"{kind(data.candidate(slot.reward_id), slot.reward_id)} | {slot.graded_by or '–'} | "
                 f"{_num(slot.success)} | {_num(slot.approach_closed)} | {_num(slot.progress_closed)} | "
                 f"{_num(slot.task_return, 0)} | {_num(slot.fitness, 3)} | {mark} |")
-    answers = [c for c in data.candidates if c.accepted and c.components and not c.rationale.startswith(CHILD)]
+    answers = [c for c in data.candidates if c.accepted and c.components and maker(c) != "child"]
     if answers:
         lines += ["", "Rewards installed that are no numeric child: LLM answers, or a control's edits (against the "
                   "reward each was written from):", ""]
@@ -149,8 +152,7 @@ def trial_report(path: Path) -> str:
             parent = data.candidate(c.parent_id) if c.parent_id else None
             before = own if c.parent_id == HUMAN_REWARD_ID else (parent.components if parent is not None else {})
             diff = changes(before, c.components, data.task) if before else "written from scratch"
-            made = kind(c, c.id).split(",")[0].split(" of ")[0]  # LLM, random edit, critique edit
-            lines.append(f"- round {c.round}, {c.id} ({made}): {diff}")
+            lines.append(f"- round {c.round}, {c.id} ({maker(c)}): {diff}")
     chosen = selected_reward(path, data)
     lines += ["", f"Handed over: {chosen.reward_id} ({chosen.why})" if chosen else "Handed over: nothing yet", ""]
     return "\n".join(lines)
