@@ -3,6 +3,7 @@ continued, a source run's interval decides whether the fresh seeds reproduce it,
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -122,12 +123,29 @@ def test_the_tasks_own_reward_on_the_fresh_seeds_is_one_sweep_read_beside_every_
             "door-close-v3-lares-scratch/door-close-v3-sparse-s3": 0}
     csv.write_text("trial,episodes,seed,success\n" + "".join(f"{k},30,2000,{v}\n" for k, v in kept.items()),
                    encoding="utf-8")
+    # the records of two trials: their success curves' areas (no records: "-")
+    _finished_run(human / "runs" / "door-close-v3-human-s3", {1000: 0.0, 2000: 1.0, 3000: 1.0})
+    _finished_run(found / "runs" / "door-close-v3-sparse-s3", {1000: 0.0, 2000: 0.0, 3000: 0.5})
     text = script.table(retrain_plan, tmp_path, csv)
-    assert "| 100% [89%, 100%] | 0%, -, - | 0% [0%, 0%] | no so far (1 of 3 seeds) | 100%, -, 0% |" in text
+    assert "| 100% [89%, 100%] | 0%, -, - | 0% [0%, 0%] | no so far (1 of 3 seeds) | 100%, -, 0% " \
+           "| 0.125, -, - (0.125) | 0.750, -, - (0.750) |" in text
     assert "(the task's own) | 100% [89%, 100%] | 100%, -, 0% | 50% [0%, 100%] | no so far (2 of 3 seeds) " \
-           "| 100%, -, 0% |" in text  # its retraining is that sweep itself
-    assert "| drawer-open-v3 | lares-init | drawer-open-v3-lares-init-s0 (nit) | 0% [0%, 11%] | - | - | not run | - |" \
-        in text
+           "| 100%, -, 0% | 0.750, -, - (0.750) |" in text  # its retraining is that sweep itself
+    assert "| drawer-open-v3 | lares-init | drawer-open-v3-lares-init-s0 (nit) | 0% [0%, 11%] | - | - | not run | - " \
+           "| - | - |" in text
+
+
+def _finished_run(run: Path, success: dict[int, float]) -> None:
+    """A learner-alone trial's records: its periodic evaluations (one slot) and a finished run_end."""
+    from lares_agent.runs import RunLog
+
+    run.mkdir(parents=True)
+    (run / "config.json").write_text(json.dumps({"task": "door-close-v3", "budget": max(success)}), encoding="utf-8")
+    rows = [{"kind": "eval", "env_steps": step, "round": 0, "best_slot": 0,
+             "slots": [{"slot": 0, "reward_id": "human", "success": value, "task_return": 1.0}]}
+            for step, value in success.items()]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    RunLog(run).event("run_end", env_steps=max(success), finished=True, wall_s=1.0)
 
 
 def _free_port() -> int:

@@ -46,7 +46,8 @@ from typing import Any
 import numpy as np
 
 from lares_agent.engine.tasks import get_task
-from lares_agent.report.sweep_stats import bootstrap_interval
+from lares_agent.report.sweep_stats import bootstrap_interval, success_auc
+from lares_agent.report.sweep_table import read_trial
 from lares_agent.rewards.validate import record_key
 from lares_agent.runs import atomic_write_text
 from lares_agent.runs.sweep_layout import SweepLayout
@@ -226,38 +227,67 @@ def _wait_for_cluster(ray: str, address: str, head: subprocess.Popen[bytes], env
         time.sleep(2)
 
 
+def area(folder: Path, trial: str) -> float | None:
+    """The area of a finished trial's success curve over its periodic evaluations (the grids' area: the lead a
+    found reward had in its population may be in learning sooner, not in the last success); None without records."""
+    curve = read_trial(SweepLayout(folder).run(trial), "", "", 0)
+    return success_auc(curve.steps, curve.success) if curve is not None and curve.finished and curve.steps else None
+
+
+def areas_shown(values: Mapping[int, float | None], seeds: Sequence[int]) -> str:
+    """Each seed's area in the plan's order ("-" where none) and their mean over the seeds that have one."""
+    have = [v for s in seeds if (v := values.get(s)) is not None]
+    each = ", ".join("-" if values.get(s) is None else f"{values[s]:.3f}" for s in seeds)
+    return f"{each} ({np.mean(have):.3f})" if have else "-"
+
+
 def table(retrain_plan: Mapping[str, Any], out: Path, csv_path: Path | None) -> str:
     """Each found reward: the source run's replayed success and interval beside its fresh seeds' (replayed on
-    the same episodes), and whether they reproduce it."""
+    the same episodes), whether they reproduce it, and the areas of their success curves beside the task's own
+    reward's on the same seeds."""
     replay = _replay_module()
     episodes, seed = int(retrain_plan["episodes"]), int(retrain_plan["replay_seed"])
     lines = replay.read_kept(csv_path)
     kept = {row["trial"]: float(row["success"]) for row in lines
             if (int(row["episodes"]), int(row["seed"])) == (episodes, seed)}
     rows: list[tuple[str, str, str, float]] = []
+    areas: dict[tuple[str, str], float | None] = {}  # (sweep folder, trial): its area
 
     def replayed(folder: Path) -> list[tuple[str, str, str, float]]:
         prefix = f"{folder.name}/"
         mine = {k[len(prefix):]: v for k, v in kept.items() if k.startswith(prefix)}
         done = replay.rows_of(folder, episodes, seed, mine) if SweepLayout(folder).is_sweep() else []
         rows.extend((t, m, prefix + trial, s) for t, m, trial, s in done)
+        areas.update({(folder.name, trial): area(folder, trial) for *_, trial, _ in done})
         return done
 
     def by_seed(done: Sequence[tuple[str, str, str, float]]) -> dict[int, float]:
         return {int(trial.rsplit("-s", 1)[1]): success for *_, trial, success in done}
 
+    def area_by_seed(folder: Path, task: str) -> dict[int, float | None]:
+        return {int(trial.rsplit("-s", 1)[1]): value for (name, trial), value in areas.items()
+                if name == folder.name and trial.startswith(f"{task}-")}
+
     def shown_by_seed(values: Mapping[int, float]) -> str:  # the plan's seeds in order, "-" where none yet
         return ", ".join(f"{values[s]:.0%}" if s in values else "-" for s in retrain_plan["seeds"]) if values else "-"
 
     own: dict[str, dict[int, float]] = {}
+    own_area: dict[str, dict[int, float | None]] = {}
     for folder in sorted(out.glob(f"{HUMAN}*")):
         for done in replayed(folder):
             own.setdefault(done[0], {}).update(by_seed([done]))
+            own_area.setdefault(done[0], {}).update(area_by_seed(folder, done[0]))
     rng = np.random.default_rng(0)
     md = ["| task | arm | source trial (its reward) | source success [95% interval] | fresh seeds | mean "
-          "[bootstrap 95%] | reproduced | the task's own reward, same seeds |", "|---|---|---|---|---|---|---|---|"]
+          "[bootstrap 95%] | reproduced | the task's own reward, same seeds | area, each seed (mean) | the task's "
+          "own reward's area |", "|---|---|---|---|---|---|---|---|---|---|"]
     for entry in retrain_plan["rewards"]:
-        fresh_seeds = own.get(entry["task"], {}) if entry["own_reward"] else by_seed(replayed(folder_of(out, entry)))
+        task_areas = own_area.get(entry["task"], {})
+        if entry["own_reward"]:
+            fresh_seeds, fresh_areas = own.get(entry["task"], {}), task_areas
+        else:
+            fresh_seeds = by_seed(replayed(folder_of(out, entry)))
+            fresh_areas = area_by_seed(folder_of(out, entry), entry["task"])
         values = list(fresh_seeds.values())
         lo, hi = wilson(entry["success"] * episodes, episodes)
         reward = "the task's own" if entry["own_reward"] else entry["reward_id"]
@@ -272,7 +302,8 @@ def table(retrain_plan: Mapping[str, Any], out: Path, csv_path: Path | None) -> 
             verdict, shown = "not run", "-"
         md.append(f"| {entry['task']} | {entry['method']} | {entry['trial']} ({reward}) | {entry['success']:.0%} "
                   f"[{lo:.0%}, {hi:.0%}] | {shown_by_seed(fresh_seeds)} | {shown} | {verdict} | "
-                  f"{shown_by_seed(own.get(entry['task'], {}))} |")
+                  f"{shown_by_seed(own.get(entry['task'], {}))} | {areas_shown(fresh_areas, retrain_plan['seeds'])} | "
+                  f"{areas_shown(task_areas, retrain_plan['seeds'])} |")
     if csv_path is not None:
         replay.write_kept(csv_path, lines, rows, episodes, seed)
     return "\n".join(md) + "\n"
