@@ -227,6 +227,11 @@ def _wait_for_cluster(ray: str, address: str, head: subprocess.Popen[bytes], env
         time.sleep(2)
 
 
+def seed_of(trial: str) -> int:
+    """A sweep trial id's seed (``<task>-<method>-s<seed>``)."""
+    return int(trial.rsplit("-s", 1)[1])
+
+
 def area(folder: Path, trial: str) -> float | None:
     """The area of a finished trial's success curve over its periodic evaluations (the grids' area: the lead a
     found reward had in its population may be in learning sooner, not in the last success); None without records."""
@@ -251,22 +256,19 @@ def table(retrain_plan: Mapping[str, Any], out: Path, csv_path: Path | None) -> 
     kept = {row["trial"]: float(row["success"]) for row in lines
             if (int(row["episodes"]), int(row["seed"])) == (episodes, seed)}
     rows: list[tuple[str, str, str, float]] = []
-    areas: dict[tuple[str, str], float | None] = {}  # (sweep folder, trial): its area
+    areas: dict[tuple[str, str], dict[int, float | None]] = {}  # (sweep folder, task): each seed's area
 
     def replayed(folder: Path) -> list[tuple[str, str, str, float]]:
         prefix = f"{folder.name}/"
         mine = {k[len(prefix):]: v for k, v in kept.items() if k.startswith(prefix)}
         done = replay.rows_of(folder, episodes, seed, mine) if SweepLayout(folder).is_sweep() else []
         rows.extend((t, m, prefix + trial, s) for t, m, trial, s in done)
-        areas.update({(folder.name, trial): area(folder, trial) for *_, trial, _ in done})
+        for task, _, trial, _ in done:
+            areas.setdefault((folder.name, task), {})[seed_of(trial)] = area(folder, trial)
         return done
 
     def by_seed(done: Sequence[tuple[str, str, str, float]]) -> dict[int, float]:
-        return {int(trial.rsplit("-s", 1)[1]): success for *_, trial, success in done}
-
-    def area_by_seed(folder: Path, task: str) -> dict[int, float | None]:
-        return {int(trial.rsplit("-s", 1)[1]): value for (name, trial), value in areas.items()
-                if name == folder.name and trial.startswith(f"{task}-")}
+        return {seed_of(trial): success for *_, trial, success in done}
 
     def shown_by_seed(values: Mapping[int, float]) -> str:  # the plan's seeds in order, "-" where none yet
         return ", ".join(f"{values[s]:.0%}" if s in values else "-" for s in retrain_plan["seeds"]) if values else "-"
@@ -276,7 +278,7 @@ def table(retrain_plan: Mapping[str, Any], out: Path, csv_path: Path | None) -> 
     for folder in sorted(out.glob(f"{HUMAN}*")):
         for done in replayed(folder):
             own.setdefault(done[0], {}).update(by_seed([done]))
-            own_area.setdefault(done[0], {}).update(area_by_seed(folder, done[0]))
+            own_area.setdefault(done[0], {}).update(areas[(folder.name, done[0])])
     rng = np.random.default_rng(0)
     md = ["| task | arm | source trial (its reward) | source success [95% interval] | fresh seeds | mean "
           "[bootstrap 95%] | reproduced | the task's own reward, same seeds | area, each seed (mean) | the task's "
@@ -287,7 +289,7 @@ def table(retrain_plan: Mapping[str, Any], out: Path, csv_path: Path | None) -> 
             fresh_seeds, fresh_areas = own.get(entry["task"], {}), task_areas
         else:
             fresh_seeds = by_seed(replayed(folder_of(out, entry)))
-            fresh_areas = area_by_seed(folder_of(out, entry), entry["task"])
+            fresh_areas = areas.get((folder_of(out, entry).name, entry["task"]), {})
         values = list(fresh_seeds.values())
         lo, hi = wilson(entry["success"] * episodes, episodes)
         reward = "the task's own" if entry["own_reward"] else entry["reward_id"]

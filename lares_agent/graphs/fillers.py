@@ -6,6 +6,7 @@ critique-edit control). Each is a list of `CandidateRecord`s the validate node c
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import product
 from typing import Any
 
 import numpy as np
@@ -121,7 +122,7 @@ def critique_edits(ctx: RunContext, elites: list[EliteInfo], defects: Iterable[M
     plans: list[Sequence[Defect]] = [rules, *([d] for d in rules)] if len(rules) > 1 else [rules]
     out: list[CandidateRecord] = []
     seen: list[dict[str, str]] = []
-    for plan, parent in ((plan, parent) for plan in plans for parent in elites):
+    for plan, parent in product(plans, elites):
         if len(out) >= count:
             break
         comps, made = apply_changes(dict(parent.get("components") or {}), plan)
